@@ -1,0 +1,46 @@
+"""tunefleet's database: models, Alembic migrations, sessions and repository functions.
+
+Imports nothing of tunefleet's other packages and no GPU library. Typical use::
+
+    db = Database()          # TUNEFLEET_DB or the default SQLite file
+    db.ensure_schema()
+    with db.session() as s:
+        kernel_id = repository.ensure_kernel(s, "matmul", version_hash, space_hash)
+"""
+
+from db import repository
+from db.errors import (
+    ConstraintViolation,
+    DatabaseError,
+    DatabaseUnavailable,
+    DatabaseURLError,
+    InvalidRecord,
+    InvalidTransition,
+    NotFound,
+    SchemaOutOfDate,
+    SchemaTooNew,
+)
+from db.models import JobStatus, StudyStatus, TrialOutcome
+from db.repository import BestRecord, JobRecord, TrialRecord
+from db.session import Database, default_url
+
+__all__ = [
+    "BestRecord",
+    "ConstraintViolation",
+    "Database",
+    "DatabaseError",
+    "DatabaseURLError",
+    "DatabaseUnavailable",
+    "InvalidRecord",
+    "InvalidTransition",
+    "JobRecord",
+    "JobStatus",
+    "NotFound",
+    "SchemaOutOfDate",
+    "SchemaTooNew",
+    "StudyStatus",
+    "TrialOutcome",
+    "TrialRecord",
+    "default_url",
+    "repository",
+]

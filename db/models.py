@@ -1,0 +1,273 @@
+"""SQLAlchemy 2.0 models of tunefleet's tables.
+
+The schema itself is created and changed only by the Alembic migrations in ``db/migrations``; these
+models must describe exactly what the migrations build (a test compares them). Table names carry the
+``tf_`` prefix because Optuna's RDB storage, which may share the database, owns ``studies`` and
+``trials``.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class JobStatus(str, enum.Enum):
+    """Lifecycle of a job; the allowed moves are in :data:`JOB_TRANSITIONS`."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
+    # running -> running: a driver resuming a job whose previous driver died.
+    JobStatus.RUNNING: frozenset(
+        {JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.DONE: frozenset(),
+    JobStatus.FAILED: frozenset({JobStatus.RUNNING}),
+    JobStatus.CANCELLED: frozenset({JobStatus.RUNNING}),
+}
+
+
+class StudyStatus(str, enum.Enum):
+    """State of one (job, problem, device class) search."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TrialOutcome(str, enum.Enum):
+    """How a trial ended; the same values as ``workers.measurement.Outcome`` (db imports none of ours)."""
+
+    OK = "ok"
+    INVALID = "invalid"
+    WRONG = "wrong"
+    COMPILE_ERROR = "compile_error"
+    COMPILE_TIMEOUT = "compile_timeout"
+    RUN_TIMEOUT = "run_timeout"
+    CRASH = "crash"
+    INFRA = "infra"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite drops the zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+def _in_check(column: str, enum_type: type[enum.Enum]) -> str:
+    return f"{column} IN ({', '.join(repr(m.value) for m in enum_type)})"
+
+
+def _enum_column(enum_type: type[enum.Enum]) -> sa.Enum:
+    # The CHECK constraint is declared by hand in __table_args__ so that its name and text match
+    # the migration exactly.
+    return sa.Enum(
+        enum_type,
+        native_enum=False,
+        create_constraint=False,
+        length=16,
+        values_callable=lambda e: [m.value for m in e],
+        validate_strings=True,
+    )
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        float: sa.Double(),
+        dict[str, Any]: sa.JSON(),
+    }
+
+
+class DeviceClass(Base):
+    """A kind of device results are kept for, e.g. key ``NVIDIA H200``, ``cpu``, ``replay:NVIDIA H200``."""
+
+    __tablename__ = "tf_device_classes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(sa.String(200), unique=True)
+    vendor: Mapped[str] = mapped_column(sa.String(32))
+    name: Mapped[str] = mapped_column(sa.String(200))
+    arch: Mapped[str] = mapped_column(sa.String(64))
+    replay: Mapped[bool] = mapped_column(default=False)
+    limits: Mapped[dict[str, Any] | None]
+
+
+class Environment(Base):
+    """The software a measurement ran under on a device class."""
+
+    __tablename__ = "tf_environments"
+    __table_args__ = (
+        sa.UniqueConstraint(
+            "device_class_id",
+            "driver",
+            "runtime",
+            "triton_version",
+            "torch_version",
+            name="uq_tf_environments_identity",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
+    driver: Mapped[str] = mapped_column(sa.String(64))
+    runtime: Mapped[str] = mapped_column(sa.String(64))
+    triton_version: Mapped[str] = mapped_column(sa.String(64))
+    torch_version: Mapped[str] = mapped_column(sa.String(64))
+
+
+class Kernel(Base):
+    """One version of a kernel: ``version_hash`` covers its source and its search space."""
+
+    __tablename__ = "tf_kernels"
+    __table_args__ = (sa.UniqueConstraint("name", "version_hash"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+    version_hash: Mapped[str] = mapped_column(sa.String(64))
+    space_hash: Mapped[str] = mapped_column(sa.String(64))
+
+
+class Job(Base):
+    """A request to tune one kernel version; ``spec`` is the job spec exactly as given."""
+
+    __tablename__ = "tf_jobs"
+    __table_args__ = (sa.CheckConstraint(_in_check("status", JobStatus), name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
+    status: Mapped[JobStatus] = mapped_column(_enum_column(JobStatus), default=JobStatus.QUEUED)
+    spec: Mapped[dict[str, Any]]
+    team: Mapped[str | None] = mapped_column(sa.String(200))
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+
+
+class Study(Base):
+    """The search of one job for one (problem, device class); bound to an Optuna study by name."""
+
+    __tablename__ = "tf_studies"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", "problem_key", "device_class_id", name="uq_tf_studies_key"),
+        sa.CheckConstraint(_in_check("status", StudyStatus), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_jobs.id"))
+    kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
+    problem_key: Mapped[str] = mapped_column(sa.Text)
+    problem: Mapped[dict[str, Any]]
+    device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
+    sampler: Mapped[str] = mapped_column(sa.String(64))
+    optuna_study_name: Mapped[str] = mapped_column(sa.String(255))
+    status: Mapped[StudyStatus] = mapped_column(
+        _enum_column(StudyStatus), default=StudyStatus.RUNNING
+    )
+
+
+class Trial(Base):
+    """One measured (or failed) config, with its provenance. Times in ms except ``*_s``."""
+
+    __tablename__ = "tf_trials"
+    __table_args__ = (
+        sa.Index(
+            "ix_tf_trials_measured", "kernel_id", "problem_key", "device_class_id", "config_key"
+        ),
+        sa.Index("ix_tf_trials_study_id", "study_id"),
+        sa.CheckConstraint(_in_check("outcome", TrialOutcome), name="outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
+    study_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_studies.id"))
+    kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
+    problem_key: Mapped[str] = mapped_column(sa.Text)
+    device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
+    environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
+    config: Mapped[dict[str, Any]]
+    config_key: Mapped[str] = mapped_column(sa.Text)
+    outcome: Mapped[TrialOutcome] = mapped_column(_enum_column(TrialOutcome))
+    samples_ms: Mapped[list[float] | None] = mapped_column(sa.JSON)
+    median_ms: Mapped[float | None]
+    iqr_ms: Mapped[float | None]
+    max_rel_error: Mapped[float | None]
+    compile_s: Mapped[float | None]
+    run_s: Mapped[float | None]
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    worker: Mapped[str | None] = mapped_column(sa.String(200))
+    host: Mapped[str | None] = mapped_column(sa.String(200))
+    reused: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BestConfig(Base):
+    """The fastest known config per (kernel, version, problem, device class, triton major.minor)."""
+
+    __tablename__ = "tf_best_configs"
+    __table_args__ = (
+        sa.UniqueConstraint(
+            "kernel_name",
+            "kernel_version",
+            "problem_key",
+            "device_class_key",
+            "triton_minor",
+            name="uq_tf_best_configs_key",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kernel_name: Mapped[str] = mapped_column(sa.String(200))
+    kernel_version: Mapped[str] = mapped_column(sa.String(64))
+    problem_key: Mapped[str] = mapped_column(sa.Text)
+    device_class_key: Mapped[str] = mapped_column(sa.String(200))
+    triton_minor: Mapped[str] = mapped_column(sa.String(16))
+    config: Mapped[dict[str, Any]]
+    time_ms: Mapped[float]
+    trial_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_trials.id"))
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
+    environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -1,0 +1,546 @@
+"""Repository functions: every read and write of tunefleet's tables.
+
+Each function takes an open :class:`~sqlalchemy.orm.Session` (from :meth:`db.Database.session`) and
+neither commits nor rolls back: the caller's ``with db.session()`` block is the transaction. Reads
+return frozen dataclass records (``*Record``), never ORM objects, so they stay valid after the
+session closes. ``ensure_*`` functions are get-or-create and safe under concurrent callers.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.errors import InvalidRecord, InvalidTransition, NotFound
+from db.models import (
+    JOB_TRANSITIONS,
+    BestConfig,
+    DeviceClass,
+    Environment,
+    Job,
+    JobStatus,
+    Kernel,
+    Study,
+    StudyStatus,
+    Trial,
+    TrialOutcome,
+    utcnow,
+)
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job row, with its kernel's name and version."""
+
+    id: int
+    kernel_id: int
+    kernel_name: str
+    kernel_version: str
+    status: JobStatus
+    spec: dict[str, Any]
+    team: str | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A trial row. Times in ms except ``compile_s``/``run_s``."""
+
+    id: int
+    job_id: int | None
+    study_id: int | None
+    kernel_id: int
+    problem_key: str
+    device_class_id: int
+    environment_id: int | None
+    config: dict[str, Any]
+    config_key: str
+    outcome: TrialOutcome
+    samples_ms: list[float] | None
+    median_ms: float | None
+    iqr_ms: float | None
+    max_rel_error: float | None
+    compile_s: float | None
+    run_s: float | None
+    error: str | None
+    worker: str | None
+    host: str | None
+    reused: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """A best-config row: the fastest known ``config`` for its key, ``time_ms`` its median."""
+
+    id: int
+    kernel_name: str
+    kernel_version: str
+    problem_key: str
+    device_class_key: str
+    triton_minor: str
+    config: dict[str, Any]
+    time_ms: float
+    trial_id: int | None
+    job_id: int | None
+    environment_id: int | None
+    updated_at: datetime
+
+
+def _get_or_create(s: Session, select: sa.Select[int], make: Callable[[], Any]) -> int:
+    existing = s.scalar(select)
+    if existing is not None:
+        return existing
+    try:
+        with s.begin_nested():
+            row = make()
+            s.add(row)
+    except IntegrityError:
+        # Another writer created the same row between our select and insert.
+        found = s.scalar(select)
+        if found is None:
+            raise
+        return found
+    return cast(int, row.id)
+
+
+def ensure_device_class(
+    s: Session,
+    key: str,
+    vendor: str,
+    name: str,
+    arch: str,
+    replay: bool = False,
+    limits: Mapping[str, Any] | None = None,
+) -> int:
+    """Id of the device class ``key``, created with the other fields if new (an existing row is kept)."""
+    return _get_or_create(
+        s,
+        sa.select(DeviceClass.id).where(DeviceClass.key == key),
+        lambda: DeviceClass(
+            key=key,
+            vendor=vendor,
+            name=name,
+            arch=arch,
+            replay=replay,
+            limits=dict(limits) if limits is not None else None,
+        ),
+    )
+
+
+def ensure_environment(
+    s: Session,
+    device_class_id: int,
+    driver: str,
+    runtime: str,
+    triton_version: str,
+    torch_version: str,
+) -> int:
+    """Id of the environment with exactly these fields (use ``""`` for a field that does not apply)."""
+    return _get_or_create(
+        s,
+        sa.select(Environment.id).where(
+            Environment.device_class_id == device_class_id,
+            Environment.driver == driver,
+            Environment.runtime == runtime,
+            Environment.triton_version == triton_version,
+            Environment.torch_version == torch_version,
+        ),
+        lambda: Environment(
+            device_class_id=device_class_id,
+            driver=driver,
+            runtime=runtime,
+            triton_version=triton_version,
+            torch_version=torch_version,
+        ),
+    )
+
+
+def ensure_kernel(s: Session, name: str, version_hash: str, space_hash: str) -> int:
+    """Id of kernel ``name`` at ``version_hash``, created with ``space_hash`` if new."""
+    return _get_or_create(
+        s,
+        sa.select(Kernel.id).where(Kernel.name == name, Kernel.version_hash == version_hash),
+        lambda: Kernel(name=name, version_hash=version_hash, space_hash=space_hash),
+    )
+
+
+def create_job(s: Session, kernel_id: int, spec: Mapping[str, Any], team: str | None) -> int:
+    """Write a new ``queued`` job with the spec exactly as given; return its id."""
+    job = Job(kernel_id=kernel_id, spec=dict(spec), team=team, status=JobStatus.QUEUED)
+    s.add(job)
+    s.flush()
+    return job.id
+
+
+def _job_row(s: Session, job_id: int, *, for_update: bool = False) -> Job:
+    query = sa.select(Job).where(Job.id == job_id)
+    if for_update:
+        query = query.with_for_update()
+    job = s.scalar(query)
+    if job is None:
+        raise NotFound(f"no job {job_id}; list jobs with `tunefleet jobs`")
+    return job
+
+
+def set_job_status(
+    s: Session, job_id: int, status: JobStatus | str, error: str | None = None
+) -> None:
+    """Move job ``job_id`` to ``status`` along :data:`db.models.JOB_TRANSITIONS`.
+
+    Entering ``running`` stamps ``started_at`` (first time only) and, on resume, clears the finish
+    time, the error and any cancel request; entering done/failed/cancelled stamps ``finished_at``.
+    Raises InvalidTransition for a move the state machine forbids, NotFound for an unknown job.
+    """
+    target = _coerce(JobStatus, status, "job status")
+    job = _job_row(s, job_id, for_update=True)
+    if target not in JOB_TRANSITIONS[job.status]:
+        raise InvalidTransition(f"job {job_id} cannot go from {job.status.value} to {target.value}")
+    now = utcnow()
+    if target is JobStatus.RUNNING:
+        job.started_at = job.started_at or now
+        job.finished_at = None
+        job.cancel_requested = False
+        job.error = None
+    else:
+        job.finished_at = now
+    if error is not None:
+        job.error = error
+    job.status = target
+    s.flush()
+
+
+def request_cancel(s: Session, job_id: int) -> None:
+    """Flag job ``job_id`` for cancellation; its driver polls the flag and stops.
+
+    Raises InvalidTransition if the job already finished, NotFound for an unknown job.
+    """
+    job = _job_row(s, job_id, for_update=True)
+    if JobStatus.CANCELLED not in JOB_TRANSITIONS[job.status]:
+        raise InvalidTransition(f"job {job_id} is already {job.status.value}; nothing to cancel")
+    job.cancel_requested = True
+    s.flush()
+
+
+def _job_query() -> sa.Select[Job, str, str]:
+    return sa.select(Job, Kernel.name, Kernel.version_hash).join(Kernel, Job.kernel_id == Kernel.id)
+
+
+def _job_record(job: Job, kernel_name: str, kernel_version: str) -> JobRecord:
+    return JobRecord(
+        id=job.id,
+        kernel_id=job.kernel_id,
+        kernel_name=kernel_name,
+        kernel_version=kernel_version,
+        status=job.status,
+        spec=job.spec,
+        team=job.team,
+        error=job.error,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        cancel_requested=job.cancel_requested,
+    )
+
+
+def get_job(s: Session, job_id: int) -> JobRecord:
+    """The job ``job_id``; raises NotFound if there is none."""
+    row = s.execute(_job_query().where(Job.id == job_id)).first()
+    if row is None:
+        raise NotFound(f"no job {job_id}; list jobs with `tunefleet jobs`")
+    return _job_record(*row)
+
+
+def list_jobs(s: Session, limit: int = 50) -> list[JobRecord]:
+    """The ``limit`` newest jobs, newest first."""
+    rows = s.execute(_job_query().order_by(Job.id.desc()).limit(limit)).all()
+    return [_job_record(*row) for row in rows]
+
+
+def ensure_study(
+    s: Session,
+    job_id: int,
+    kernel_id: int,
+    problem_key: str,
+    problem: Mapping[str, Any],
+    device_class_id: int,
+    sampler: str,
+    optuna_study_name: str,
+) -> int:
+    """Id of the study of ``job_id`` for (problem_key, device class), created ``running`` if new."""
+    return _get_or_create(
+        s,
+        sa.select(Study.id).where(
+            Study.job_id == job_id,
+            Study.problem_key == problem_key,
+            Study.device_class_id == device_class_id,
+        ),
+        lambda: Study(
+            job_id=job_id,
+            kernel_id=kernel_id,
+            problem_key=problem_key,
+            problem=dict(problem),
+            device_class_id=device_class_id,
+            sampler=sampler,
+            optuna_study_name=optuna_study_name,
+            status=StudyStatus.RUNNING,
+        ),
+    )
+
+
+def set_study_status(s: Session, study_id: int, status: StudyStatus | str) -> None:
+    """Set the status of study ``study_id``; raises NotFound for an unknown study."""
+    target = _coerce(StudyStatus, status, "study status")
+    study = s.get(Study, study_id)
+    if study is None:
+        raise NotFound(f"no study {study_id}")
+    study.status = target
+    s.flush()
+
+
+def _coerce(enum_type: type[_E], value: object, what: str) -> _E:
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in enum_type)
+        raise InvalidRecord(f"unknown {what} {value!r}; one of {allowed}") from None
+
+
+def record_trial(
+    s: Session,
+    *,
+    kernel_id: int,
+    problem_key: str,
+    device_class_id: int,
+    config: Mapping[str, Any],
+    config_key: str,
+    outcome: TrialOutcome | str,
+    job_id: int | None = None,
+    study_id: int | None = None,
+    environment_id: int | None = None,
+    samples_ms: list[float] | None = None,
+    median_ms: float | None = None,
+    iqr_ms: float | None = None,
+    max_rel_error: float | None = None,
+    compile_s: float | None = None,
+    run_s: float | None = None,
+    error: str | None = None,
+    worker: str | None = None,
+    host: str | None = None,
+    reused: bool = False,
+) -> int:
+    """Write one trial and return its id; ``outcome`` is an Outcome value (``"ok"``, ``"infra"``, ...).
+
+    ``config_key`` must be the caller's canonical JSON of ``config`` (search_spaces.space.config_key).
+    The row is flushed, and committed when the caller's session block ends.
+    """
+    trial = Trial(
+        job_id=job_id,
+        study_id=study_id,
+        kernel_id=kernel_id,
+        problem_key=problem_key,
+        device_class_id=device_class_id,
+        environment_id=environment_id,
+        config=dict(config),
+        config_key=config_key,
+        outcome=_coerce(TrialOutcome, outcome, "trial outcome"),
+        samples_ms=list(samples_ms) if samples_ms is not None else None,
+        median_ms=median_ms,
+        iqr_ms=iqr_ms,
+        max_rel_error=max_rel_error,
+        compile_s=compile_s,
+        run_s=run_s,
+        error=error,
+        worker=worker,
+        host=host,
+        reused=reused,
+    )
+    s.add(trial)
+    s.flush()
+    return trial.id
+
+
+def _trial_record(t: Trial) -> TrialRecord:
+    return TrialRecord(
+        id=t.id,
+        job_id=t.job_id,
+        study_id=t.study_id,
+        kernel_id=t.kernel_id,
+        problem_key=t.problem_key,
+        device_class_id=t.device_class_id,
+        environment_id=t.environment_id,
+        config=t.config,
+        config_key=t.config_key,
+        outcome=t.outcome,
+        samples_ms=t.samples_ms,
+        median_ms=t.median_ms,
+        iqr_ms=t.iqr_ms,
+        max_rel_error=t.max_rel_error,
+        compile_s=t.compile_s,
+        run_s=t.run_s,
+        error=t.error,
+        worker=t.worker,
+        host=t.host,
+        reused=t.reused,
+        created_at=t.created_at,
+    )
+
+
+def find_measured(
+    s: Session, kernel_id: int, problem_key: str, device_class_id: int, config_key: str
+) -> TrialRecord | None:
+    """The newest trial of this config on this key whose outcome is not ``infra``, or None.
+
+    Any other outcome (ok, wrong, compile_error, ...) is a measurement that need not be repeated.
+    """
+    trial = s.scalar(
+        sa.select(Trial)
+        .where(
+            Trial.kernel_id == kernel_id,
+            Trial.problem_key == problem_key,
+            Trial.device_class_id == device_class_id,
+            Trial.config_key == config_key,
+            Trial.outcome != TrialOutcome.INFRA,
+        )
+        .order_by(Trial.id.desc())
+        .limit(1)
+    )
+    return _trial_record(trial) if trial is not None else None
+
+
+def trials_for_study(s: Session, study_id: int) -> list[TrialRecord]:
+    """Every trial of study ``study_id``, oldest first."""
+    trials = s.scalars(sa.select(Trial).where(Trial.study_id == study_id).order_by(Trial.id))
+    return [_trial_record(t) for t in trials]
+
+
+def outcome_counts(s: Session, study_id: int) -> dict[str, int]:
+    """Number of trials of study ``study_id`` per outcome value; outcomes with none are absent."""
+    rows = s.execute(
+        sa.select(Trial.outcome, sa.func.count())
+        .where(Trial.study_id == study_id)
+        .group_by(Trial.outcome)
+    ).all()
+    return {outcome.value: count for outcome, count in rows}
+
+
+_BEST = cast(sa.Table, BestConfig.__table__)
+_BEST_KEY = ("kernel_name", "kernel_version", "problem_key", "device_class_key", "triton_minor")
+
+
+def upsert_best(
+    s: Session,
+    kernel_name: str,
+    kernel_version: str,
+    problem_key: str,
+    device_class_key: str,
+    triton_minor: str,
+    config: Mapping[str, Any],
+    time_ms: float,
+    trial_id: int | None,
+    job_id: int | None,
+    environment_id: int | None,
+) -> bool:
+    """Store ``config`` as the best for its key if the key is new or ``time_ms`` is strictly faster.
+
+    One atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE stored > new, so concurrent writers can
+    never replace a faster time with a slower one. Returns True if the row was written.
+    Raises InvalidRecord unless ``time_ms`` is a finite positive number.
+    """
+    if not (isinstance(time_ms, int | float) and math.isfinite(time_ms) and time_ms > 0):
+        raise InvalidRecord(f"best time must be a finite positive number of ms, got {time_ms!r}")
+    values = {
+        "kernel_name": kernel_name,
+        "kernel_version": kernel_version,
+        "problem_key": problem_key,
+        "device_class_key": device_class_key,
+        "triton_minor": triton_minor,
+        "config": dict(config),
+        "time_ms": float(time_ms),
+        "trial_id": trial_id,
+        "job_id": job_id,
+        "environment_id": environment_id,
+        "updated_at": utcnow(),
+    }
+    dialect = s.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    new = insert(_BEST).values(values)
+    updated = {name: new.excluded[name] for name in values if name not in _BEST_KEY}
+    upsert = new.on_conflict_do_update(
+        index_elements=list(_BEST_KEY),
+        set_=updated,
+        where=_BEST.c.time_ms > new.excluded.time_ms,
+    ).returning(_BEST.c.id)
+    return s.execute(upsert).first() is not None
+
+
+def _best_record(b: BestConfig) -> BestRecord:
+    return BestRecord(
+        id=b.id,
+        kernel_name=b.kernel_name,
+        kernel_version=b.kernel_version,
+        problem_key=b.problem_key,
+        device_class_key=b.device_class_key,
+        triton_minor=b.triton_minor,
+        config=b.config,
+        time_ms=b.time_ms,
+        trial_id=b.trial_id,
+        job_id=b.job_id,
+        environment_id=b.environment_id,
+        updated_at=b.updated_at,
+    )
+
+
+def get_best(
+    s: Session,
+    kernel_name: str,
+    problem_key: str | None = None,
+    device_class_key: str | None = None,
+    kernel_version: str | None = None,
+    triton_minor: str | None = None,
+) -> list[BestRecord]:
+    """Best-config rows of ``kernel_name`` matching every filter given (None: any), in key order."""
+    query = sa.select(BestConfig).where(BestConfig.kernel_name == kernel_name)
+    filters = (
+        (BestConfig.problem_key, problem_key),
+        (BestConfig.device_class_key, device_class_key),
+        (BestConfig.kernel_version, kernel_version),
+        (BestConfig.triton_minor, triton_minor),
+    )
+    for column, value in filters:
+        if value is not None:
+            query = query.where(column == value)
+    query = query.order_by(
+        BestConfig.kernel_version,
+        BestConfig.device_class_key,
+        BestConfig.triton_minor,
+        BestConfig.problem_key,
+    )
+    return [_best_record(b) for b in s.scalars(query)]
+
+
+def best_for_kernel(
+    s: Session, kernel_name: str, kernel_version: str, triton_minor: str
+) -> dict[str, dict[str, BestRecord]]:
+    """For export: device class key -> problem key -> best row, for one kernel version and triton."""
+    out: dict[str, dict[str, BestRecord]] = {}
+    for record in get_best(
+        s, kernel_name, kernel_version=kernel_version, triton_minor=triton_minor
+    ):
+        out.setdefault(record.device_class_key, {})[record.problem_key] = record
+    return out

@@ -1,0 +1,270 @@
+"""The database handle: URL checks, engine and connection settings, sessions, schema migration.
+
+SQLite connections get WAL, a busy timeout and foreign keys; every SQLite transaction that may write
+starts with ``BEGIN IMMEDIATE`` so concurrent writers queue on the lock instead of failing halfway.
+Errors of SQLAlchemy and the drivers leave :meth:`Database.session` as :mod:`db.errors` types.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event, exc
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.orm import Session
+
+from db.errors import (
+    ConstraintViolation,
+    DatabaseError,
+    DatabaseUnavailable,
+    DatabaseURLError,
+    SchemaOutOfDate,
+    SchemaTooNew,
+)
+
+ENV_VAR = "TUNEFLEET_DB"
+VERSION_TABLE = "tf_alembic_version"
+BUSY_TIMEOUT_S = 30.0
+PG_CONNECT_TIMEOUT_S = 10
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+_DRIVERS = {
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
+_HINT = "check --db or TUNEFLEET_DB"
+_READONLY = "tunefleet_readonly"
+# Serializes concurrent `upgrade` calls on one PostgreSQL database (any constant works).
+_PG_MIGRATION_LOCK = 0x7475_6E65
+
+
+def default_url() -> str:
+    """``$TUNEFLEET_DB`` if set, else a SQLite file ``tunefleet.db`` in the user data folder (created)."""
+    url = os.environ.get(ENV_VAR)
+    if url:
+        return url
+    folder = Path(platformdirs.user_data_dir("tunefleet"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return URL.create("sqlite", database=str(folder / "tunefleet.db")).render_as_string()
+
+
+def _parse_url(text: str) -> URL:
+    try:
+        url = sa.make_url(text)
+    except exc.ArgumentError:
+        raise DatabaseURLError(
+            f"malformed database URL {text!r}; "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
+        ) from None
+    driver = _DRIVERS.get(url.drivername)
+    if driver is None:
+        raise DatabaseURLError(
+            f"unsupported database {url.drivername!r} in {url.render_as_string()}; "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
+        )
+    url = url.set(drivername=driver)
+    if driver == "sqlite" and not url.database:
+        raise DatabaseURLError(
+            f"SQLite URL {text!r} names no file; use sqlite:///PATH (relative) or sqlite:////PATH"
+        )
+    return url
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0].strip() if lines else type(error).__name__
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Hand BEGIN to SQLAlchemy's "begin" event (the pysqlite recipe), then set per-connection pragmas.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _sqlite_on_begin(connection: Connection) -> None:
+    readonly = connection.get_execution_options().get(_READONLY, False)
+    connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+
+class Database:
+    """A tunefleet database at ``url`` (default: :func:`default_url`); connects lazily.
+
+    Raises DatabaseURLError at construction for a malformed or unsupported URL; an unreachable server
+    shows up as DatabaseUnavailable at the first session or schema call.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self._url = _parse_url(url if url is not None else default_url())
+        self.backend = "sqlite" if self._url.drivername == "sqlite" else "postgresql"
+        connect_args: dict[str, Any] = {}
+        if self.backend == "postgresql" and "connect_timeout" not in self._url.query:
+            connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+        try:
+            self.engine: Engine = sa.create_engine(
+                self._url, connect_args=connect_args, pool_pre_ping=self.backend == "postgresql"
+            )
+        except (exc.ArgumentError, ImportError) as e:
+            raise DatabaseURLError(f"cannot use {self.url}: {_first_line(e)}; {_HINT}") from None
+        if self.backend == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "begin", _sqlite_on_begin)
+
+    @property
+    def url(self) -> str:
+        """The URL with any password masked, for messages."""
+        return self._url.render_as_string(hide_password=True)
+
+    def _where(self) -> str:
+        if self.backend == "sqlite":
+            return f"SQLite file {self._url.database}"
+        return f"PostgreSQL at {self._url.host or 'localhost'}:{self._url.port or 5432}"
+
+    def _translate(self, error: exc.SQLAlchemyError) -> DatabaseError:
+        """Our exception type for a SQLAlchemy/driver error raised while using this database."""
+        detail = _first_line(getattr(error, "orig", None) or error)
+        lowered = detail.lower()
+        if isinstance(error, exc.IntegrityError):
+            return ConstraintViolation(f"write to {self._where()} violates a constraint: {detail}")
+        if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
+            return SchemaOutOfDate(
+                f"{self._where()} lacks tunefleet's tables ({detail}); run `tunefleet db upgrade`"
+            )
+        if isinstance(error, exc.OperationalError) and self.backend == "sqlite":
+            if "locked" in lowered or "busy" in lowered:
+                return DatabaseUnavailable(
+                    f"{self._where()} stayed locked for {BUSY_TIMEOUT_S:.0f} s by another writer; "
+                    "retry, or use PostgreSQL for many concurrent writers"
+                )
+            return DatabaseUnavailable(f"cannot use {self._where()}: {detail}; {_HINT}")
+        if isinstance(error, exc.OperationalError | exc.InterfaceError):
+            return DatabaseUnavailable(f"lost {self._where()}: {detail}; {_HINT}")
+        return DatabaseError(f"database error on {self._where()}: {detail}")
+
+    def _connect_error(self, error: exc.SQLAlchemyError) -> DatabaseUnavailable:
+        detail = _first_line(getattr(error, "orig", None) or error)
+        if self.backend == "postgresql":
+            reason = detail.rsplit(": ", 1)[-1].strip()
+            reason = reason[:1].lower() + reason[1:]
+            return DatabaseUnavailable(f"cannot reach {self._where()}: {reason}; {_HINT}")
+        return DatabaseUnavailable(f"cannot open {self._where()}: {detail}; {_HINT}")
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        try:
+            conn = self.engine.connect()
+        except exc.SQLAlchemyError as e:
+            raise self._connect_error(e) from e
+        with conn:
+            yield conn
+
+    @contextmanager
+    def session(self, *, readonly: bool = False) -> Iterator[Session]:
+        """A session in one transaction: committed when the block ends, rolled back if it raises.
+
+        ``readonly=True`` rolls back at the end instead and, on SQLite, does not take the write lock.
+        SQLAlchemy and driver errors leave as db.errors types; other exceptions pass unchanged.
+        """
+        with self._connection() as conn:
+            if readonly:
+                conn = conn.execution_options(**{_READONLY: True})
+            session = Session(bind=conn, expire_on_commit=False, autoflush=True)
+            try:
+                yield session
+                if readonly:
+                    session.rollback()
+                else:
+                    session.commit()
+            except BaseException as e:
+                session.rollback()
+                if isinstance(e, exc.SQLAlchemyError):
+                    raise self._translate(e) from e
+                raise
+            finally:
+                session.close()
+
+    def _alembic_config(self) -> Config:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        return config
+
+    def _head(self) -> str:
+        head = ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+        if head is None:
+            raise DatabaseError(f"no migrations found in {MIGRATIONS_DIR}; reinstall tunefleet")
+        return head
+
+    def current_revision(self) -> str | None:
+        """The schema revision stored in the database, or None if it has no tunefleet schema."""
+        with self._connection() as conn:
+            try:
+                context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+                return context.get_current_revision()
+            except exc.SQLAlchemyError as e:
+                raise self._translate(e) from e
+
+    def upgrade(self) -> None:
+        """Migrate the schema to the newest revision (creating it in an empty database), atomically."""
+        config = self._alembic_config()
+        with self._connection() as conn:
+            try:
+                with conn.begin():
+                    if self.backend == "postgresql":
+                        conn.execute(
+                            sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                            {"key": _PG_MIGRATION_LOCK},
+                        )
+                    config.attributes["connection"] = conn
+                    command.upgrade(config, "head")
+            except exc.SQLAlchemyError as e:
+                raise self._translate(e) from e
+
+    def check_schema(self) -> None:
+        """Raise SchemaOutOfDate if the database is behind this code, SchemaTooNew if it is ahead."""
+        current = self.current_revision()
+        head = self._head()
+        if current == head:
+            return
+        if current is None:
+            raise SchemaOutOfDate(
+                f"{self._where()} has no tunefleet schema; run `tunefleet db upgrade`"
+            )
+        script = ScriptDirectory.from_config(self._alembic_config())
+        if current not in {rev.revision for rev in script.walk_revisions()}:
+            raise SchemaTooNew(
+                f"{self._where()} is at schema revision {current}, newer than this tunefleet "
+                f"(head {head}); upgrade tunefleet"
+            )
+        raise SchemaOutOfDate(
+            f"{self._where()} is at schema revision {current}, behind {head}; "
+            "run `tunefleet db upgrade`"
+        )
+
+    def ensure_schema(self) -> None:
+        """Create the schema in a database that has none, then :meth:`check_schema`.
+
+        An existing schema that is behind is never migrated here: upgrading a shared database is the
+        deliberate act of ``tunefleet db upgrade``.
+        """
+        if self.current_revision() is None:
+            self.upgrade()
+        self.check_schema()
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

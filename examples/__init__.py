@@ -1,0 +1,1 @@
+"""Example kernel specs written the way a team writes its own, outside tunefleet's packages."""

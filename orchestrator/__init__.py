@@ -1,0 +1,1 @@
+"""Jobs, Optuna-guided studies, Ray dispatch to GPU workers, and the ``tunefleet`` CLI."""

@@ -1,0 +1,38 @@
+"""Helpers shared by the CLI's command modules: options, output and opening the database."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from db import Database
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="Database URL (default: $TUNEFLEET_DB or a SQLite file in your data dir)."
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+]
+
+
+def open_database(url: str | None) -> Database:
+    """The database at ``url`` (or the default), with its schema created or upgraded if needed."""
+    database = Database(url)
+    database.ensure_schema()
+    return database
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+def console() -> Console:
+    return Console(highlight=False)

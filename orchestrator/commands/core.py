@@ -1,0 +1,270 @@
+"""Core commands: ``kernels``, ``space``, ``devices``, ``trial`` and ``db upgrade``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from orchestrator.commands._common import DbOption, JsonOption, console, open_database, print_json
+from orchestrator.errors import OrchestratorError
+from search_spaces import Config, DeviceLimits, KernelSpec, Problem, get_spec
+from search_spaces.registry import all_specs
+from workers.device import Backend, Fingerprint, detect
+from workers.device_table import lookup
+from workers.measurement import Measurement
+
+DEVICE_CHOICES = ("auto", "cuda", "rocm", "interpreter")
+
+
+def _local_limits() -> tuple[str, DeviceLimits]:
+    fingerprint = detect("auto")[0]
+    return fingerprint.device_class.key, fingerprint.limits()
+
+
+def _limits_for(device_class: str | None) -> tuple[str, DeviceLimits]:
+    if device_class is None:
+        return _local_limits()
+    known = lookup(device_class)
+    return known.name, known.limits
+
+
+def resolve_config(spec: KernelSpec, text: str, limits: DeviceLimits) -> Config:
+    """``default`` or ``NAME=VALUE,...`` (unnamed parameters from the default), checked on ``limits``."""
+    config = spec.default_for(limits)
+    if text.strip() != "default":
+        config.update(spec.space.parse(text, limits.vendor))
+    return spec.space.validate(config, limits)
+
+
+def rates(spec: KernelSpec, problem: Problem, median_ms: float | None) -> dict[str, float | None]:
+    """TFLOP/s and GB/s of one launch taking ``median_ms``."""
+    if not median_ms:
+        return {"tflops": None, "gbps": None}
+    seconds = median_ms * 1e-3
+    return {
+        "tflops": spec.flops(problem) / seconds / 1e12,
+        "gbps": spec.bytes_moved(problem) / seconds / 1e9,
+    }
+
+
+def kernels(json_out: JsonOption = False) -> None:
+    """List the kernels that can be tuned, with their problem schema and an example problem."""
+    specs = all_specs()
+    if json_out:
+        print_json({"kernels": [s.describe() for s in specs]})
+        return
+    table = Table("kernel", "description", "problem", "example")
+    for s in specs:
+        example = ",".join(f"{k}={v}" for k, v in s.example.items())
+        table.add_row(s.name, s.description, s.schema.usage(), example)
+    console().print(table)
+
+
+def space(
+    kernel: Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")],
+    device_class: Annotated[
+        str | None,
+        typer.Option("--device-class", help="Known class, e.g. H200 or MI300X (default: local)."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show a kernel's search space on a device class: parameters, constraints, default, counts."""
+    spec = get_spec(kernel)
+    class_key, limits = _limits_for(device_class)
+    described = spec.space.describe()
+    present = {p.name for p in spec.space.params_for(limits.vendor)}
+    out: dict[str, Any] = {
+        "kernel": spec.name,
+        "device_class": class_key,
+        "parameters": {k: v for k, v in dict(described["parameters"]).items() if k in present},  # type: ignore[call-overload]
+        "constraints": described["constraints"],
+        "default": spec.default_for(limits),
+        "total": spec.space.total(limits.vendor),
+        "valid": spec.space.count(limits),
+        "space_hash": spec.space.hash(),
+        "version": spec.version_hash(),
+    }
+    if json_out:
+        print_json(out)
+        return
+    c = console()
+    c.print(f"[bold]{spec.name}[/] on {class_key}: {out['valid']} valid of {out['total']} configs")
+    table = Table("parameter", "values")
+    for name, values in out["parameters"].items():
+        table.add_row(name, ", ".join(map(str, values)))
+    c.print(table)
+    for rule in out["constraints"]:
+        c.print(f"  rule {rule['name']}: {rule['rule']}")
+    c.print("  default: " + ",".join(f"{k}={v}" for k, v in out["default"].items()))
+
+
+def devices(
+    known: Annotated[
+        bool, typer.Option("--known", help="List the known device classes instead.")
+    ] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """List local devices with their fingerprints (or, with --known, the known device classes)."""
+    if known:
+        from workers.device_table import KNOWN_CLASSES
+
+        rows = [k.to_dict() for k in KNOWN_CLASSES]
+        if json_out:
+            print_json({"known": rows})
+            return
+        table = Table(*rows[0].keys())
+        for r in rows:
+            table.add_row(*(str(v) for v in r.values()))
+        console().print(table)
+        return
+    found: list[Fingerprint] = detect("auto")
+    if json_out:
+        print_json(
+            {"devices": [{**f.to_dict(), "device_class": f.device_class.key} for f in found]}
+        )
+        return
+    table = Table("index", "class", "arch", "backend", "memory GiB", "SMs/CUs", "triton", "torch")
+    for f in found:
+        table.add_row(
+            str(f.index),
+            f.device_class.key,
+            f.arch,
+            f.backend.value,
+            f"{f.memory_bytes / 2**30:.1f}",
+            str(f.multiprocessors),
+            f.triton,
+            f.torch,
+        )
+    console().print(table)
+
+
+def trial(
+    kernel: Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")],
+    problem_text: Annotated[
+        str, typer.Option("-p", "--problem", help="e.g. M=64,N=64,K=64,dtype=float16")
+    ],
+    config_text: Annotated[
+        str,
+        typer.Option("-c", "--config", help="'default' or NAME=VALUE,... (rest from the default)"),
+    ] = "default",
+    device: Annotated[str, typer.Option("--device", help="auto|cuda|rocm|interpreter")] = "auto",
+    reps: Annotated[int | None, typer.Option("--reps", min=1, help="Timed repetitions.")] = None,
+    graph: Annotated[bool, typer.Option("--graph", help="Time inside a CUDA graph.")] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Compile, check and time one config of a kernel on one problem in an isolated process."""
+    from workers.runner import RunnerOptions, TrialRequest, TrialRunner
+
+    if device not in DEVICE_CHOICES:
+        raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    spec = get_spec(kernel)
+    problem = spec.parse_problem(problem_text)
+    fingerprint = detect(device)[0]
+    limits = fingerprint.limits()
+    config = resolve_config(spec, config_text, limits)
+    overrides: dict[str, object] = (
+        {"graph": graph} if reps is None else {"graph": graph, "reps": reps}
+    )
+    options = RunnerOptions.for_backend(fingerprint.backend, **overrides)
+    with TrialRunner(options) as runner:
+        m: Measurement = runner.run(TrialRequest(kernel=kernel, problem=problem, config=config))
+    out = {
+        "kernel": spec.name,
+        "problem": problem,
+        "config": config,
+        "device_class": fingerprint.device_class.key,
+        "backend": fingerprint.backend.value,
+        **m.to_dict(),
+        **rates(spec, problem, m.median_ms),
+    }
+    if json_out:
+        print_json(out)
+    else:
+        c = console()
+        c.print(f"{spec.name} {problem} on {out['device_class']} ({fingerprint.backend.value})")
+        c.print("config: " + ",".join(f"{k}={v}" for k, v in config.items()))
+        c.print(f"outcome: [bold]{m.outcome.value}[/]" + (f"  ({m.error})" if m.error else ""))
+        if m.median_ms is not None:
+            c.print(
+                f"median {m.median_ms:.4f} ms  IQR {m.iqr_ms:.4f} ms over {len(m.samples_ms)} reps; "
+                f"{out['tflops']:.2f} TFLOP/s, {out['gbps']:.1f} GB/s; compile {m.compile_s:.2f} s; "
+                f"max rel error {m.max_rel_error:.2e}"
+            )
+        if fingerprint.backend is Backend.INTERPRETER:
+            c.print("[dim]interpreter: times describe the CPU, not a GPU[/]")
+    if m.outcome.value != "ok":
+        raise typer.Exit(1)
+
+
+def record(
+    kernel: Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")],
+    problems: Annotated[list[str], typer.Option("-p", "--problem", help="A problem (repeatable).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Landscape file (.json/.json.gz), or a folder for several."),
+    ],
+    device: Annotated[str, typer.Option("--device", help="auto|cuda|rocm|interpreter")] = "auto",
+    compile_workers: Annotated[
+        int | None,
+        typer.Option("--compile-workers", min=0, help="Compile processes (default: cores - 2)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the first N valid configs.")
+    ] = None,
+) -> None:
+    """Time every valid config of a kernel on this device and write a landscape file per problem."""
+    import os
+
+    from orchestrator.record import record_landscape
+    from workers.landscape import write_landscape
+    from workers.runner import RunnerOptions, TrialRunner
+
+    if device not in DEVICE_CHOICES:
+        raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    spec = get_spec(kernel)
+    parsed = [spec.parse_problem(p) for p in problems]
+    if len(parsed) > 1 and out.suffix in (".json", ".gz"):
+        raise OrchestratorError(f"{len(parsed)} problems need a folder for --out, not {out}")
+    fingerprint = detect(device)[0]
+    gpu = fingerprint.backend is not Backend.INTERPRETER
+    workers = compile_workers if compile_workers is not None else max(1, (os.cpu_count() or 3) - 2)
+    options = RunnerOptions.for_backend(fingerprint.backend, compile_workers=workers if gpu else 0)
+    c = console()
+    with TrialRunner(options, fingerprint=fingerprint) as runner:
+        for problem in parsed:
+            name = "_".join(f"{k}{v}" for k, v in problem.items()) + ".json.gz"
+            path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
+
+            def show(i: int, n: int, m: Measurement, label: str = name) -> None:
+                if i == n or i % 50 == 0:
+                    c.print(f"{label}: {i}/{n} configs, last {m.outcome.value}")
+
+            landscape = record_landscape(spec, kernel, problem, runner, fingerprint, limit, show)
+            write_landscape(path, landscape)
+            best = landscape.best()
+            c.print(
+                f"wrote {path}: {len(landscape.results)} configs"
+                + (f", best {best.time_ms:.4f} ms" if best and best.time_ms else "")
+            )
+
+
+db_app = typer.Typer(help="Manage the config database.", no_args_is_help=True)
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None) -> None:
+    """Create the database or migrate it to the newest schema."""
+    database = open_database(db)
+    console().print(f"database {database.url} is at the newest schema")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(kernels)
+    app.command()(space)
+    app.command()(devices)
+    app.command()(trial)
+    app.command()(record)
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,304 @@
+"""Job commands: ``tune``, ``jobs``, ``job``, ``cancel``, ``resume``, ``best``, ``pull``, ``plot``.
+
+Ray, Optuna and the driver are imported inside the commands that need them, so building the CLI
+stays light.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from db import repository
+from orchestrator.commands._common import DbOption, JsonOption, console, open_database, print_json
+from orchestrator.errors import OrchestratorError
+from orchestrator.jobs import JobSpec, Objective, load_job_file
+from search_spaces.problem import problem_key
+from search_spaces.registry import get_spec
+from workers.errors import WorkerError
+
+if TYPE_CHECKING:
+    from db import Database
+
+ProblemOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--problem", "-p", help="A problem, e.g. M=64,N=64,K=64,dtype=float16 (repeatable)."
+    ),
+]
+ClassOption = Annotated[
+    list[str] | None,
+    typer.Option("--device-class", help="Device class to tune or show (repeatable; default all)."),
+]
+RayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="Ray cluster to use (default: $RAY_ADDRESS, else a local Ray)."
+    ),
+]
+
+
+def _class_key(text: str) -> str:
+    from workers.device_table import parse_class
+
+    try:
+        return parse_class(text).key
+    except WorkerError:
+        return text.strip()
+
+
+def _run(
+    database: Database, spec: JobSpec, job_id: int | None, ray_address: str | None, json_out: bool
+) -> int:
+    """Start workers, submit (or resume) the job, drive it, print the summary; return its id."""
+    import ray
+
+    from orchestrator.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
+    from orchestrator.driver import Driver, submit_job
+    from orchestrator.progress import reporter_for
+    from orchestrator.summary import collect, render
+
+    started = ensure_ray(ray_address)
+    pool = None
+    try:
+        options = PoolOptions(in_flight=spec.in_flight, graph=spec.objective is Objective.GRAPH)
+        pool = WorkerPool(plans_for(spec.devices, options), options)
+        if job_id is None:
+            job_id = submit_job(database, spec, pool)
+        reporter = reporter_for(json_out)
+        reporter.note(
+            f"job {job_id}: {spec.kernel}, {len(spec.problems)} problem(s); cancel with `tunefleet cancel {job_id}`"
+        )
+        Driver(database, pool, reporter=reporter).run(job_id)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+        if started:
+            ray.shutdown()
+    summary = collect(database, job_id)
+    if json_out:
+        print_json(summary)
+    else:
+        render(summary, console())
+    return job_id
+
+
+def tune(
+    target: Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")],
+    problem: ProblemOption = None,
+    trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
+    minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
+    sampler: Annotated[
+        str | None, typer.Option(help="tpe (default), gp, random, grid, cmaes.")
+    ] = None,
+    device_class: ClassOption = None,
+    device: Annotated[
+        list[str] | None,
+        typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),
+    ] = None,
+    ray_address: RayOption = None,
+    db: DbOption = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed (default 0).")] = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="Team that owns the job.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Tune a kernel on problems for device classes; store the best configs; print a summary."""
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "trials": trials,
+            "minutes": minutes,
+            "sampler": sampler,
+            "device_classes": device_class or None,
+            "devices": device or None,
+            "seed": seed,
+            "top_k": top_k,
+            "team": team,
+        }.items()
+        if v is not None
+    }
+    if target.endswith((".yaml", ".yml", ".json")):
+        if problem:
+            overrides["problems"] = list(problem)
+        spec = load_job_file(target, overrides)
+    else:
+        if not problem:
+            example = get_spec(target).example
+            raise OrchestratorError(
+                f"give at least one problem, e.g. -p {','.join(f'{k}={v}' for k, v in example.items())}"
+            )
+        spec = JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
+    _run(open_database(db), spec, None, ray_address, json_out)
+
+
+def resume(
+    job: Annotated[int, typer.Argument(help="Job id.")],
+    ray_address: RayOption = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
+    database = open_database(db)
+    with database.session(readonly=True) as s:
+        record = repository.get_job(s, job)
+    _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out)
+
+
+def cancel(job: Annotated[int, typer.Argument(help="Job id.")], db: DbOption = None) -> None:
+    """Ask a running job to stop: its driver stops dispatching and keeps every finished trial."""
+    database = open_database(db)
+    with database.session() as s:
+        repository.request_cancel(s, job)
+    print(f"job {job}: cancel requested")
+
+
+def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
+    """List the newest jobs."""
+    from rich.table import Table
+
+    database = open_database(db)
+    with database.session(readonly=True) as s:
+        records = repository.list_jobs(s)
+    rows = [
+        {
+            "job": r.id,
+            "kernel": r.kernel_name,
+            "status": r.status.value,
+            "team": r.team,
+            "problems": len(r.spec.get("problems", [])),
+            "created_at": r.created_at.isoformat(timespec="seconds"),
+            "error": r.error,
+        }
+        for r in records
+    ]
+    if json_out:
+        print_json({"jobs": rows})
+        return
+    table = Table(title="jobs")
+    for column in ("job", "kernel", "status", "team", "problems", "created_at", "error"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row.values()))
+    console().print(table)
+
+
+def job(
+    job: Annotated[int, typer.Argument(help="Job id.")],
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show a job's summary: best config per (problem, class) and trials by outcome."""
+    from orchestrator.summary import collect, render
+
+    summary = collect(open_database(db), job)
+    if json_out:
+        print_json(summary)
+    else:
+        render(summary, console())
+
+
+def best(
+    kernel: Annotated[str, typer.Argument(help="Kernel name.")],
+    problem: ProblemOption = None,
+    device_class: ClassOption = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Best stored configs of the installed version of a kernel."""
+    from rich.table import Table
+
+    spec = get_spec(kernel)
+    keys: list[str | None] = [problem_key(spec.schema.parse(p)) for p in problem or []] or [None]
+    classes: list[str | None] = [_class_key(c) for c in device_class or []] or [None]
+    database = open_database(db)
+    with database.session(readonly=True) as s:
+        records = [
+            r
+            for pk in keys
+            for ck in classes
+            for r in repository.get_best(s, spec.name, pk, ck, spec.version_hash())
+        ]
+    rows: list[dict[str, Any]] = [
+        {
+            "problem": problem_key_to_dict(r.problem_key),
+            "device_class": r.device_class_key,
+            "triton": r.triton_minor,
+            "config": r.config,
+            "time_ms": r.time_ms,
+            "job": r.job_id,
+        }
+        for r in records
+    ]
+    if json_out:
+        print_json({"kernel": spec.name, "kernel_version": spec.version_hash(), "best": rows})
+        return
+    if not rows:
+        print(
+            f"no best configs stored for {spec.name} version {spec.version_hash()}", file=sys.stderr
+        )
+        return
+    table = Table(title=f"best configs · {spec.name} {spec.version_hash()}")
+    for column in ("problem", "class", "triton", "config", "time (ms)", "job"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            ",".join(f"{k}={v}" for k, v in row["problem"].items()),
+            row["device_class"],
+            row["triton"],
+            ",".join(f"{k}={v}" for k, v in row["config"].items()),
+            f"{row['time_ms']:.4g}",
+            str(row["job"]),
+        )
+    console().print(table)
+
+
+def problem_key_to_dict(key: str) -> dict[str, Any]:
+    import json
+
+    value = json.loads(key)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def pull(
+    kernel: Annotated[str, typer.Argument(help="Kernel name.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the bundle files to.")],
+    device_class: ClassOption = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="native (JSON bundle) or triton (Python).")
+    ] = "native",
+    db: DbOption = None,
+) -> None:
+    """Export best configs as bundle files a deployment loads (no tuning at run time)."""
+    from orchestrator.bundle_export import BundleFormat, export
+
+    try:
+        chosen = BundleFormat(fmt)
+    except ValueError:
+        raise OrchestratorError(f"unknown format {fmt!r}; use native or triton") from None
+    classes = [_class_key(c) for c in device_class or []]
+    for path in export(open_database(db), kernel, out, classes, chosen):
+        print(path)
+
+
+def plot(
+    job: Annotated[int, typer.Argument(help="Job id.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the PNG and HTML files.")],
+    db: DbOption = None,
+) -> None:
+    """Convergence and parameter importance per study of a job, as PNG and HTML."""
+    from orchestrator.plot import plot_job
+
+    for path in plot_job(open_database(db), job, out):
+        print(path)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the job commands to ``app``."""
+    for command in (tune, jobs, job, cancel, resume, best, pull, plot):
+        app.command()(command)

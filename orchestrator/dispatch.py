@@ -1,0 +1,454 @@
+"""Ray dispatch: one worker actor per device, routing by device class, lost and crashing workers.
+
+Placement: a GPU actor asks for ``num_gpus=1`` plus a sliver of its node's
+``accelerator_type:<X>`` resource and is pinned to that node, so a class's trials only land on GPUs
+of that class. Interpreter actors take one CPU each and form the class ``cpu``; replay actors take
+no CPU and form ``replay:<recorded device>``. Each actor runs one trial at a time (Ray queues the
+calls); the pool keeps up to ``in_flight`` calls queued per actor so its device never idles while
+the driver thinks.
+
+Faults: a call that fails with a RayActorError means the actor (or its node) is gone: every trial
+in flight on it comes back as ``lost`` (the driver records ``infra`` and re-dispatches it once
+more on another actor of the class). An actor whose trials crash ``max_crashes`` times in a row is
+retired: it gets no new trials and is killed once its queue drains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from orchestrator.errors import NoWorkersError, OrchestratorError, WorkerFailure
+from orchestrator.jobs import DeviceSource, SourceKind
+from search_spaces.problem import problem_key
+from search_spaces.space import Config, DeviceLimits, config_key
+from workers.device import Fingerprint
+from workers.measurement import Measurement, Outcome
+
+ACCELERATOR_PREFIX = "accelerator_type:"
+#: Share of a node's accelerator_type resource one actor asks for (Ray gives each node 1.0).
+ACCELERATOR_SHARE = 0.001
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """How to start one worker actor: its backend and what it asks of the cluster."""
+
+    backend: str  # "auto" (this node's GPU), "interpreter" or "replay"
+    replay_paths: tuple[str, ...] = ()
+    num_gpus: float = 0.0
+    num_cpus: float = 0.0
+    resources: Mapping[str, float] = field(default_factory=dict)
+    node_id: str | None = None
+    compile_workers: int = 0
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """Pool settings: calls queued per actor, crashes in a row before retirement, runner knobs."""
+
+    in_flight: int = 2
+    max_crashes: int = 3
+    interpreter_workers: int = 1
+    graph: bool = False
+    replay_noise: float = 0.0
+    replay_seed: int = 0
+    replay_delay_s: float = 0.0
+    start_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What a started actor reports: where it runs and which device class it measures."""
+
+    worker: str  # "<node id>/<pid>": unique in the cluster, recorded with each trial
+    node_id: str
+    host: str
+    pid: int
+    fingerprint: Fingerprint
+    limits: DeviceLimits
+    replay_keys: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def class_key(self) -> str:
+        return self.fingerprint.device_class.key
+
+
+class TrialWorker:
+    """The Ray actor: holds a TrialRunner (or a ReplayRunner) and answers trials one at a time."""
+
+    def __init__(self, plan: WorkerPlan, options: PoolOptions) -> None:
+        self._plan = plan
+        self._options = options
+        self._runner = self._new_runner()
+        self._log: list[str] = []
+        node_id = ray.get_runtime_context().get_node_id()
+        fp: Fingerprint = self._runner.fingerprint
+        keys = None
+        if plan.backend == SourceKind.REPLAY.value:
+            keys = tuple(self._runner.keys())
+        self._info = WorkerInfo(
+            worker=f"{node_id}/{os.getpid()}",
+            node_id=node_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            fingerprint=fp,
+            limits=self._runner.limits,
+            replay_keys=keys,
+        )
+
+    def _new_runner(self) -> Any:
+        if self._plan.backend == SourceKind.REPLAY.value:
+            from workers.replay import ReplayOptions, ReplayRunner
+
+            return ReplayRunner(
+                self._plan.replay_paths,
+                ReplayOptions(
+                    noise=self._options.replay_noise,
+                    seed=self._options.replay_seed,
+                    delay_s=self._options.replay_delay_s,
+                ),
+            )
+        from workers.device import detect
+        from workers.runner import RunnerOptions, TrialRunner
+
+        fp = detect(self._plan.backend)[0]
+        gpu = fp.backend.value != "interpreter"
+        options = RunnerOptions.for_backend(
+            fp.backend,
+            graph=self._options.graph and gpu,
+            compile_workers=self._plan.compile_workers if gpu else 0,
+        )
+        return TrialRunner(options, fingerprint=fp)
+
+    def info(self) -> WorkerInfo:
+        return self._info
+
+    def run(self, kernel: str, problem: dict[str, Any], config: Config) -> Measurement:
+        """Measure one config; the result names this actor as its worker."""
+        from workers.runner import TrialRequest
+
+        self._log.append(f"{kernel}|{problem_key(problem)}|{config_key(config)}")
+        m: Measurement = self._runner.run(TrialRequest(kernel, dict(problem), dict(config)))
+        m.worker, m.host = self._info.worker, self._info.host
+        return m
+
+    def retime(
+        self, kernel: str, problem: dict[str, Any], configs: list[Config], rounds: int
+    ) -> list[list[float]]:
+        """Time ``configs`` again in a fresh runner, interleaved (A B C A B C ...).
+
+        Returns each config's medians, one per round that ended ``ok``.
+        """
+        from workers.runner import TrialRequest
+
+        runner = self._new_runner()
+        medians: list[list[float]] = [[] for _ in configs]
+        try:
+            for _ in range(rounds):
+                for i, config in enumerate(configs):
+                    m = runner.run(TrialRequest(kernel, dict(problem), dict(config)))
+                    if m.outcome is Outcome.OK and m.median_ms is not None:
+                        medians[i].append(m.median_ms)
+        finally:
+            runner.close()
+        return medians
+
+    def call_log(self) -> list[str]:
+        """``kernel|problem key|config key`` of every trial this actor was asked to run."""
+        return list(self._log)
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+@dataclass
+class Task:
+    """One config to measure; ``owner`` is the driver's tag (its study), ``attempt`` counts losses."""
+
+    owner: Any
+    kernel: str
+    problem: dict[str, Any]
+    config: Config
+    attempt: int = 0
+
+
+@dataclass
+class Done:
+    """A task's end: its measurement, the worker, and whether the worker was lost (``infra``)."""
+
+    task: Task
+    measurement: Measurement
+    worker: WorkerInfo
+    lost: bool = False
+
+
+@dataclass
+class _Handle:
+    actor: Any
+    info: WorkerInfo
+    in_flight: dict[Any, Task] = field(default_factory=dict)
+    crashes: int = 0
+    retired: bool = False
+    dead: bool = False
+
+
+def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
+    """Connect to ``address`` (or RAY_ADDRESS), else start a small local Ray; True if we started it."""
+    if ray.is_initialized():
+        return False
+    target = address or os.environ.get("RAY_ADDRESS")
+    if target:
+        ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+        return False
+    ray.init(
+        num_cpus=num_cpus or max(2, min(4, os.cpu_count() or 2)),
+        include_dashboard=False,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
+    return True
+
+
+#: Most compile processes one GPU worker starts.
+MAX_COMPILE_WORKERS = 16
+
+
+def compile_workers_for(cpus: int, gpus: int) -> int:
+    """Compile processes per GPU worker: the node's cores shared by its GPUs, one kept free."""
+    return max(1, min(MAX_COMPILE_WORKERS, cpus // max(1, gpus) - 1))
+
+
+def plans_for(sources: Sequence[DeviceSource], options: PoolOptions) -> list[WorkerPlan]:
+    """Actor plans for ``--device`` sources: ``auto`` = one per GPU in the cluster (else the
+    interpreter), ``interpreter`` = ``interpreter_workers`` CPU actors, ``replay`` = one actor."""
+    plans: list[WorkerPlan] = []
+    interpreter = WorkerPlan("interpreter", num_cpus=1.0)
+    for source in sources:
+        if source.kind is SourceKind.REPLAY:
+            plans.append(WorkerPlan("replay", replay_paths=source.paths))
+        elif source.kind is SourceKind.INTERPRETER:
+            plans.extend([interpreter] * options.interpreter_workers)
+        else:
+            gpu_plans = []
+            for node in ray.nodes():
+                if not node.get("Alive"):
+                    continue
+                resources = node.get("Resources", {})
+                accel = sorted(k for k in resources if k.startswith(ACCELERATOR_PREFIX))
+                gpus = int(resources.get("GPU", 0))
+                for _ in range(gpus):
+                    gpu_plans.append(
+                        WorkerPlan(
+                            "auto",
+                            num_gpus=1.0,
+                            resources={accel[0]: ACCELERATOR_SHARE} if accel else {},
+                            node_id=node["NodeID"],
+                            compile_workers=compile_workers_for(int(resources.get("CPU", 1)), gpus),
+                        )
+                    )
+            plans.extend(gpu_plans or [interpreter] * options.interpreter_workers)
+    return plans
+
+
+class WorkerPool:
+    """Worker actors grouped by device class; submit, wait, retire, retime."""
+
+    def __init__(self, plans: Sequence[WorkerPlan], options: PoolOptions | None = None) -> None:
+        """Start one actor per plan and wait until each reports its device class."""
+        if not plans:
+            raise NoWorkersError(
+                "no workers to start; give --device auto, interpreter or replay:FILE"
+            )
+        self.options = options or PoolOptions()
+        remote: Any = ray.remote(TrialWorker)
+        actors: list[Any] = []
+        for plan in plans:
+            opts: dict[str, Any] = {
+                "num_cpus": plan.num_cpus,
+                "num_gpus": plan.num_gpus,
+                "resources": dict(plan.resources),
+                "max_restarts": 0,
+                # GPU runners are thread-safe: calls in flight compile ahead in the compile pool.
+                "max_concurrency": self.options.in_flight if plan.compile_workers else 1,
+            }
+            if plan.node_id is not None:
+                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                    plan.node_id, soft=False
+                )
+            actors.append(remote.options(**opts).remote(plan, self.options))
+        try:
+            infos = ray.get([a.info.remote() for a in actors], timeout=self.options.start_timeout_s)
+        except GetTimeoutError:
+            for a in actors:
+                ray.kill(a)
+            raise NoWorkersError(
+                f"workers did not start within {self.options.start_timeout_s:.0f} s; "
+                "check that the cluster has the resources they ask for"
+            ) from None
+        except (RayActorError, RayTaskError) as exc:
+            for a in actors:
+                ray.kill(a)
+            cause = exc.cause if isinstance(exc, RayTaskError) else exc
+            raise OrchestratorError(
+                f"a worker failed to start: {str(cause).splitlines()[-1]}"
+            ) from None
+        self._handles = [_Handle(a, i) for a, i in zip(actors, infos, strict=True)]
+        self._by_ref: dict[Any, _Handle] = {}
+
+    # ----- what the pool has
+    def classes(self) -> dict[str, WorkerInfo]:
+        """Device class key -> one live worker of it (its limits and fingerprint stand for all)."""
+        out: dict[str, WorkerInfo] = {}
+        for h in self._handles:
+            if not h.dead and not h.retired:
+                out.setdefault(h.info.class_key, h.info)
+        return out
+
+    def workers(self, class_key: str | None = None) -> list[WorkerInfo]:
+        """Live, non-retired workers (of one class, if given)."""
+        return [
+            h.info
+            for h in self._handles
+            if not h.dead and not h.retired and class_key in (None, h.info.class_key)
+        ]
+
+    def actor(self, worker: str) -> Any:
+        """The Ray actor handle of ``worker`` (tests use it to kill or inspect a worker)."""
+        for h in self._handles:
+            if h.info.worker == worker:
+                return h.actor
+        raise KeyError(worker)
+
+    def free_slots(self, class_key: str) -> int:
+        return sum(
+            max(0, self.options.in_flight - len(h.in_flight))
+            for h in self._handles
+            if h.info.class_key == class_key and not h.dead and not h.retired
+        )
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._by_ref)
+
+    # ----- dispatch
+    def submit(self, class_key: str, task: Task) -> WorkerInfo:
+        """Queue ``task`` on the least-busy live worker of ``class_key``."""
+        live = [
+            h
+            for h in self._handles
+            if h.info.class_key == class_key and not h.dead and not h.retired
+        ]
+        if not live:
+            raise NoWorkersError(f"no live worker of class {class_key!r} is left")
+        h = min(live, key=lambda x: len(x.in_flight))
+        ref = h.actor.run.remote(task.kernel, task.problem, task.config)
+        h.in_flight[ref] = task
+        self._by_ref[ref] = h
+        return h.info
+
+    def _lose(self, h: _Handle, why: str) -> list[Done]:
+        h.dead = True
+        out = []
+        for ref, task in h.in_flight.items():
+            self._by_ref.pop(ref, None)
+            m = Measurement(Outcome.INFRA, error=f"worker lost: {why}"[:500])
+            m.worker, m.host = h.info.worker, h.info.host
+            out.append(Done(task, m, h.info, lost=True))
+        h.in_flight.clear()
+        with contextlib.suppress(Exception):  # already gone: nothing left to release
+            ray.kill(h.actor)
+        return out
+
+    def wait(self, timeout: float) -> list[Done]:
+        """Results that are ready within ``timeout`` seconds (maybe none)."""
+        refs = list(self._by_ref)
+        if not refs:
+            time.sleep(min(timeout, 0.05))
+            return []
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        out: list[Done] = []
+        for ref in ready:
+            h = self._by_ref.get(ref)
+            if h is None:  # its worker was lost while handling an earlier ref
+                continue
+            try:
+                m: Measurement = ray.get(ref)
+            except RayActorError as exc:
+                out.extend(self._lose(h, str(exc).splitlines()[0]))
+                continue
+            except RayTaskError as exc:
+                raise WorkerFailure(
+                    f"worker {h.info.worker} raised: {str(exc.cause).splitlines()[-1]}"
+                ) from None
+            task = h.in_flight.pop(ref)
+            del self._by_ref[ref]
+            h.crashes = h.crashes + 1 if m.outcome is Outcome.CRASH else 0
+            if h.crashes >= self.options.max_crashes:
+                h.retired = True
+            if h.retired and not h.in_flight:
+                ray.kill(h.actor)
+                h.dead = True
+            out.append(Done(task, m, h.info))
+        return out
+
+    def retime(
+        self,
+        jobs: Sequence[tuple[str, str, dict[str, Any], list[Config]]],
+        rounds: int,
+        timeout_s: float = 600.0,
+    ) -> list[list[list[float]] | None]:
+        """Re-time each (class, kernel, problem, configs) in a fresh runner on a worker of the
+        class, all at once; per job the medians per config, or None when its worker was lost."""
+        refs: list[Any] = []
+        counter: dict[str, int] = {}
+        for class_key, kernel, problem, configs in jobs:
+            live = self.workers(class_key)
+            if not live or not configs:
+                refs.append(None)
+                continue
+            n = counter.get(class_key, 0)
+            counter[class_key] = n + 1
+            worker = live[n % len(live)]
+            refs.append(self.actor(worker.worker).retime.remote(kernel, problem, configs, rounds))
+        out: list[list[list[float]] | None] = []
+        for ref in refs:
+            if ref is None:
+                out.append(None)
+                continue
+            try:
+                out.append(ray.get(ref, timeout=timeout_s))
+            except (RayActorError, GetTimeoutError):
+                out.append(None)
+        return out
+
+    def call_logs(self) -> dict[str, list[str]]:
+        """Worker -> the trials it was asked to run (live workers only)."""
+        live = [h for h in self._handles if not h.dead]
+        logs = ray.get([h.actor.call_log.remote() for h in live])
+        return {h.info.worker: log for h, log in zip(live, logs, strict=True)}
+
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        """Close every runner (ending its child process), then stop the actors."""
+        live = [h for h in self._handles if not h.dead]
+        if live:
+            ray.wait([h.actor.close.remote() for h in live], num_returns=len(live), timeout=grace_s)
+        for h in self._handles:
+            if not h.dead:
+                with contextlib.suppress(Exception):  # already gone
+                    ray.kill(h.actor)
+                h.dead = True
+        self._by_ref.clear()

@@ -1,0 +1,32 @@
+"""Exceptions the orchestrator raises at its boundary; each message is one line for the user.
+
+The CLI prints ``error: <message>`` and exits 2 for any :class:`OrchestratorError`.
+"""
+
+
+class OrchestratorError(Exception):
+    """Base class: a job, its workers or its outputs cannot be handled as asked."""
+
+
+class JobSpecError(OrchestratorError):
+    """A job spec is malformed: unknown field, bad budget, unknown sampler, bad device source."""
+
+
+class NoWorkersError(OrchestratorError):
+    """A job asks for a device class that no worker in the cluster has (or all of them were lost)."""
+
+
+class JobNotFoundError(OrchestratorError):
+    """No job with the given id exists in the database."""
+
+
+class JobStateError(OrchestratorError):
+    """The job is in a state that does not allow the request (e.g. resuming a finished job)."""
+
+
+class BundleExportError(OrchestratorError):
+    """Nothing to export, or the output directory cannot be written."""
+
+
+class WorkerFailure(OrchestratorError):
+    """A worker raised instead of returning a measurement (a bug, not a trial's own failure)."""

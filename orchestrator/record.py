@@ -1,0 +1,46 @@
+"""Record a landscape: every valid config of a kernel's space timed on one device for one problem."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from search_spaces import KernelSpec, Problem
+from workers.device import Fingerprint
+from workers.landscape import Landscape, LandscapeResult
+from workers.measurement import Measurement
+from workers.runner import TrialRequest, TrialRunner
+
+Progress = Callable[[int, int, Measurement], None]
+
+
+def record_landscape(
+    spec: KernelSpec,
+    kernel: str,
+    problem: Problem,
+    runner: TrialRunner,
+    fingerprint: Fingerprint,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> Landscape:
+    """Run every valid config (the first ``limit`` of them, if given) and return the landscape.
+
+    All configs are handed to the runner's compile pool first, so compiling runs ahead of timing.
+    On an interrupt the landscape so far is returned with the exception re-raised by the caller's
+    choice: the results list simply holds the configs finished before it.
+    """
+    configs = spec.space.enumerate(fingerprint.limits())[:limit]
+    requests = [TrialRequest(kernel, problem, c) for c in configs]
+    for request in requests:
+        runner.prefetch(request)
+    landscape = Landscape(
+        kernel=spec.name,
+        kernel_version=spec.version_hash(),
+        problem=dict(problem),
+        device=fingerprint.to_dict(),
+    )
+    for i, request in enumerate(requests, 1):
+        m = runner.run(request)
+        landscape.results.append(LandscapeResult(dict(request.config), m.outcome, m.median_ms))
+        if progress is not None:
+            progress(i, len(requests), m)
+    return landscape

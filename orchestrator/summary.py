@@ -1,0 +1,159 @@
+"""A job's results, read back from the database: a JSON-ready dict and rich tables.
+
+Per study (problem, device class): the best config for the key (the promoted row, preferring the
+one this job wrote), its time, TFLOP/s and GB/s, % of the device's roofline when the class's peak
+numbers are known (never for ``cpu``), speedups over the median ``ok`` trial and over the spec's
+default config (when it was measured), and trials by outcome, measured and reused.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import sqlalchemy as sa
+from rich.console import Console
+from rich.table import Table
+
+from db import Database, repository
+from db.models import DeviceClass, Study, TrialOutcome
+from db.repository import JobRecord
+from search_spaces.registry import get_spec
+from search_spaces.space import DeviceLimits, Vendor, config_key
+from search_spaces.spec import KernelSpec
+from workers.device_table import find
+
+
+def _rates(
+    kernel: KernelSpec, problem: dict[str, Any], class_name: str, time_ms: float
+) -> dict[str, float | None]:
+    seconds = time_ms * 1e-3
+    flops, nbytes = kernel.flops(problem), kernel.bytes_moved(problem)
+    tflops = flops / seconds / 1e12 if flops else None
+    gbs = nbytes / seconds / 1e9 if nbytes else None
+    known = find(class_name)
+    pct = None
+    if known is not None and known.memory_bandwidth_gbs and known.bf16_tflops and nbytes:
+        # Roofline: the attainable rate at this arithmetic intensity, in FLOP/s (or bytes/s
+        # for kernels that do no math).
+        if flops:
+            attainable = min(
+                known.bf16_tflops * 1e12, flops / nbytes * known.memory_bandwidth_gbs * 1e9
+            )
+            pct = 100.0 * (flops / seconds) / attainable
+        else:
+            pct = 100.0 * (nbytes / seconds) / (known.memory_bandwidth_gbs * 1e9)
+    return {"tflops": tflops, "gbs": gbs, "roofline_pct": pct}
+
+
+def _default_config(
+    kernel: KernelSpec, limits: dict[str, Any] | None, vendor: str
+) -> dict[str, Any]:
+    if limits:
+        try:
+            return kernel.default_for(
+                DeviceLimits(**{**limits, "vendor": Vendor(limits["vendor"])})
+            )
+        except (TypeError, ValueError, KeyError):
+            pass
+    return kernel.default_config(Vendor(vendor))
+
+
+def collect(database: Database, job_id: int) -> dict[str, Any]:
+    """The job's summary: ``{"job", "status", "kernel", "studies": [...]}`` (see the module doc)."""
+    with database.session(readonly=True) as s:
+        job: JobRecord = repository.get_job(s, job_id)
+        kernel = get_spec(str(job.spec.get("kernel", job.kernel_name)))
+        rows = s.execute(
+            sa.select(Study, DeviceClass)
+            .join(DeviceClass, Study.device_class_id == DeviceClass.id)
+            .where(Study.job_id == job_id)
+            .order_by(Study.id)
+        ).all()
+        studies = []
+        for study, cls in rows:
+            trials = repository.trials_for_study(s, study.id)
+            ok = {t.config_key: t for t in trials if t.outcome is TrialOutcome.OK and t.median_ms}
+            bests = repository.get_best(
+                s, job.kernel_name, study.problem_key, cls.key, job.kernel_version
+            )
+            best_cfg: dict[str, Any] | None = None
+            best_ms: float | None = None
+            best_job: int | None = None
+            if bests:
+                chosen = min(bests, key=lambda b: (b.job_id != job_id, b.time_ms))
+                best_cfg, best_ms, best_job = chosen.config, chosen.time_ms, chosen.job_id
+            elif ok:
+                fastest = min(ok.values(), key=lambda t: t.median_ms or 0.0)
+                best_cfg, best_ms, best_job = fastest.config, fastest.median_ms, job_id
+            problem = dict(study.problem)
+            entry: dict[str, Any] = {
+                "problem": problem,
+                "device_class": cls.key,
+                "best": None
+                if best_cfg is None
+                else {"config": best_cfg, "time_ms": best_ms, "job": best_job},
+                "trials": repository.outcome_counts(s, study.id),
+                "measured": sum(
+                    1 for t in trials if not t.reused and t.outcome is not TrialOutcome.INFRA
+                ),
+                "reused": sum(1 for t in trials if t.reused),
+                "status": study.status.value,
+                "sampler": study.sampler,
+            }
+            if best_ms:
+                medians = [t.median_ms for t in ok.values() if t.median_ms]
+                entry["speedup_vs_median"] = (
+                    statistics.median(medians) / best_ms if medians else None
+                )
+                default = _default_config(kernel, cls.limits, cls.vendor)
+                found = repository.find_measured(
+                    s, study.kernel_id, study.problem_key, cls.id, config_key(default)
+                )
+                entry["default_time_ms"] = (
+                    found.median_ms if found and found.outcome is TrialOutcome.OK else None
+                )
+                entry["speedup_vs_default"] = (
+                    entry["default_time_ms"] / best_ms if entry["default_time_ms"] else None
+                )
+                entry.update(_rates(kernel, problem, cls.name, best_ms))
+            studies.append(entry)
+    return {
+        "job": job.id,
+        "status": job.status.value,
+        "kernel": job.kernel_name,
+        "kernel_version": job.kernel_version,
+        "error": job.error,
+        "studies": studies,
+    }
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def render(summary: dict[str, Any], console: Console) -> None:
+    """Print one two-column table per (problem, device class)."""
+    console.print(f"job {summary['job']} · {summary['kernel']} · {summary['status']}")
+    for st in summary["studies"]:
+        best = st["best"] or {}
+        problem = ",".join(f"{k}={v}" for k, v in st["problem"].items())
+        table = Table(title=f"{problem} @ {st['device_class']}", show_header=False)
+        table.add_column("", style="bold")
+        table.add_column("")
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(st["trials"].items()))
+        config = ", ".join(f"{k}={v}" for k, v in (best.get("config") or {}).items())
+        for name, value in (
+            ("best config", config or "-"),
+            ("time", _fmt(best.get("time_ms"), ".4g", " ms")),
+            ("TFLOP/s", _fmt(st.get("tflops"), ".3g")),
+            ("GB/s", _fmt(st.get("gbs"), ".3g")),
+            ("% of roofline", _fmt(st.get("roofline_pct"), ".0f", "%")),
+            ("vs median trial", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
+            ("vs default config", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
+            ("trials", f"{counts or 'none'} (measured {st['measured']}, reused {st['reused']})"),
+        ):
+            table.add_row(name, value)
+        console.print(table)
+    if summary.get("error"):
+        console.print(f"[red]error:[/red] {summary['error']}")

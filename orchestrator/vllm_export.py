@@ -1,0 +1,129 @@
+"""Write ``fused_moe`` results as vLLM's per-device fused-MoE config files.
+
+vLLM (``vllm/model_executor/layers/fused_moe``: ``get_config_file_name``, ``get_moe_configs``)
+looks for ``E=<E>,N=<N>,device_name=<name>[,dtype=<d>].json`` in ``VLLM_TUNED_CONFIG_FOLDER`` first,
+then in its own ``configs/`` folder; the file maps a batch size M (string key) to the kernel config
+and vLLM takes the entry whose M is nearest to the batch it runs. Conventions copied from vLLM:
+
+* ``N`` in the name is ``w2.shape[2]``, the intermediate size after SiLU-and-mul: half the N of the
+  first GEMM (whose weight ``w1`` is [E, 2*N, K], gate and up projections stacked). Our problem's
+  ``N`` is that first GEMM's N, so the file gets N // 2.
+* ``device_name`` is ``torch.cuda.get_device_name()`` with spaces replaced by ``_``; any name with a
+  ``H200`` word becomes ``NVIDIA_H200``.
+* ``dtype`` is omitted for float16 and bfloat16 (they share a file); vLLM writes ``float32`` or a
+  quantization scheme such as ``fp8_w8a8`` there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator.errors import BundleExportError
+
+#: Config keys vLLM's files carry, in vLLM's order; the AMD keys only where the config has them
+#: (vLLM's ROCm files carry them and vLLM passes every key to the Triton launch).
+VLLM_KEYS = (
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
+AMD_KEYS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+
+#: Problem fields that must agree across the entries of one file (M varies).
+SHAPE_FIELDS = ("E", "N", "K", "topk", "dtype")
+
+#: Our problem dtypes -> vLLM's dtype selector (None: no ``dtype=`` part in the name).
+VLLM_DTYPE: dict[str, str | None] = {"float16": None, "bfloat16": None, "float32": "float32"}
+
+Entry = tuple[Mapping[str, object], Mapping[str, object]]
+"""One tuned result: (fused_moe problem, its best config)."""
+
+
+def vllm_device_name(device_name: str) -> str:
+    """The device part of vLLM's file name: spaces as ``_``, the H200 family as ``NVIDIA_H200``."""
+    name = device_name.strip().replace(" ", "_")
+    return "NVIDIA_H200" if "H200" in name.split("_") else name
+
+
+def vllm_file_name(E: int, N: int, device_name: str, dtype: str | None) -> str:
+    """``E=<E>,N=<N>,device_name=<name>[,dtype=<dtype>].json`` exactly as vLLM looks it up.
+
+    ``N`` is vLLM's (the intermediate size, see the module docstring); ``dtype`` is vLLM's selector
+    (``None`` for float16/bfloat16).
+    """
+    dtype_part = f",dtype={dtype}" if dtype else ""
+    return f"E={E},N={N},device_name={vllm_device_name(device_name)}{dtype_part}.json"
+
+
+def _int(problem: Mapping[str, object], name: str) -> int:
+    value = problem.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BundleExportError(f"fused_moe problem {dict(problem)} lacks an integer {name!r}")
+    return value
+
+
+def _vllm_entry(config: Mapping[str, object]) -> dict[str, object]:
+    missing = [key for key in VLLM_KEYS if key not in config]
+    if missing:
+        raise BundleExportError(f"config {dict(config)} lacks {', '.join(missing)} for vLLM")
+    return {key: config[key] for key in (*VLLM_KEYS, *AMD_KEYS) if key in config}
+
+
+def vllm_config(entries: Sequence[Entry]) -> dict[str, dict[str, object]]:
+    """vLLM's file content: batch size M (string, in numeric order) -> config.
+
+    All entries must share (E, N, K, topk, dtype) and have distinct M; raises BundleExportError.
+    """
+    if not entries:
+        raise BundleExportError("no fused_moe results to export")
+    first = entries[0][0]
+    shape = {f: first.get(f) for f in SHAPE_FIELDS}
+    by_m: dict[int, dict[str, object]] = {}
+    for problem, config in entries:
+        other = {f: problem.get(f) for f in SHAPE_FIELDS}
+        if other != shape:
+            raise BundleExportError(
+                f"one vLLM file holds one shape; got {shape} and {other} (only M may differ)"
+            )
+        m = _int(problem, "M")
+        if m in by_m:
+            raise BundleExportError(f"two results for M={m} with shape {shape}")
+        by_m[m] = _vllm_entry(config)
+    return {str(m): by_m[m] for m in sorted(by_m)}
+
+
+def write_vllm_files(entries: Sequence[Entry], device_name: str, out_dir: Path) -> list[Path]:
+    """Write one vLLM file per (E, N, dtype) into ``out_dir`` (created if needed); return the paths.
+
+    Entries of one file must also share K and topk (vLLM's name does not tell them apart).
+    """
+    groups: dict[tuple[int, int, str | None], list[Entry]] = {}
+    for problem, config in entries:
+        e, n = _int(problem, "E"), _int(problem, "N")
+        dtype_name = str(problem.get("dtype"))
+        if dtype_name not in VLLM_DTYPE:
+            raise BundleExportError(f"dtype {dtype_name!r} has no vLLM config file name")
+        if n % 2:
+            raise BundleExportError(
+                f"N={n} is odd; vLLM names files by N/2 (w1 stacks gate and up projections)"
+            )
+        groups.setdefault((e, n // 2, VLLM_DTYPE[dtype_name]), []).append((problem, config))
+    if not groups:
+        raise BundleExportError("no fused_moe results to export")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for (e, n, dtype), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")
+        ):
+            path = out_dir / vllm_file_name(e, n, device_name, dtype)
+            path.write_text(json.dumps(vllm_config(group), indent=4) + "\n")
+            paths.append(path)
+    except OSError as exc:
+        raise BundleExportError(f"cannot write vLLM files to {out_dir}: {exc}") from None
+    return paths

@@ -1,0 +1,195 @@
+"""Deployment-side lookup of tuned configs from a ``tunefleet pull`` bundle (stdlib only).
+
+A bundle is JSON::
+
+    {"format": "tunefleet-bundle/1", "kernel": "matmul", "kernel_version": "...",
+     "device_class": "NVIDIA H200", "environment": {...}, "default": {config},
+     "entries": [{"problem": {...}, "config": {...}, "time_ms": 0.41, "job": 7}, ...]}
+
+:meth:`Bundle.lookup` picks, for a problem:
+
+1. the entry whose problem equals it exactly (same fields, same values);
+2. else the *nearest* entry among those whose non-integer fields (dtype, flags, choices) all equal
+   the problem's and that have the same field names: distance = sum over integer fields of
+   ``|log2(a) - log2(b)|`` (so 2048 is as far from 4096 as 4096 from 8192); ties go to the entry
+   listed first in the bundle;
+3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
+
+Answers are cached per problem, so a repeated lookup is one dict access. Importing this module
+loads neither torch, triton, Ray, Optuna nor SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from search_spaces.errors import SpecError
+
+BUNDLE_FORMAT = "tunefleet-bundle/1"
+
+ProblemLike = Mapping[str, Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class BundleError(SpecError):
+    """A bundle file is missing, unreadable or not in the ``tunefleet-bundle/1`` format."""
+
+
+def _is_dim(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _frozen(problem: ProblemLike) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(problem.items()))
+
+
+@dataclass(frozen=True)
+class BundleEntry:
+    """The tuned config for one problem, with its time and the job that found it."""
+
+    problem: dict[str, Any]
+    config: dict[str, Any]
+    time_ms: float | None = None
+    job: int | None = None
+
+
+@dataclass
+class Bundle:
+    """Tuned configs of one kernel version on one device class; see the module doc for lookup."""
+
+    kernel: str
+    kernel_version: str
+    device_class: str
+    default: dict[str, Any]
+    entries: list[BundleEntry]
+    environment: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    _exact: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = field(
+        init=False, repr=False, default_factory=dict
+    )
+    _cache: dict[tuple[tuple[str, Any], ...], tuple[str, dict[str, Any]]] = field(
+        init=False, repr=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        for entry in self.entries:
+            self._exact.setdefault(_frozen(entry.problem), entry.config)
+
+    def _nearest(self, problem: ProblemLike) -> dict[str, Any] | None:
+        names = set(problem)
+        best: tuple[float, dict[str, Any]] | None = None
+        for entry in self.entries:
+            other = entry.problem
+            if set(other) != names:
+                continue
+            distance = 0.0
+            for name, value in problem.items():
+                theirs = other[name]
+                if _is_dim(value) and _is_dim(theirs):
+                    distance += abs(math.log2(value) - math.log2(theirs))
+                elif value != theirs or _is_dim(value) != _is_dim(theirs):
+                    break
+            else:
+                if best is None or distance < best[0]:
+                    best = (distance, entry.config)
+        return None if best is None else best[1]
+
+    def resolve(self, problem: ProblemLike) -> tuple[str, dict[str, Any]]:
+        """``(how, config)`` for ``problem``; ``how`` is ``exact``, ``nearest`` or ``default``."""
+        key = _frozen(problem)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        exact = self._exact.get(key)
+        if exact is not None:
+            hit = ("exact", exact)
+        else:
+            near = self._nearest(problem)
+            hit = ("nearest", near) if near is not None else ("default", self.default)
+        self._cache[key] = hit
+        return hit
+
+    def lookup(self, problem: ProblemLike) -> dict[str, Any]:
+        """The config to launch ``problem`` with (exact, else nearest, else default); a copy."""
+        return dict(self.resolve(problem)[1])
+
+
+def bundle_from_dict(data: object, where: str = "bundle") -> Bundle:
+    """Check and convert a decoded bundle document; raises BundleError naming the fault."""
+    if not isinstance(data, Mapping):
+        raise BundleError(f"{where}: expected a JSON object")
+    if data.get("format") != BUNDLE_FORMAT:
+        raise BundleError(f"{where}: format is {data.get('format')!r}, expected {BUNDLE_FORMAT!r}")
+    if not isinstance(data.get("kernel"), str) or not isinstance(data.get("default"), Mapping):
+        raise BundleError(f"{where}: needs a 'kernel' string and a 'default' config object")
+    raw_entries = data.get("entries")
+    if not isinstance(raw_entries, list):
+        raise BundleError(f"{where}: 'entries' must be a list")
+    entries = []
+    for i, raw in enumerate(raw_entries):
+        if not isinstance(raw, Mapping) or not all(
+            isinstance(raw.get(k), Mapping) for k in ("problem", "config")
+        ):
+            raise BundleError(f"{where}: entries[{i}] needs 'problem' and 'config' objects")
+        entries.append(
+            BundleEntry(
+                dict(raw["problem"]), dict(raw["config"]), raw.get("time_ms"), raw.get("job")
+            )
+        )
+    known = {
+        "format",
+        "kernel",
+        "kernel_version",
+        "device_class",
+        "environment",
+        "default",
+        "entries",
+    }
+    return Bundle(
+        kernel=data["kernel"],
+        kernel_version=str(data.get("kernel_version", "")),
+        device_class=str(data.get("device_class", "")),
+        default=dict(data["default"]),
+        entries=entries,
+        environment=dict(data.get("environment") or {}),
+        meta={k: v for k, v in data.items() if k not in known},
+    )
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    """Read a bundle file written by ``tunefleet pull``; raises BundleError."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BundleError(f"bundle {p} does not exist; create it with `tunefleet pull`") from None
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"cannot read bundle {p}: {exc}") from None
+    return bundle_from_dict(data, str(p))
+
+
+def tuned(bundle: str | Path | Bundle, key: Callable[..., ProblemLike]) -> Callable[[F], F]:
+    """Decorator: call the function with the bundle's config for ``key(*args, **kwargs)`` as kwargs.
+
+    The bundle file is read on the first call, not at decoration time. Keyword arguments the caller
+    passes explicitly win over the bundle's config.
+    """
+    loaded: list[Bundle] = [bundle] if isinstance(bundle, Bundle) else []
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not loaded:
+                loaded.append(load_bundle(bundle))  # type: ignore[arg-type]
+            config = loaded[0].resolve(key(*args, **kwargs))[1]
+            return fn(*args, **{**config, **kwargs})
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,99 @@
+"""Pieces every built-in kernel spec shares: AMD-only parameters, device-limit rules, dtype names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Value, Vendor
+
+AMD = frozenset({Vendor.AMD})
+
+#: ROCm Triton's extra launch options; absent from configs on other vendors.
+AMD_PARAMS: tuple[Param, ...] = (
+    Param(
+        "waves_per_eu",
+        (0, 1, 2, 4),
+        ParamKind.INT,
+        AMD,
+        "occupancy hint: waves per EU (0 = compiler)",
+    ),
+    Param(
+        "matrix_instr_nonkdim",
+        (16, 32),
+        ParamKind.POW2,
+        AMD,
+        "MFMA instruction size (16x16 or 32x32)",
+    ),
+    Param("kpack", (1, 2), ParamKind.INT, AMD, "K elements packed per MFMA operand load"),
+)
+
+#: Defaults for the AMD-only parameters, merged into a spec's default config on AMD.
+AMD_DEFAULTS: dict[str, Value] = {"waves_per_eu": 0, "matrix_instr_nonkdim": 16, "kpack": 1}
+
+#: ROCm's Triton pipelines through its stream pipeliner with at most two stages of shared buffers.
+AMD_MAX_STAGES = 2
+
+
+def amd_stages_rule() -> Constraint:
+    """On AMD, ``num_stages`` above AMD_MAX_STAGES is not taken by ROCm's Triton."""
+    return Constraint(
+        "amd-num-stages",
+        f"on AMD num_stages <= {AMD_MAX_STAGES}",
+        ("num_stages",),
+        lambda c, lim: lim.vendor is not Vendor.AMD or int(c["num_stages"]) <= AMD_MAX_STAGES,
+    )
+
+
+def warps_rule() -> Constraint:
+    """num_warps × warp (or wavefront) size must fit the device's threads per block."""
+    return Constraint(
+        "threads-per-block",
+        "num_warps x warp size <= max threads per block",
+        ("num_warps",),
+        lambda c, lim: int(c["num_warps"]) * lim.warp_size <= lim.max_threads_per_block,
+    )
+
+
+def smem_rule(
+    uses: tuple[str, ...], text: str, nbytes: Callable[[Mapping[str, Value], DeviceLimits], int]
+) -> Constraint:
+    """Shared memory (``nbytes`` of the config) must fit the device's shared memory per block."""
+    return Constraint(
+        "shared-memory",
+        text,
+        uses,
+        lambda c, lim: nbytes(c, lim) <= lim.shared_mem_per_block,
+    )
+
+
+def with_vendor_defaults(config: dict[str, Value], vendor: Vendor) -> dict[str, Value]:
+    """``config`` plus the AMD-only defaults on AMD (and AMD's stage cap applied)."""
+    if vendor is not Vendor.AMD:
+        return dict(config)
+    out = {**config, **AMD_DEFAULTS}
+    if "num_stages" in out:
+        out["num_stages"] = min(int(out["num_stages"]), AMD_MAX_STAGES)
+    return out
+
+
+ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype for a problem's dtype name (imports torch: trial process only)."""
+    import torch
+
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[name]
+
+
+def max_rel_error(out: Any, ref: Any) -> float:
+    """max|out - ref| / max|ref| in float64; NaN or inf anywhere in ``out`` gives inf."""
+    import torch
+
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(device=o.device, dtype=torch.float64)
+    if not bool(torch.isfinite(o).all()):
+        return float("inf")
+    scale = float(r.abs().max()) or 1.0
+    return float((o - r).abs().max()) / scale

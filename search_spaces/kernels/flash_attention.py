@@ -1,0 +1,300 @@
+"""Built-in ``flash_attention`` spec: variable-length (packed) flash-attention forward for prefill.
+
+Importing this module loads neither torch nor triton; the kernel lives in
+``_flash_attention_kernels``. The space is the portability study's 450-config space (Ringlein et al.,
+2025) plus the AMD-only launch options.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from search_spaces.errors import SpecError
+from search_spaces.kernels._common import (
+    AMD_PARAMS,
+    ELEMENT_BYTES,
+    amd_stages_rule,
+    smem_rule,
+    torch_dtype,
+    warps_rule,
+    with_vendor_defaults,
+)
+from search_spaces.kernels._seqlens import (
+    HEAD_DIMS,
+    PATTERN_DOC,
+    PATTERNS,
+    check_attention_problem,
+    seq_lengths,
+)
+from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
+from search_spaces.space import (
+    Config,
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    pow2_range,
+)
+from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+
+#: The shared-memory rule assumes the largest supported head size.
+SMEM_HEAD_DIM = max(HEAD_DIMS)
+
+
+def _i(config: Mapping[str, Value], name: str) -> int:
+    return int(config[name])
+
+
+def _smem_bytes(c: Mapping[str, Value], lim: DeviceLimits) -> int:
+    # Fitted to the shared memory Triton 3.9 allocates for this kernel at head_dim 128 (sm_90 and
+    # gfx942 compiles of 10+ configs each, exact on all but one AMD config).
+    bm, bn, stages = _i(c, "BLOCK_M"), _i(c, "BLOCK_N"), _i(c, "num_stages")
+    row = 2 * SMEM_HEAD_DIM
+    if lim.vendor is Vendor.AMD:
+        return row * max(bm, 2 * bn * (stages - 1))
+    return row * (bm + (bn if stages == 1 else 2 * bn * stages))
+
+
+#: Most fp32 values per thread in registers for the score tile plus the output accumulator; past
+#: this, compiles of e.g. BLOCK_M=BLOCK_N=256 on 2 warps ran over 120 s on the H200 (spilling).
+MAX_FP32_PER_THREAD = 256
+
+
+def _regs_fit(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
+    bm, bn = _i(c, "BLOCK_M"), _i(c, "BLOCK_N")
+    per_thread = (bm * bn + bm * SMEM_HEAD_DIM) / (_i(c, "num_warps") * lim.warp_size)
+    return per_thread <= MAX_FP32_PER_THREAD
+
+
+SPACE = Space(
+    params=(
+        Param("BLOCK_M", pow2_range(16, 256), ParamKind.POW2, doc="query rows per program"),
+        Param("BLOCK_N", pow2_range(16, 256), ParamKind.POW2, doc="keys per inner-loop step"),
+        Param(
+            "PRE_LOAD_V",
+            (False, True),
+            ParamKind.BOOL,
+            doc="load the V tile before the block's softmax instead of after",
+        ),
+        Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
+        Param("num_stages", (1, 2, 4, 6, 8), ParamKind.INT, doc="software pipeline stages"),
+        *AMD_PARAMS,
+    ),
+    constraints=(
+        Constraint(
+            "block-m-ge-block-n",
+            "BLOCK_M >= BLOCK_N (the causal diagonal band is whole key blocks)",
+            ("BLOCK_M", "BLOCK_N"),
+            lambda c, _lim: _i(c, "BLOCK_M") >= _i(c, "BLOCK_N"),
+        ),
+        smem_rule(
+            ("BLOCK_M", "BLOCK_N", "num_stages"),
+            f"shared memory at head_dim {SMEM_HEAD_DIM}, 2-byte elements, <= shared memory per "
+            "block: NVIDIA Q + K and V per stage, 2*128*(BLOCK_M + (BLOCK_N if num_stages == 1 "
+            "else 2*BLOCK_N*num_stages)); AMD 2*128*max(BLOCK_M, 2*BLOCK_N*(num_stages-1)) "
+            "(fitted to Triton 3.9 compiles; configs that still do not fit at run time are "
+            "recorded invalid)",
+            _smem_bytes,
+        ),
+        Constraint(
+            "registers",
+            f"(BLOCK_M*BLOCK_N + BLOCK_M*{SMEM_HEAD_DIM}) / (num_warps * warp size) <= "
+            f"{MAX_FP32_PER_THREAD} fp32 values per thread (score tile + output accumulator at "
+            f"head_dim {SMEM_HEAD_DIM})",
+            ("BLOCK_M", "BLOCK_N", "num_warps"),
+            _regs_fit,
+        ),
+        warps_rule(),
+        amd_stages_rule(),
+    ),
+)
+
+#: NVIDIA (and the interpreter): 80 KiB of shared memory at head_dim 128, within every NVIDIA class.
+DEFAULT: Config = {
+    "BLOCK_M": 64,
+    "BLOCK_N": 64,
+    "PRE_LOAD_V": False,
+    "num_warps": 4,
+    "num_stages": 2,
+}
+#: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
+#: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.
+AMD_DEFAULT: Config = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 64,
+    "PRE_LOAD_V": False,
+    "num_warps": 4,
+    "num_stages": 1,
+}
+AMD_WAVES_PER_EU = 2
+
+
+class FlashAttentionSpec(KernelSpec):
+    """Prefill attention over a packed variable-length batch, MHA or GQA, causal or not.
+
+    Inputs: q [total_tokens, q_heads, head_dim], k and v [total_tokens, kv_heads, head_dim],
+    cu_seqlens [batch + 1] int32 (sequence s is tokens cu_seqlens[s]..cu_seqlens[s+1]), out like q,
+    and ``causal`` (a Python bool).
+    Softmax scale 1/sqrt(head_dim); causal masks key j > query i within a sequence (q_len == k_len,
+    so top-left and bottom-right alignment coincide).
+    """
+
+    name: ClassVar[str] = "flash_attention"
+    description: ClassVar[str] = (
+        "variable-length flash-attention forward (prefill): packed batch, causal or not, MHA/GQA"
+    )
+    schema: ClassVar[ProblemSchema] = ProblemSchema(
+        (
+            Field("batch", doc="sequences in the batch"),
+            Field("max_seqlen", doc="longest sequence (tokens)"),
+            Field("pattern", FieldKind.CHOICE, PATTERNS, default="uniform", doc=PATTERN_DOC),
+            Field("q_heads", doc="query heads"),
+            Field("kv_heads", doc="key/value heads (divides q_heads)"),
+            Field("head_dim", doc="head size: 64 or 128"),
+            Field("causal", FieldKind.BOOL, doc="mask keys after the query"),
+            Field("dtype", FieldKind.DTYPE, doc="float16 or bfloat16"),
+        )
+    )
+    example: ClassVar[Problem] = {
+        "batch": 2,
+        "max_seqlen": 32,
+        "pattern": "mixed",
+        "q_heads": 4,
+        "kv_heads": 2,
+        "head_dim": 64,
+        "causal": True,
+        "dtype": "float16",
+    }
+    space: ClassVar[Space] = SPACE
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._flash_attention_kernels",)
+
+    def validate_problem(self, raw: Mapping[str, object]) -> Problem:
+        """The schema's checks, plus: q_heads % kv_heads == 0, head_dim 64|128, float16|bfloat16."""
+        problem = super().validate_problem(raw)
+        check_attention_problem(problem)
+        return problem
+
+    def default_config(self, vendor: Vendor) -> Config:
+        if vendor is Vendor.AMD:
+            return {
+                **with_vendor_defaults(dict(AMD_DEFAULT), vendor),
+                "waves_per_eu": AMD_WAVES_PER_EU,
+            }
+        return with_vendor_defaults(dict(DEFAULT), vendor)
+
+    def lengths(self, problem: Problem) -> list[int]:
+        """Per-sequence lengths of ``problem`` (fixed by its pattern, batch and max_seqlen)."""
+        return seq_lengths(
+            str(problem["pattern"]), int(problem["batch"]), int(problem["max_seqlen"])
+        )
+
+    def flops(self, problem: Problem) -> float:
+        """4 * heads * head_dim per (query, key) pair attended: sum L^2 pairs, or the exact causal
+        count sum L(L+1)/2 (masked work inside diagonal blocks is not counted)."""
+        lens = self.lengths(problem)
+        pairs = (
+            sum(n * (n + 1) // 2 for n in lens) if problem["causal"] else sum(n * n for n in lens)
+        )
+        return 4.0 * pairs * int(problem["q_heads"]) * int(problem["head_dim"])
+
+    def bytes_moved(self, problem: Problem) -> float:
+        """q, k, v read once and out written once, plus cu_seqlens."""
+        tokens = sum(self.lengths(problem))
+        heads = 2 * int(problem["q_heads"]) + 2 * int(problem["kv_heads"])
+        elem = ELEMENT_BYTES[str(problem["dtype"])]
+        return float(
+            tokens * heads * int(problem["head_dim"]) * elem + 4 * (int(problem["batch"]) + 1)
+        )
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        lens = self.lengths(problem)
+        total = sum(lens)
+        qh, kvh, d = int(problem["q_heads"]), int(problem["kv_heads"]), int(problem["head_dim"])
+        dtype = torch_dtype(str(problem["dtype"]))
+        offsets = [0]
+        for n in lens:
+            offsets.append(offsets[-1] + n)
+        return {
+            "q": torch.randn(total, qh, d, dtype=dtype, device=device),
+            "k": torch.randn(total, kvh, d, dtype=dtype, device=device),
+            "v": torch.randn(total, kvh, d, dtype=dtype, device=device),
+            "cu_seqlens": torch.tensor(offsets, dtype=torch.int32, device=device),
+            "causal": bool(problem["causal"]),
+            "out": torch.empty(total, qh, d, dtype=dtype, device=device),
+        }
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        import torch
+        import triton
+
+        from search_spaces.kernels._flash_attention_kernels import flash_attention_fwd_kernel
+
+        q, k, v, out = inputs["q"], inputs["k"], inputs["v"], inputs["out"]
+        cu = inputs["cu_seqlens"]
+        _, qh, d = q.shape
+        kvh = k.shape[1]
+        if qh % kvh or d not in HEAD_DIMS or out.shape != q.shape or out.stride(2) != 1:
+            raise SpecError(
+                f"flash_attention: bad inputs q{tuple(q.shape)} k{tuple(k.shape)} out{tuple(out.shape)}"
+            )
+        if q.stride(2) != 1 or k.stride(2) != 1 or v.stride(2) != 1:
+            raise SpecError("flash_attention: q, k, v need a contiguous last (head_dim) axis")
+        lens = (cu[1:] - cu[:-1]).cpu()
+        batch, max_len = len(lens), int(lens.max())
+        meta, options = split_launch_options(config)
+        block_m = int(config["BLOCK_M"])
+        grid = (triton.cdiv(max_len, block_m), qh, batch)
+        # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
+        dot_in_fp32 = q.device.type == "cpu" and q.dtype == torch.bfloat16
+        kernel_args: dict[str, Any] = {
+            **meta,
+            **options,
+            "GROUP": qh // kvh,
+            "HEAD_DIM": d,
+            "CAUSAL": bool(inputs["causal"]),
+            "DOT_IN_FP32": dot_in_fp32,
+        }
+        qk_scale = math.log2(math.e) / math.sqrt(d)
+
+        def launch() -> None:
+            flash_attention_fwd_kernel[grid](
+                q, k, v, out, cu,
+                q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                v.stride(0), v.stride(1), out.stride(0), out.stride(1),
+                qk_scale,
+                **kernel_args,
+            )  # fmt: skip
+
+        return launch
+
+    def reference(self, inputs: Inputs) -> Any:
+        """Per sequence, explicit float32 softmax(q k^T / sqrt(d) [causal]) v."""
+        import torch
+
+        q, k, v, cu = inputs["q"], inputs["k"], inputs["v"], inputs["cu_seqlens"].tolist()
+        causal = bool(inputs["causal"])
+        group = q.shape[1] // k.shape[1]
+        scale = 1.0 / math.sqrt(q.shape[2])
+        out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+        for start, end in itertools.pairwise(cu):
+            qs = q[start:end].float().transpose(0, 1)
+            ks = k[start:end].float().transpose(0, 1).repeat_interleave(group, dim=0)
+            vs = v[start:end].float().transpose(0, 1).repeat_interleave(group, dim=0)
+            scores = (qs @ ks.transpose(1, 2)) * scale
+            if causal:
+                n = end - start
+                above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+                scores = scores.masked_fill(above, float("-inf"))
+            out[start:end] = (scores.softmax(-1) @ vs).transpose(0, 1)
+        return out
+
+
+SPEC = FlashAttentionSpec()

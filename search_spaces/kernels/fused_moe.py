@@ -1,0 +1,251 @@
+"""Built-in ``fused_moe`` spec: the top-k routed grouped GEMM of a Mixture-of-Experts layer.
+
+Follows vLLM's fused-MoE Triton kernel (first GEMM, MUL_ROUTED_WEIGHT on) and the space of its
+tuner. Importing this module loads neither torch nor triton; the kernels live in
+``_fused_moe_kernels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from search_spaces.errors import ProblemError, SpecError
+from search_spaces.kernels._common import (
+    AMD_PARAMS,
+    ELEMENT_BYTES,
+    amd_stages_rule,
+    smem_rule,
+    torch_dtype,
+    warps_rule,
+    with_vendor_defaults,
+)
+from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
+from search_spaces.space import (
+    Config,
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    pow2_range,
+)
+from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+
+#: Most fp32 accumulator registers per thread (the same budget as the matmul spec's).
+MAX_ACC_PER_THREAD = 128
+#: Elements of the alignment kernel's one-hot [chunk, experts] tiles; bounds its registers.
+ALIGN_TILE = 4096
+
+
+def _i(config: Mapping[str, Value], name: str) -> int:
+    return int(config[name])
+
+
+def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
+    bk = _i(c, "BLOCK_SIZE_K")
+    return (_i(c, "BLOCK_SIZE_M") * bk + bk * _i(c, "BLOCK_SIZE_N")) * 2 * _i(c, "num_stages")
+
+
+def _acc_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
+    threads = _i(c, "num_warps") * lim.warp_size
+    return _i(c, "BLOCK_SIZE_M") * _i(c, "BLOCK_SIZE_N") <= MAX_ACC_PER_THREAD * threads
+
+
+SPACE = Space(
+    params=(
+        Param(
+            "BLOCK_SIZE_M", pow2_range(16, 256), ParamKind.POW2, doc="padded token rows per program"
+        ),
+        Param(
+            "BLOCK_SIZE_N", pow2_range(32, 256), ParamKind.POW2, doc="output columns per program"
+        ),
+        Param("BLOCK_SIZE_K", (64, 128, 256), ParamKind.POW2, doc="K elements per loop step"),
+        Param("GROUP_SIZE_M", (1, 16, 32, 64), ParamKind.INT, doc="M-blocks per L2-sharing group"),
+        Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
+        Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
+        *AMD_PARAMS,
+    ),
+    constraints=(
+        smem_rule(
+            ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_stages"),
+            "(BLOCK_SIZE_M*BLOCK_SIZE_K + BLOCK_SIZE_K*BLOCK_SIZE_N) * 2 bytes * num_stages "
+            "<= shared memory per block",
+            _smem_bytes,
+        ),
+        Constraint(
+            "accumulator-registers",
+            f"BLOCK_SIZE_M*BLOCK_SIZE_N / (num_warps * warp size) <= {MAX_ACC_PER_THREAD} fp32 "
+            "accumulators per thread",
+            ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_warps"),
+            _acc_fits,
+        ),
+        warps_rule(),
+        amd_stages_rule(),
+    ),
+)
+
+#: vLLM's fallback config for M > E (BLOCK_SIZE_M 64, BLOCK_SIZE_N 64, BLOCK_SIZE_K 32,
+#: GROUP_SIZE_M 8, Triton's default 4 warps and 3 stages) moved onto this space: BLOCK_SIZE_K 32 is
+#: not in it, so 64; GROUP_SIZE_M 8 is not in it, so 16 (the next grouped value, which keeps the
+#: grouped order that 8 asks for; 1 would turn grouping off).
+DEFAULT: Config = {
+    "BLOCK_SIZE_M": 64,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 64,
+    "GROUP_SIZE_M": 16,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+
+
+class FusedMoeSpec(KernelSpec):
+    """out[m, j] = (x[m] @ w[topk_ids[m, j]].T) * topk_weights[m, j] — vLLM's first fused-MoE GEMM.
+
+    Inputs: hidden states ``x`` [M, K], expert weights ``w`` [E, N, K], router output
+    ``topk_ids`` [M, topk] (int32, distinct experts per token) and ``topk_weights`` [M, topk]
+    (float32); ``out`` is [M, topk, N] in the problem's dtype. The routed weight is applied inside
+    the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
+
+    One launch is two Triton kernels, with no host synchronization: the alignment step (vLLM's
+    moe_align_block_size: sort the M*topk token slots by expert and pad each expert's group to a
+    multiple of BLOCK_SIZE_M, into buffers sized for the bound M*topk + E*(BLOCK_SIZE_M-1)), then
+    the grouped GEMM over the padded M-blocks (one expert per block) x N-blocks.
+    """
+
+    name: ClassVar[str] = "fused_moe"
+    description: ClassVar[str] = (
+        "top-k routed grouped GEMM of a MoE layer (x: MxK, w: ExNxK, out: Mx topk xN), "
+        "with the token alignment by expert; like vLLM's fused_moe"
+    )
+    schema: ClassVar[ProblemSchema] = ProblemSchema(
+        (
+            Field("M", doc="tokens (batch size)"),
+            Field("E", doc="experts"),
+            Field("topk", doc="experts per token (<= E)"),
+            Field("N", doc="output columns per expert (rows of each expert's weight)"),
+            Field("K", doc="hidden size (columns of x and of each expert's weight)"),
+            Field(
+                "dtype",
+                FieldKind.CHOICE,
+                choices=("float16", "bfloat16"),
+                doc="dtype of x, w and out",
+            ),
+        )
+    )
+    example: ClassVar[Problem] = {"M": 8, "E": 4, "topk": 2, "N": 32, "K": 32, "dtype": "float16"}
+    space: ClassVar[Space] = SPACE
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._fused_moe_kernels",)
+
+    def validate_problem(self, raw: Mapping[str, object]) -> Problem:
+        problem = super().validate_problem(raw)
+        if int(problem["topk"]) > int(problem["E"]):
+            raise ProblemError(
+                f"topk={problem['topk']} must not exceed E={problem['E']} (distinct experts)"
+            )
+        return problem
+
+    def default_config(self, vendor: Vendor) -> Config:
+        return with_vendor_defaults(dict(DEFAULT), vendor)
+
+    def flops(self, problem: Problem) -> float:
+        m, topk, n, k = (int(problem[f]) for f in ("M", "topk", "N", "K"))
+        return 2.0 * m * topk * n * k
+
+    def bytes_moved(self, problem: Problem) -> float:
+        """x, the weights of the experts used (at most min(E, M*topk)), and out."""
+        m, e, topk, n, k = (int(problem[f]) for f in ("M", "E", "topk", "N", "K"))
+        elements = m * k + min(e, m * topk) * n * k + m * topk * n
+        return float(elements * ELEMENT_BYTES[str(problem["dtype"])])
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        m, e, topk, n, k = (int(problem[f]) for f in ("M", "E", "topk", "N", "K"))
+        dtype = torch_dtype(str(problem["dtype"]))
+        topk_ids = torch.rand(m, e, device=device).argsort(dim=1)[:, :topk]
+        topk_weights = torch.rand(m, topk, device=device) + 0.1
+        return {
+            "x": torch.randn(m, k, dtype=dtype, device=device),
+            "w": torch.randn(e, n, k, dtype=dtype, device=device),
+            "topk_ids": topk_ids.to(torch.int32).contiguous(),
+            "topk_weights": topk_weights / topk_weights.sum(dim=1, keepdim=True),
+            "out": torch.empty(m, topk, n, dtype=dtype, device=device),
+        }
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        import torch
+        import triton
+
+        from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, moe_align_kernel
+
+        x, w, out = inputs["x"], inputs["w"], inputs["out"]
+        topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
+        m, k = (int(d) for d in x.shape)
+        e, n = int(w.shape[0]), int(w.shape[1])
+        topk = int(topk_ids.shape[1])
+        if tuple(w.shape) != (e, n, k) or tuple(topk_weights.shape) != (m, topk):
+            raise SpecError("fused_moe: x, w, topk_ids and topk_weights do not fit each other")
+        if not out.is_contiguous() or tuple(out.shape) != (m, topk, n):
+            raise SpecError(f"fused_moe: out must be a contiguous {m}x{topk}x{n} tensor")
+        if not (topk_ids.is_contiguous() and topk_weights.is_contiguous()):
+            raise SpecError("fused_moe: topk_ids and topk_weights must be contiguous")
+
+        meta, options = split_launch_options(config)
+        block_m, block_n = _i(config, "BLOCK_SIZE_M"), _i(config, "BLOCK_SIZE_N")
+        slots = m * topk
+        max_padded = slots + e * (block_m - 1)
+        sorted_ids = torch.empty(max_padded, dtype=torch.int32, device=x.device)
+        expert_ids = torch.empty(
+            triton.cdiv(max_padded, block_m), dtype=torch.int32, device=x.device
+        )
+        num_post_padded = torch.empty(1, dtype=torch.int32, device=x.device)
+        e_p2 = triton.next_power_of_2(e)
+        chunk = max(16, min(triton.next_power_of_2(max_padded), ALIGN_TILE // e_p2))
+        grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
+        # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
+        dot_in_fp32 = x.device.type == "cpu" and x.dtype == torch.bfloat16
+
+        def launch() -> None:
+            moe_align_kernel[(1,)](
+                topk_ids, sorted_ids, expert_ids, num_post_padded, slots, e, max_padded,
+                BLOCK_SIZE_M=block_m, E_P2=e_p2, CHUNK=chunk,
+            )  # fmt: skip
+            fused_moe_kernel[grid](
+                x, w, out, topk_weights, sorted_ids, expert_ids, num_post_padded,
+                n, k, max_padded, slots,
+                x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
+                out.stride(1), out.stride(2),
+                TOP_K=topk, DOT_IN_FP32=dot_in_fp32, **meta, **options,
+            )  # fmt: skip
+
+        return launch
+
+    def reference(self, inputs: Inputs) -> Any:
+        """The torch per-expert loop in float32: [M, topk, N]."""
+        return per_expert_loop(inputs, compute_dtype="float32")
+
+
+def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
+    """out[m, j] = (x[m] @ w[topk_ids[m, j]].T) * topk_weights[m, j] with one torch matmul per
+    expert in ``compute_dtype`` (the spec's reference in float32; a baseline in the inputs' dtype).
+    """
+    import torch
+
+    x, w = inputs["x"], inputs["w"]
+    topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
+    dtype = torch_dtype(compute_dtype)
+    m, topk = topk_ids.shape
+    out = torch.zeros(m, topk, w.shape[1], dtype=dtype, device=x.device)
+    for expert in range(w.shape[0]):
+        tokens, js = torch.nonzero(topk_ids == expert, as_tuple=True)
+        if tokens.numel() == 0:
+            continue
+        rows = x[tokens].to(dtype) @ w[expert].to(dtype).T
+        out[tokens, js] = rows * topk_weights[tokens, js].to(dtype)[:, None]
+    return out
+
+
+SPEC = FusedMoeSpec()

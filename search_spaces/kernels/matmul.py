@@ -1,0 +1,248 @@
+"""Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM and optional split-K.
+
+Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from search_spaces.errors import SpecError
+from search_spaces.kernels._common import (
+    AMD_PARAMS,
+    ELEMENT_BYTES,
+    amd_stages_rule,
+    smem_rule,
+    torch_dtype,
+    warps_rule,
+    with_vendor_defaults,
+)
+from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
+from search_spaces.space import (
+    Config,
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    pow2_range,
+)
+from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+
+#: Most fp32 accumulator registers per thread. NVIDIA caps a thread at 255 registers and the A/B
+#: fragments, addresses and loop state need the rest; 128 still admits the usual Hopper
+#: 128x256 tile on 8 warps.
+MAX_ACC_PER_THREAD = 128
+#: Fewest outputs per warp: one 16x16 MMA tile (NVIDIA mma m16n8 x2, AMD MFMA 16x16).
+MIN_OUT_PER_WARP = 256
+#: Most K elements in flight (BLOCK_K x num_stages): two stages of 128 or four of 64 already hide
+#: the global-load latency; deeper pipelines only spend shared memory.
+MAX_K_IN_FLIGHT = 256
+#: Largest tile edge ratio; thinner tiles reload one operand for little reuse.
+MAX_ASPECT = 4
+#: Split-K serves small M, where a BLOCK_M above this only computes padding rows.
+SPLIT_K_MAX_BLOCK_M = 32
+#: Block size of the split-K reduction kernel (fixed: it is not tuned).
+REDUCE_BLOCK = 1024
+
+
+def _i(config: Mapping[str, Value], name: str) -> int:
+    return int(config[name])
+
+
+def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
+    tile = _i(c, "BLOCK_M") * _i(c, "BLOCK_K") + _i(c, "BLOCK_K") * _i(c, "BLOCK_N")
+    return tile * 2 * _i(c, "num_stages")
+
+
+def _acc_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
+    threads = _i(c, "num_warps") * lim.warp_size
+    return _i(c, "BLOCK_M") * _i(c, "BLOCK_N") <= MAX_ACC_PER_THREAD * threads
+
+
+def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
+    bm, bn = _i(c, "BLOCK_M"), _i(c, "BLOCK_N")
+    return max(bm, bn) <= MAX_ASPECT * min(bm, bn)
+
+
+SPACE = Space(
+    params=(
+        Param("BLOCK_M", pow2_range(16, 256), ParamKind.POW2, doc="rows of C per program"),
+        Param("BLOCK_N", pow2_range(16, 256), ParamKind.POW2, doc="columns of C per program"),
+        Param("BLOCK_K", (32, 64, 128), ParamKind.POW2, doc="K elements per loop step"),
+        Param("GROUP_M", (1, 4, 8), ParamKind.POW2, doc="tile rows per L2-sharing group"),
+        Param("SPLIT_K", (1, 2, 4, 8), ParamKind.POW2, doc="programs sharing one tile's K"),
+        Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
+        Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
+        *AMD_PARAMS,
+    ),
+    constraints=(
+        smem_rule(
+            ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"),
+            "(BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) * 2 bytes * num_stages <= shared memory per "
+            "block (2-byte inputs; float32 problems may still run out and are recorded invalid)",
+            _smem_bytes,
+        ),
+        Constraint(
+            "accumulator-registers",
+            f"BLOCK_M*BLOCK_N / (num_warps * warp size) <= {MAX_ACC_PER_THREAD} fp32 "
+            "accumulators per thread",
+            ("BLOCK_M", "BLOCK_N", "num_warps"),
+            _acc_fits,
+        ),
+        Constraint(
+            "work-per-warp",
+            f"BLOCK_M*BLOCK_N >= num_warps * {MIN_OUT_PER_WARP} (one 16x16 MMA tile per warp)",
+            ("BLOCK_M", "BLOCK_N", "num_warps"),
+            lambda c, _lim: (
+                _i(c, "BLOCK_M") * _i(c, "BLOCK_N") >= _i(c, "num_warps") * MIN_OUT_PER_WARP
+            ),
+        ),
+        Constraint(
+            "tile-aspect",
+            f"max(BLOCK_M, BLOCK_N) <= {MAX_ASPECT} * min(BLOCK_M, BLOCK_N)",
+            ("BLOCK_M", "BLOCK_N"),
+            _aspect_ok,
+        ),
+        Constraint(
+            "pipeline-depth",
+            f"BLOCK_K * num_stages <= {MAX_K_IN_FLIGHT}",
+            ("BLOCK_K", "num_stages"),
+            lambda c, _lim: _i(c, "BLOCK_K") * _i(c, "num_stages") <= MAX_K_IN_FLIGHT,
+        ),
+        Constraint(
+            "split-k-small-m",
+            f"SPLIT_K > 1 only with BLOCK_M <= {SPLIT_K_MAX_BLOCK_M}",
+            ("SPLIT_K", "BLOCK_M"),
+            lambda c, _lim: _i(c, "SPLIT_K") == 1 or _i(c, "BLOCK_M") <= SPLIT_K_MAX_BLOCK_M,
+        ),
+        Constraint(
+            "split-k-no-group",
+            "GROUP_M > 1 only with SPLIT_K == 1 (split-K problems have too few tile rows to group)",
+            ("SPLIT_K", "GROUP_M"),
+            lambda c, _lim: _i(c, "SPLIT_K") == 1 or _i(c, "GROUP_M") == 1,
+        ),
+        Constraint(
+            "mfma-size",
+            "matrix_instr_nonkdim <= min(BLOCK_M, BLOCK_N) (else ROCm falls back to FMA, no MFMA)",
+            ("matrix_instr_nonkdim", "BLOCK_M", "BLOCK_N"),
+            lambda c, _lim: (
+                _i(c, "matrix_instr_nonkdim") <= min(_i(c, "BLOCK_M"), _i(c, "BLOCK_N"))
+            ),
+        ),
+        warps_rule(),
+        amd_stages_rule(),
+    ),
+)
+
+DEFAULT: Config = {
+    "BLOCK_M": 64,
+    "BLOCK_N": 64,
+    "BLOCK_K": 32,
+    "GROUP_M": 8,
+    "SPLIT_K": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+
+
+class MatmulSpec(KernelSpec):
+    """C = A @ B for row-major A (MxK), B (KxN); C (MxN) in the inputs' dtype, fp32 accumulation."""
+
+    name: ClassVar[str] = "matmul"
+    description: ClassVar[str] = (
+        "C = A @ B (A: MxK, B: KxN, row-major), grouped tiles, fp32 accumulation, optional split-K"
+    )
+    schema: ClassVar[ProblemSchema] = ProblemSchema(
+        (
+            Field("M", doc="rows of A and C"),
+            Field("N", doc="columns of B and C"),
+            Field("K", doc="columns of A, rows of B"),
+            Field("dtype", FieldKind.DTYPE, doc="dtype of A, B and C"),
+        )
+    )
+    example: ClassVar[Problem] = {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
+    space: ClassVar[Space] = SPACE
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._matmul_kernels",)
+
+    def default_config(self, vendor: Vendor) -> Config:
+        return with_vendor_defaults(dict(DEFAULT), vendor)
+
+    def flops(self, problem: Problem) -> float:
+        return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
+
+    def bytes_moved(self, problem: Problem) -> float:
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        return float((m * k + k * n + m * n) * ELEMENT_BYTES[str(problem["dtype"])])
+
+    def tolerance(self, problem: Problem) -> float:
+        """float32 inputs go through tl.dot as TF32 (10-bit mantissa, possibly truncated): a single
+        product may be off by 2**-9 relative, so float32 gets 4e-3; half types use the defaults."""
+        if problem["dtype"] == "float32":
+            return 4e-3
+        return super().tolerance(problem)
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        dtype = torch_dtype(str(problem["dtype"]))
+        return {
+            "a": torch.randn(m, k, dtype=dtype, device=device),
+            "b": torch.randn(k, n, dtype=dtype, device=device),
+            "out": torch.empty(m, n, dtype=dtype, device=device),
+        }
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        import torch
+        import triton
+
+        from search_spaces.kernels._matmul_kernels import matmul_kernel, splitk_reduce_kernel
+
+        a, b, out = inputs["a"], inputs["b"], inputs["out"]
+        m, k = a.shape
+        n = b.shape[1]
+        if not out.is_contiguous() or tuple(out.shape) != (m, n):
+            raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
+        meta, options = split_launch_options(config)
+        split_k = int(config["SPLIT_K"])
+        tiles = triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, int(config["BLOCK_N"]))
+        # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
+        dot_in_fp32 = a.device.type == "cpu" and a.dtype == torch.bfloat16
+        kernel_args: dict[str, Any] = {**meta, **options, "DOT_IN_FP32": dot_in_fp32}
+
+        operands = (a, b)
+        sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+
+        if split_k == 1:
+            direct_args = (*operands, out, *sizes_and_strides, 0, out.stride(0), out.stride(1))
+
+            def launch_direct() -> None:
+                matmul_kernel[(tiles, 1)](*direct_args, **kernel_args)
+
+            return launch_direct
+
+        workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
+        split_args = (*operands, workspace, *sizes_and_strides, *workspace.stride())
+        reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
+
+        def launch_split() -> None:
+            matmul_kernel[(tiles, split_k)](*split_args, **kernel_args)
+            splitk_reduce_kernel[reduce_grid](
+                workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
+            )
+
+        return launch_split
+
+    def reference(self, inputs: Inputs) -> Any:
+        import torch
+
+        a, b = inputs["a"], inputs["b"]
+        wide = torch.float64 if a.device.type == "cpu" else torch.float32
+        return a.to(wide) @ b.to(wide)
+
+
+SPEC = MatmulSpec()

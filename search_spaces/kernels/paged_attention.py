@@ -1,0 +1,291 @@
+"""Built-in ``paged_attention`` spec: decode attention (one query token) over a paged KV cache.
+
+Importing this module loads neither torch nor triton; the kernels live in
+``_paged_attention_kernels``. One space parameter chooses single-pass or split-KV (partitions plus
+a reduction kernel) and the partition size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from search_spaces.errors import SpecError
+from search_spaces.kernels._common import (
+    AMD_PARAMS,
+    ELEMENT_BYTES,
+    amd_stages_rule,
+    smem_rule,
+    torch_dtype,
+    warps_rule,
+    with_vendor_defaults,
+)
+from search_spaces.kernels._seqlens import (
+    HEAD_DIMS,
+    PATTERN_DOC,
+    PATTERNS,
+    check_attention_problem,
+    seq_lengths,
+)
+from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
+from search_spaces.space import (
+    Config,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    pow2_range,
+)
+from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+
+#: The shared-memory rule assumes the largest supported head size.
+SMEM_HEAD_DIM = max(HEAD_DIMS)
+#: tl.dot needs at least 16 rows: a KV head's query group is padded up to this.
+MIN_GROUP_ROWS = 16
+
+
+def _i(config: Mapping[str, Value], name: str) -> int:
+    return int(config[name])
+
+
+def _smem_bytes(c: Mapping[str, Value], lim: DeviceLimits) -> int:
+    # Fitted to Triton 3.9 compiles at head_dim 128: on sm_90 the gathered (page-indexed) K/V
+    # tiles are not multi-buffered, so stages barely matter; gfx942 buffers them per stage.
+    bn, stages = _i(c, "BLOCK_N"), max(1, _i(c, "num_stages"))
+    row = 2 * SMEM_HEAD_DIM
+    if lim.vendor is Vendor.AMD:
+        return row * bn * stages
+    return row * (2 * bn + MIN_GROUP_ROWS)
+
+
+SPACE = Space(
+    params=(
+        Param(
+            "PARTITION_SIZE",
+            (0, 256, 512, 1024, 2048),
+            ParamKind.INT,
+            doc="0 = single pass over the context; else split-KV partition length (tokens)",
+        ),
+        Param("BLOCK_N", pow2_range(16, 256), ParamKind.POW2, doc="keys per loop step"),
+        Param("num_warps", (1, 2, 4, 8), ParamKind.POW2, doc="warps per program"),
+        Param("num_stages", (1, 2, 3, 4), ParamKind.INT, doc="software pipeline stages"),
+        *AMD_PARAMS,
+    ),
+    constraints=(
+        smem_rule(
+            ("BLOCK_N", "num_stages"),
+            f"shared memory at head_dim {SMEM_HEAD_DIM}, 2-byte elements, <= shared memory per "
+            f"block: NVIDIA 2*128*(2*BLOCK_N + {MIN_GROUP_ROWS}) (K, V and the query group); AMD "
+            "2*128*BLOCK_N*max(1, num_stages) (fitted to Triton 3.9 compiles; configs that still "
+            "do not fit at run time are recorded invalid)",
+            _smem_bytes,
+        ),
+        warps_rule(),
+        amd_stages_rule(),
+    ),
+)
+
+DEFAULT: Config = {"PARTITION_SIZE": 512, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+class PagedAttentionSpec(KernelSpec):
+    """Decode attention: out[b, h] = softmax(q[b, h] . K_b / sqrt(d)) V_b over b's paged context.
+
+    Inputs (vLLM's FlashAttention-backend cache layout): q [batch, q_heads, head_dim];
+    k_cache, v_cache [num_pages, page_size, kv_heads, head_dim]; block_tables [batch, max_pages]
+    int32 (a random permutation of the pages; entries past a sequence's last page point at a
+    NaN-filled spare page, so a kernel that reads past the context gives NaN); context_lens [batch]
+    int32; out [batch, q_heads, head_dim]. Query head h reads KV head h // (q_heads / kv_heads).
+    """
+
+    name: ClassVar[str] = "paged_attention"
+    description: ClassVar[str] = (
+        "decode attention over a paged KV cache (block tables), MHA/GQA, single-pass or split-KV"
+    )
+    schema: ClassVar[ProblemSchema] = ProblemSchema(
+        (
+            Field("batch", doc="sequences, one query token each"),
+            Field("context_len", doc="longest context (tokens in the KV cache)"),
+            Field("pattern", FieldKind.CHOICE, PATTERNS, default="uniform", doc=PATTERN_DOC),
+            Field("q_heads", doc="query heads"),
+            Field("kv_heads", doc="key/value heads (divides q_heads)"),
+            Field("head_dim", doc="head size: 64 or 128"),
+            Field("page_size", default=16, doc="tokens per KV-cache page"),
+            Field("dtype", FieldKind.DTYPE, doc="float16 or bfloat16"),
+        )
+    )
+    example: ClassVar[Problem] = {
+        "batch": 3,
+        "context_len": 80,
+        "pattern": "mixed",
+        "q_heads": 4,
+        "kv_heads": 2,
+        "head_dim": 64,
+        "page_size": 16,
+        "dtype": "float16",
+    }
+    space: ClassVar[Space] = SPACE
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._paged_attention_kernels",)
+
+    def validate_problem(self, raw: Mapping[str, object]) -> Problem:
+        """The schema's checks, plus: q_heads % kv_heads == 0, head_dim 64|128, float16|bfloat16."""
+        problem = super().validate_problem(raw)
+        check_attention_problem(problem)
+        return problem
+
+    def default_config(self, vendor: Vendor) -> Config:
+        return with_vendor_defaults(dict(DEFAULT), vendor)
+
+    def lengths(self, problem: Problem) -> list[int]:
+        """Per-sequence context lengths of ``problem`` (fixed by pattern, batch, context_len)."""
+        return seq_lengths(
+            str(problem["pattern"]), int(problem["batch"]), int(problem["context_len"])
+        )
+
+    def flops(self, problem: Problem) -> float:
+        """4 * q_heads * head_dim per context token (q.k and p.v, multiply-add = 2)."""
+        tokens = sum(self.lengths(problem))
+        return 4.0 * tokens * int(problem["q_heads"]) * int(problem["head_dim"])
+
+    def bytes_moved(self, problem: Problem) -> float:
+        """K and V of every context token read once (dominant), q read, out written, plus the
+        block-table entries and context lengths."""
+        lens = self.lengths(problem)
+        batch, d = int(problem["batch"]), int(problem["head_dim"])
+        elem = ELEMENT_BYTES[str(problem["dtype"])]
+        kv = 2 * sum(lens) * int(problem["kv_heads"]) * d * elem
+        q_out = 2 * batch * int(problem["q_heads"]) * d * elem
+        page_size = int(problem["page_size"])
+        tables = 4 * sum(-(-n // page_size) for n in lens) + 4 * batch
+        return float(kv + q_out + tables)
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        lens = self.lengths(problem)
+        batch, page_size = int(problem["batch"]), int(problem["page_size"])
+        qh, kvh, d = int(problem["q_heads"]), int(problem["kv_heads"]), int(problem["head_dim"])
+        dtype = torch_dtype(str(problem["dtype"]))
+        pages_per_seq = [-(-n // page_size) for n in lens]
+        used = sum(pages_per_seq)
+        max_pages = -(-int(problem["context_len"]) // page_size)
+        # Page `used` is the NaN-filled spare; the used pages are handed out in random order.
+        k_cache = torch.randn(used + 1, page_size, kvh, d, dtype=dtype, device=device)
+        v_cache = torch.randn(used + 1, page_size, kvh, d, dtype=dtype, device=device)
+        k_cache[used] = float("nan")
+        v_cache[used] = float("nan")
+        order = torch.randperm(used, dtype=torch.int32)
+        tables = torch.full((batch, max_pages), used, dtype=torch.int32)
+        first = 0
+        for b, n in enumerate(pages_per_seq):
+            tables[b, :n] = order[first : first + n]
+            first += n
+        return {
+            "q": torch.randn(batch, qh, d, dtype=dtype, device=device),
+            "k_cache": k_cache,
+            "v_cache": v_cache,
+            "block_tables": tables.to(device),
+            "context_lens": torch.tensor(lens, dtype=torch.int32, device=device),
+            "out": torch.empty(batch, qh, d, dtype=dtype, device=device),
+        }
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        import torch
+        import triton
+
+        from search_spaces.kernels._paged_attention_kernels import (
+            paged_attention_kernel,
+            paged_attention_reduce_kernel,
+        )
+
+        q, out = inputs["q"], inputs["out"]
+        k_cache, v_cache = inputs["k_cache"], inputs["v_cache"]
+        tables, context_lens = inputs["block_tables"], inputs["context_lens"]
+        batch, qh, d = q.shape
+        page_size, kvh = k_cache.shape[1], k_cache.shape[2]
+        if qh % kvh or d not in HEAD_DIMS or out.shape != q.shape or tables.stride(1) != 1:
+            raise SpecError(
+                f"paged_attention: bad inputs q{tuple(q.shape)} k_cache{tuple(k_cache.shape)} "
+                f"out{tuple(out.shape)}"
+            )
+        if any(t.stride(-1) != 1 for t in (q, k_cache, v_cache, out)):
+            raise SpecError("paged_attention: tensors need a contiguous last (head_dim) axis")
+        meta, options = split_launch_options(config)
+        partition = int(config["PARTITION_SIZE"])
+        group = qh // kvh
+        # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
+        dot_in_fp32 = q.device.type == "cpu" and q.dtype == torch.bfloat16
+        kernel_args: dict[str, Any] = {
+            **meta,
+            **options,
+            "GROUP": group,
+            "GROUP_PAD": max(MIN_GROUP_ROWS, _next_pow2(group)),
+            "HEAD_DIM": d,
+            "PAGE_SIZE": page_size,
+            "DOT_IN_FP32": dot_in_fp32,
+        }
+        qk_scale = math.log2(math.e) / math.sqrt(d)
+        strides = (
+            q.stride(0), q.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            tables.stride(0), out.stride(0), out.stride(1),
+        )  # fmt: skip
+
+        if partition == 0:
+
+            def launch_single() -> None:
+                paged_attention_kernel[(batch, kvh, 1)](
+                    q, k_cache, v_cache, tables, context_lens, out, out, out, out,
+                    *strides, qk_scale, 1,
+                    **kernel_args,
+                )  # fmt: skip
+
+            return launch_single
+
+        num_partitions = triton.cdiv(int(context_lens.max()), partition)
+        ws_m = torch.empty(batch, qh, num_partitions, dtype=torch.float32, device=q.device)
+        ws_l = torch.empty_like(ws_m)
+        ws_o = torch.empty(batch, qh, num_partitions, d, dtype=torch.float32, device=q.device)
+
+        def launch_split() -> None:
+            paged_attention_kernel[(batch, kvh, num_partitions)](
+                q, k_cache, v_cache, tables, context_lens, out, ws_m, ws_l, ws_o,
+                *strides, qk_scale, num_partitions,
+                **kernel_args,
+            )  # fmt: skip
+            paged_attention_reduce_kernel[(batch, qh)](
+                ws_m, ws_l, ws_o, out, num_partitions, out.stride(0), out.stride(1),
+                HEAD_DIM=d, PARTITIONS_PAD=_next_pow2(num_partitions),
+            )  # fmt: skip
+
+        return launch_split
+
+    def reference(self, inputs: Inputs) -> Any:
+        """Gather each sequence's pages through its block table, then float32 attention."""
+        import torch
+
+        q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+        tables, lens = inputs["block_tables"], inputs["context_lens"].tolist()
+        page_size, kvh, d = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
+        group = q.shape[1] // kvh
+        out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+        for b, n in enumerate(lens):
+            pages = tables[b, : -(-n // page_size)].long()
+            k = k_cache[pages].reshape(-1, kvh, d)[:n].float().transpose(0, 1)
+            v = v_cache[pages].reshape(-1, kvh, d)[:n].float().transpose(0, 1)
+            k = k.repeat_interleave(group, dim=0)
+            v = v.repeat_interleave(group, dim=0)
+            scores = (k @ q[b].float().unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
+            out[b] = (scores.softmax(-1).unsqueeze(1) @ v).squeeze(1)
+        return out
+
+
+SPEC = PagedAttentionSpec()

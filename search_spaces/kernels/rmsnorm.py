@@ -1,0 +1,145 @@
+"""Built-in ``rmsnorm`` spec: y = x / sqrt(mean(x**2, -1) + eps) * weight over the last dim.
+
+Importing this module loads neither torch nor triton; the kernel lives in ``_rmsnorm_kernels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from search_spaces.errors import SpecError
+from search_spaces.kernels._common import (
+    AMD_PARAMS,
+    ELEMENT_BYTES,
+    torch_dtype,
+    warps_rule,
+    with_vendor_defaults,
+)
+from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
+from search_spaces.space import (
+    Config,
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    pow2_range,
+)
+from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+
+EPS = 1e-6
+#: Most tile elements per thread. The chunked path holds x and the sum-of-squares accumulator in
+#: fp32 (two registers per element), so 64 elements take 128 of a thread's 255 registers.
+MAX_ELEMENTS_PER_THREAD = 64
+#: Of the AMD launch options only the occupancy hint applies: the kernel has no tl.dot for MFMA.
+AMD_ROW_PARAMS = tuple(p for p in AMD_PARAMS if p.name == "waves_per_eu")
+
+
+def _elements_per_tile(c: Mapping[str, Value]) -> int:
+    return int(c["BLOCK_N"]) * int(c["ROWS_PER_PROGRAM"])
+
+
+def _threads(c: Mapping[str, Value], lim: DeviceLimits) -> int:
+    return int(c["num_warps"]) * lim.warp_size
+
+
+SPACE = Space(
+    params=(
+        Param("BLOCK_N", pow2_range(256, 16384), ParamKind.POW2, doc="columns per chunk"),
+        Param("num_warps", (1, 2, 4, 8, 16), ParamKind.POW2, doc="warps per program"),
+        Param("ROWS_PER_PROGRAM", (1, 2, 4, 8), ParamKind.POW2, doc="rows per program"),
+        *AMD_ROW_PARAMS,
+    ),
+    constraints=(
+        warps_rule(),
+        Constraint(
+            "tile-registers",
+            f"BLOCK_N*ROWS_PER_PROGRAM / (num_warps * warp size) <= {MAX_ELEMENTS_PER_THREAD} "
+            "elements per thread",
+            ("BLOCK_N", "ROWS_PER_PROGRAM", "num_warps"),
+            lambda c, lim: _elements_per_tile(c) <= MAX_ELEMENTS_PER_THREAD * _threads(c, lim),
+        ),
+        Constraint(
+            "idle-threads",
+            "BLOCK_N*ROWS_PER_PROGRAM >= num_warps * warp size (every thread owns an element)",
+            ("BLOCK_N", "ROWS_PER_PROGRAM", "num_warps"),
+            lambda c, lim: _elements_per_tile(c) >= _threads(c, lim),
+        ),
+    ),
+)
+
+DEFAULT: Config = {"BLOCK_N": 4096, "num_warps": 8, "ROWS_PER_PROGRAM": 1}
+
+
+class RmsnormSpec(KernelSpec):
+    """RMSNorm of each row of x (MxN) with a weight of length N; y in the input dtype."""
+
+    name: ClassVar[str] = "rmsnorm"
+    description: ClassVar[str] = (
+        f"y = x / sqrt(mean(x^2, -1) + {EPS:g}) * weight over rows of x (MxN), fp32 math"
+    )
+    schema: ClassVar[ProblemSchema] = ProblemSchema(
+        (
+            Field("M", doc="rows (tokens)"),
+            Field("N", doc="row length (hidden size)"),
+            Field("dtype", FieldKind.DTYPE, doc="dtype of x, weight and y"),
+        )
+    )
+    example: ClassVar[Problem] = {"M": 32, "N": 512, "dtype": "float16"}
+    space: ClassVar[Space] = SPACE
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._rmsnorm_kernels",)
+
+    def default_config(self, vendor: Vendor) -> Config:
+        names = {p.name for p in SPACE.params_for(vendor)}
+        return {k: v for k, v in with_vendor_defaults(dict(DEFAULT), vendor).items() if k in names}
+
+    def flops(self, problem: Problem) -> float:
+        return 4.0 * int(problem["M"]) * int(problem["N"])
+
+    def bytes_moved(self, problem: Problem) -> float:
+        m, n = int(problem["M"]), int(problem["N"])
+        return float((2 * m * n + n) * ELEMENT_BYTES[str(problem["dtype"])])
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        m, n = int(problem["M"]), int(problem["N"])
+        dtype = torch_dtype(str(problem["dtype"]))
+        return {
+            "x": torch.randn(m, n, dtype=dtype, device=device),
+            "weight": torch.rand(n, dtype=dtype, device=device) + 0.5,
+            "out": torch.empty(m, n, dtype=dtype, device=device),
+        }
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        import triton
+
+        from search_spaces.kernels._rmsnorm_kernels import rmsnorm_kernel
+
+        x, weight, out = inputs["x"], inputs["weight"], inputs["out"]
+        m, n = x.shape
+        if x.stride(1) != 1 or out.stride(1) != 1 or not weight.is_contiguous():
+            raise SpecError("rmsnorm: x, weight and out must be contiguous along the last dim")
+        meta, options = split_launch_options(config)
+        block_n = int(config["BLOCK_N"])
+        grid = (triton.cdiv(m, int(config["ROWS_PER_PROGRAM"])),)
+        kernel_args: dict[str, Any] = {**meta, **options, "ONE_PASS": block_n >= n}
+        x_stride, out_stride = x.stride(0), out.stride(0)
+
+        def launch() -> None:
+            rmsnorm_kernel[grid](x, weight, out, m, n, x_stride, out_stride, EPS, **kernel_args)
+
+        return launch
+
+    def reference(self, inputs: Inputs) -> Any:
+        import torch
+
+        x = inputs["x"].float()
+        rstd = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + EPS)
+        return x * rstd * inputs["weight"].float()
+
+
+SPEC = RmsnormSpec()

@@ -1,0 +1,70 @@
+"""Find kernel specs by name: built-ins, the ``tunefleet.kernels`` entry points, or ``module:attribute``.
+
+Loading a spec imports only its spec module; its kernels (torch, triton) load when a trial runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from search_spaces.errors import RegistryError
+from search_spaces.spec import KernelSpec
+
+ENTRY_POINT_GROUP = "tunefleet.kernels"
+
+BUILTINS: dict[str, str] = {
+    "matmul": "search_spaces.kernels.matmul:SPEC",
+    "rmsnorm": "search_spaces.kernels.rmsnorm:SPEC",
+    "flash_attention": "search_spaces.kernels.flash_attention:SPEC",
+    "paged_attention": "search_spaces.kernels.paged_attention:SPEC",
+    "fused_moe": "search_spaces.kernels.fused_moe:SPEC",
+}
+
+
+def _entry_points() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _load_ref(ref: str) -> KernelSpec:
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise RegistryError(f"{ref!r} is not MODULE:ATTRIBUTE")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure of user code is the user's to fix
+        raise RegistryError(f"cannot import {module_name!r} for {ref!r}: {exc}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise RegistryError(f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, type) and issubclass(obj, KernelSpec):
+        obj = obj()
+    if not isinstance(obj, KernelSpec):
+        raise RegistryError(
+            f"{ref!r} is a {type(obj).__name__}, not a tunefleet KernelSpec (subclass or instance)"
+        )
+    return obj
+
+
+def available() -> dict[str, str]:
+    """Kernel name -> ``module:attribute`` for built-ins and installed entry points."""
+    return {**BUILTINS, **_entry_points()}
+
+
+def get_spec(name: str) -> KernelSpec:
+    """The spec for a kernel name or a ``module:attribute`` reference; raises RegistryError."""
+    if ":" in name:
+        return _load_ref(name)
+    refs = available()
+    if name not in refs:
+        raise RegistryError(
+            f"unknown kernel {name!r}; known: {', '.join(sorted(refs))} "
+            "(or give MODULE:ATTRIBUTE for your own spec)"
+        )
+    return _load_ref(refs[name])
+
+
+def all_specs() -> list[KernelSpec]:
+    return [get_spec(name) for name in sorted(available())]

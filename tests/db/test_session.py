@@ -1,0 +1,110 @@
+"""URL handling, SQLite connection settings and the import boundary of the db package."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from db import Database, DatabaseUnavailable, DatabaseURLError, default_url
+from db.session import BUSY_TIMEOUT_S
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("nonsense", "malformed database URL 'nonsense'"),
+        ("mysql://x", "unsupported database 'mysql'"),
+        ("postgresql+psycopg2://u@h/d", "unsupported database 'postgresql\\+psycopg2'"),
+        ("sqlite://", "names no file"),
+    ],
+)
+def test_bad_url_is_refused_in_one_line(url: str, match: str) -> None:
+    with pytest.raises(DatabaseURLError, match=match) as info:
+        Database(url)
+    assert "\n" not in str(info.value)
+    assert "sqlite:///PATH" in str(info.value)
+
+
+def test_unreachable_postgresql_says_where_and_what_to_do() -> None:
+    database = Database("postgresql+psycopg://postgres@127.0.0.1:5999/test")
+    with pytest.raises(DatabaseUnavailable) as info:
+        database.check_schema()
+    assert str(info.value) == (
+        "cannot reach PostgreSQL at 127.0.0.1:5999: connection refused; check --db or TUNEFLEET_DB"
+    )
+    with pytest.raises(DatabaseUnavailable, match=re.escape("127.0.0.1:5999")), database.session():
+        pass
+
+
+def test_unopenable_sqlite_file(tmp_path: Path) -> None:
+    database = Database(f"sqlite:///{tmp_path / 'missing' / 'x.db'}")
+    with pytest.raises(
+        DatabaseUnavailable, match=r"cannot open SQLite file .*missing/x\.db"
+    ) as info:
+        database.upgrade()
+    assert "\n" not in str(info.value)
+
+
+def test_default_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNEFLEET_DB", "postgresql+psycopg://team@db:5432/tune")
+    assert default_url() == "postgresql+psycopg://team@db:5432/tune"
+    monkeypatch.delenv("TUNEFLEET_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    url = default_url()
+    assert url == f"sqlite:///{tmp_path / 'tunefleet' / 'tunefleet.db'}"
+    assert (tmp_path / "tunefleet").is_dir()
+    assert Database().backend == "sqlite"
+
+
+def test_sqlite_connection_settings(tmp_path: Path) -> None:
+    database = Database(f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        with database.engine.connect() as conn:
+            pragmas = {
+                name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("journal_mode", "foreign_keys", "busy_timeout")
+            }
+        assert pragmas == {
+            "journal_mode": "wal",
+            "foreign_keys": 1,
+            "busy_timeout": int(BUSY_TIMEOUT_S * 1000),
+        }
+    finally:
+        database.close()
+
+
+def test_sqlite_writers_take_the_lock_up_front_and_readers_do_not(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    database = Database(f"sqlite:///{path}")
+    database.upgrade()
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        with database.session(readonly=True) as s:
+            s.execute(sa.text("SELECT count(*) FROM tf_jobs"))
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+        with database.session() as s:
+            s.execute(sa.text("SELECT count(*) FROM tf_jobs"))
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+    finally:
+        other.close()
+        database.close()
+
+
+def test_importing_db_loads_no_gpu_or_search_library() -> None:
+    heavy = ("torch", "triton", "ray", "optuna", "orchestrator", "workers", "search_spaces")
+    code = (
+        "import sys, db, db.repository, db.session, db.models\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd()
+    )
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,442 @@
+"""The storage contract, run once per backend (SQLite file, PostgreSQL schema) by the ``backend`` fixture."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import queue
+import time
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.engine import Connection
+
+from db import (
+    ConstraintViolation,
+    Database,
+    InvalidRecord,
+    InvalidTransition,
+    JobStatus,
+    NotFound,
+    SchemaOutOfDate,
+    TrialOutcome,
+)
+from db import repository as repo
+from db.models import Base
+from db.session import VERSION_TABLE
+from tests.db._upsert_worker import KEY, hammer
+
+TABLES = {
+    "tf_device_classes",
+    "tf_environments",
+    "tf_kernels",
+    "tf_jobs",
+    "tf_studies",
+    "tf_trials",
+    "tf_best_configs",
+    VERSION_TABLE,
+}
+
+
+def _setup(db: Database) -> dict[str, int]:
+    """A device class, environment, kernel, job and study; their ids."""
+    with db.session() as s:
+        dc = repo.ensure_device_class(s, "NVIDIA H200", "nvidia", "NVIDIA H200", "sm_90")
+        env = repo.ensure_environment(s, dc, "560.35", "12.6", "3.6.0", "2.9.0")
+        kernel = repo.ensure_kernel(s, "matmul", "v1", "space1")
+        job = repo.create_job(s, kernel, {"kernel": "matmul", "budget": {"trials": 10}}, "ml")
+        study = repo.ensure_study(
+            s, job, kernel, '{"M":64}', {"M": 64}, dc, "tpe", f"job{job}-matmul"
+        )
+    return {"dc": dc, "env": env, "kernel": kernel, "job": job, "study": study}
+
+
+def _trial(s: Any, ids: dict[str, int], outcome: str, config_key: str = '{"BLOCK":64}') -> int:
+    return repo.record_trial(
+        s,
+        kernel_id=ids["kernel"],
+        problem_key='{"M":64}',
+        device_class_id=ids["dc"],
+        config={"BLOCK": 64},
+        config_key=config_key,
+        outcome=outcome,
+        job_id=ids["job"],
+        study_id=ids["study"],
+    )
+
+
+def _best(s: Any, time_ms: float, config: dict[str, Any], **key: str) -> bool:
+    return repo.upsert_best(
+        s,
+        **{**KEY, **key},
+        config=config,
+        time_ms=time_ms,
+        trial_id=None,
+        job_id=None,
+        environment_id=None,
+    )
+
+
+def _move(db: Database, job: int, *path: JobStatus) -> None:
+    for status in path:
+        with db.session() as s:
+            repo.set_job_status(s, job, status)
+
+
+class TestStorage:
+    def test_upgrade_creates_schema_once_matching_models(self, empty_url: str) -> None:
+        database = Database(empty_url)
+        try:
+            assert database.current_revision() is None
+            database.upgrade()
+            head = database.current_revision()
+            assert head is not None
+            database.upgrade()
+            assert database.current_revision() == head
+            database.check_schema()
+            with database.engine.connect() as conn:
+                assert set(sa.inspect(conn).get_table_names()) >= TABLES
+                context = MigrationContext.configure(
+                    conn, opts={"compare_type": True, "version_table": VERSION_TABLE}
+                )
+                assert compare_metadata(context, Base.metadata) == []
+        finally:
+            database.close()
+
+    def test_schema_out_of_date_until_upgraded(self, empty_url: str) -> None:
+        database = Database(empty_url)
+        try:
+            with pytest.raises(SchemaOutOfDate, match="tunefleet db upgrade") as info:
+                database.check_schema()
+            assert "\n" not in str(info.value)
+            with (
+                pytest.raises(SchemaOutOfDate, match="tunefleet db upgrade"),
+                database.session() as s,
+            ):
+                repo.list_jobs(s)
+            database.ensure_schema()
+            database.check_schema()
+            with database.session() as s:
+                assert repo.list_jobs(s) == []
+        finally:
+            database.close()
+
+    def test_get_or_create_is_idempotent(self, db: Database) -> None:
+        first = _setup(db)
+        with db.session() as s:
+            dc = repo.ensure_device_class(s, "NVIDIA H200", "nvidia", "other", "sm_00")
+            assert dc == first["dc"]
+            assert (
+                repo.ensure_environment(s, dc, "560.35", "12.6", "3.6.0", "2.9.0") == first["env"]
+            )
+            assert repo.ensure_kernel(s, "matmul", "v1", "space1") == first["kernel"]
+            study = repo.ensure_study(
+                s, first["job"], first["kernel"], '{"M":64}', {"M": 64}, dc, "tpe", "x"
+            )
+            assert study == first["study"]
+            assert repo.ensure_kernel(s, "matmul", "v2", "space1") != first["kernel"]
+            replay = repo.ensure_device_class(
+                s, "replay:NVIDIA H200", "nvidia", "NVIDIA H200", "sm_90", replay=True
+            )
+            assert replay != dc
+            assert repo.ensure_environment(s, replay, "560.35", "12.6", "3.6.0", "2.9.0") not in (
+                first["env"],
+            )
+            counts = {
+                table: s.scalar(sa.text(f"SELECT count(*) FROM {table}"))
+                for table in ("tf_device_classes", "tf_environments", "tf_kernels", "tf_studies")
+            }
+        assert counts == {
+            "tf_device_classes": 2,
+            "tf_environments": 2,
+            "tf_kernels": 2,
+            "tf_studies": 1,
+        }
+
+    def test_get_or_create_survives_a_concurrent_insert(
+        self, db: Database, empty_url: str, backend: str
+    ) -> None:
+        if backend == "sqlite":
+            pytest.skip("SQLite writers hold the lock from BEGIN IMMEDIATE: no insert race")
+        rival = Database(empty_url)
+        rival_ids: list[int] = []
+
+        def insert_first(conn: Connection, cursor: Any, statement: str, *_: Any) -> None:
+            if statement.startswith("INSERT INTO tf_kernels") and not rival_ids:
+                with rival.session() as r:
+                    rival_ids.append(repo.ensure_kernel(r, "matmul", "v9", "space"))
+
+        sa.event.listen(db.engine, "before_cursor_execute", insert_first)
+        try:
+            with db.session() as s:
+                kernel = repo.ensure_kernel(s, "matmul", "v9", "space")
+                job = repo.create_job(s, kernel, {}, None)
+        finally:
+            sa.event.remove(db.engine, "before_cursor_execute", insert_first)
+            rival.close()
+        assert rival_ids == [kernel]
+        with db.session(readonly=True) as s:
+            assert repo.get_job(s, job).kernel_id == kernel
+
+    def test_job_lifecycle_and_resume(self, db: Database) -> None:
+        job = _setup(db)["job"]
+        with db.session(readonly=True) as s:
+            assert repo.get_job(s, job).status is JobStatus.QUEUED
+        _move(db, job, JobStatus.RUNNING)
+        with db.session() as s:
+            started = repo.get_job(s, job).started_at
+            assert started is not None
+            repo.request_cancel(s, job)
+            repo.set_job_status(s, job, JobStatus.FAILED, error="driver lost")
+        with db.session() as s:
+            failed = repo.get_job(s, job)
+            assert (failed.status, failed.error) == (JobStatus.FAILED, "driver lost")
+            assert failed.finished_at is not None
+            assert failed.cancel_requested is True
+            repo.set_job_status(s, job, "running")
+        with db.session() as s:
+            resumed = repo.get_job(s, job)
+            assert resumed.status is JobStatus.RUNNING
+            assert (resumed.error, resumed.finished_at, resumed.started_at) == (None, None, started)
+            assert resumed.cancel_requested is False
+            repo.set_job_status(s, job, JobStatus.RUNNING)
+            repo.request_cancel(s, job)
+        with db.session() as s:
+            assert repo.get_job(s, job).cancel_requested is True
+            repo.set_job_status(s, job, JobStatus.CANCELLED)
+            repo.set_job_status(s, job, JobStatus.RUNNING)
+            repo.set_job_status(s, job, JobStatus.DONE)
+        with db.session() as s:
+            assert repo.get_job(s, job).status is JobStatus.DONE
+
+    @pytest.mark.parametrize(
+        ("path", "target"),
+        [
+            ((), JobStatus.DONE),
+            ((), JobStatus.FAILED),
+            ((JobStatus.RUNNING, JobStatus.DONE), JobStatus.RUNNING),
+            ((JobStatus.RUNNING, JobStatus.DONE), JobStatus.CANCELLED),
+            ((JobStatus.CANCELLED,), JobStatus.DONE),
+            ((JobStatus.RUNNING, JobStatus.FAILED), JobStatus.QUEUED),
+        ],
+    )
+    def test_illegal_transition_is_refused_and_rolled_back(
+        self, db: Database, path: tuple[JobStatus, ...], target: JobStatus
+    ) -> None:
+        job = _setup(db)["job"]
+        _move(db, job, *path)
+        before = path[-1] if path else JobStatus.QUEUED
+        with (
+            pytest.raises(InvalidTransition, match=f"from {before.value} to {target.value}"),
+            db.session() as s,
+        ):
+            repo.set_job_status(s, job, target, error="should not stick")
+        with db.session() as s:
+            record = repo.get_job(s, job)
+        assert (record.status, record.error) == (before, None)
+
+    def test_job_errors(self, db: Database) -> None:
+        job = _setup(db)["job"]
+        with db.session() as s:
+            with pytest.raises(InvalidRecord, match="unknown job status 'paused'"):
+                repo.set_job_status(s, job, "paused")
+            with pytest.raises(NotFound, match="no job 999"):
+                repo.get_job(s, 999)
+            with pytest.raises(NotFound):
+                repo.request_cancel(s, 999)
+        _move(db, job, JobStatus.RUNNING, JobStatus.DONE)
+        with pytest.raises(InvalidTransition, match="already done"), db.session() as s:
+            repo.request_cancel(s, job)
+
+    def test_list_jobs_newest_first(self, db: Database) -> None:
+        ids = _setup(db)
+        with db.session() as s:
+            more = [repo.create_job(s, ids["kernel"], {"n": n}, None) for n in range(3)]
+        with db.session(readonly=True) as s:
+            jobs = repo.list_jobs(s, limit=2)
+        assert [j.id for j in jobs] == [more[2], more[1]]
+        assert (jobs[0].spec, jobs[0].kernel_name, jobs[0].kernel_version) == (
+            {"n": 2},
+            "matmul",
+            "v1",
+        )
+
+    def test_record_trial_round_trips(self, db: Database) -> None:
+        ids = _setup(db)
+        config = {"BLOCK_M": 128, "EVEN_K": True, "layout": "nt", "num_warps": 4}
+        samples = [0.125, 0.1251, 0.13, 1e-6, 12345.678901]
+        with db.session() as s:
+            trial = repo.record_trial(
+                s,
+                kernel_id=ids["kernel"],
+                problem_key='{"M":64}',
+                device_class_id=ids["dc"],
+                environment_id=ids["env"],
+                config=config,
+                config_key='{"BLOCK_M":128}',
+                outcome="ok",
+                job_id=ids["job"],
+                study_id=ids["study"],
+                samples_ms=samples,
+                median_ms=0.1251,
+                iqr_ms=0.005,
+                max_rel_error=1e-3,
+                compile_s=0.23,
+                run_s=1.5,
+                worker="w1",
+                host="h1",
+                reused=True,
+            )
+            _trial(s, ids, TrialOutcome.CRASH)
+            _trial(s, ids, "crash")
+        with db.session(readonly=True) as s:
+            records = repo.trials_for_study(s, ids["study"])
+            counts = repo.outcome_counts(s, ids["study"])
+        first = records[0]
+        assert first.id == trial
+        assert first.config == config
+        assert first.samples_ms == samples
+        assert first.outcome is TrialOutcome.OK
+        assert (first.median_ms, first.compile_s, first.worker, first.reused) == (
+            0.1251,
+            0.23,
+            "w1",
+            True,
+        )
+        assert first.created_at.tzinfo is not None
+        assert counts == {"ok": 1, "crash": 2}
+
+    def test_record_trial_rejects_bad_input(self, db: Database) -> None:
+        ids = _setup(db)
+        with pytest.raises(InvalidRecord, match="unknown trial outcome 'slow'"), db.session() as s:
+            _trial(s, ids, "slow")
+        with pytest.raises(ConstraintViolation, match="constraint"), db.session() as s:
+            _trial(s, ids, "ok")
+            _trial(s, {**ids, "kernel": 999}, "ok")
+        with db.session(readonly=True) as s:
+            assert repo.trials_for_study(s, ids["study"]) == []
+
+    def test_find_measured_ignores_infra(self, db: Database) -> None:
+        ids = _setup(db)
+        args = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}')
+        with db.session() as s:
+            _trial(s, ids, "infra")
+            assert repo.find_measured(s, *args) is None
+            wrong = _trial(s, ids, "wrong")
+            _trial(s, ids, "infra")
+            _trial(s, ids, "ok", config_key='{"BLOCK":32}')
+            found = repo.find_measured(s, *args)
+            assert found is not None
+            assert (found.id, found.outcome) == (wrong, TrialOutcome.WRONG)
+            assert repo.find_measured(s, ids["kernel"], '{"M":128}', ids["dc"], args[3]) is None
+
+    def test_upsert_best_keeps_only_the_fastest(self, db: Database) -> None:
+        with db.session() as s:
+            assert _best(s, 2.0, {"v": "first"}) is True
+            assert _best(s, 3.0, {"v": "slower"}) is False
+            assert _best(s, 2.0, {"v": "equal"}) is False
+            assert _best(s, 5.0, {"v": "other"}, triton_minor="3.5") is True
+        with db.session() as s:
+            (stored,) = repo.get_best(s, "matmul", triton_minor="3.6")
+            assert (stored.time_ms, stored.config) == (2.0, {"v": "first"})
+            assert _best(s, 1.5, {"v": "faster"}) is True
+        with db.session(readonly=True) as s:
+            (stored,) = repo.get_best(
+                s, "matmul", device_class_key="NVIDIA H200", triton_minor="3.6"
+            )
+            assert (stored.time_ms, stored.config) == (1.5, {"v": "faster"})
+            assert len(repo.get_best(s, "matmul")) == 2
+            assert repo.get_best(s, "matmul", problem_key='{"M":1}') == []
+            export = repo.best_for_kernel(s, "matmul", "v1", "3.5")
+            assert {dc: {p: r.time_ms for p, r in rows.items()} for dc, rows in export.items()} == {
+                "NVIDIA H200": {'{"M":64}': 5.0}
+            }
+
+    @pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0])
+    def test_upsert_best_rejects_bad_times(self, db: Database, bad: float) -> None:
+        with pytest.raises(InvalidRecord, match="finite positive"), db.session() as s:
+            _best(s, bad, {})
+
+    def test_upsert_best_is_one_atomic_statement(self, db: Database) -> None:
+        statements = []
+        with db.session() as s:
+            s.execute(sa.text("SELECT 1"))
+
+            def capture(conn: Connection, cursor: Any, statement: str, *_: Any) -> None:
+                statements.append(statement)
+
+            sa.event.listen(db.engine, "before_cursor_execute", capture)
+            try:
+                _best(s, 1.0, {})
+                _best(s, 0.5, {})
+            finally:
+                sa.event.remove(db.engine, "before_cursor_execute", capture)
+        assert len(statements) == 2
+        for statement in statements:
+            flat = " ".join(statement.upper().split())
+            assert flat.startswith("INSERT INTO TF_BEST_CONFIGS")
+            assert "ON CONFLICT (KERNEL_NAME, KERNEL_VERSION, PROBLEM_KEY" in flat
+            assert "DO UPDATE SET" in flat
+            assert "WHERE TF_BEST_CONFIGS.TIME_MS > EXCLUDED.TIME_MS" in flat
+
+    def test_upsert_best_keeps_fastest_under_concurrent_processes(self, empty_url: str) -> None:
+        setup = Database(empty_url)
+        setup.upgrade()
+        setup.close()
+        workers, per_worker = 4, 40
+        pool = [0.001 * (i + 1) for i in range(workers * per_worker)]
+        # Each worker goes from slow to fast over interleaved times, so nearly every attempt is a
+        # candidate improvement racing the others'.
+        descending = sorted(pool, reverse=True)
+        chunks = [descending[w::workers] for w in range(workers)]
+        ctx = multiprocessing.get_context("spawn")
+        start, out = ctx.Barrier(workers), ctx.Queue()
+        procs = [
+            ctx.Process(
+                target=hammer,
+                args=(empty_url, w, chunks[w], start, out),
+            )
+            for w in range(workers)
+        ]
+        for p in procs:
+            p.start()
+        results: dict[int, list[tuple[float, bool, float]]] = {}
+        deadline = time.monotonic() + 120
+        while len(results) < workers:
+            try:
+                w, rows = out.get(timeout=0.2)
+                results[w] = rows
+            except queue.Empty:
+                failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                assert not failed, f"writer processes died with exit codes {failed}"
+                assert time.monotonic() < deadline, "writer processes did not finish in 120 s"
+        for p in procs:
+            p.join(timeout=30)
+            assert p.exitcode == 0
+        attempts = [r for w in range(workers) for r in results[w]]
+        assert len(attempts) == len(pool)
+        database = Database(empty_url)
+        try:
+            with database.session(readonly=True) as s:
+                (stored,) = repo.get_best(s, KEY["kernel_name"])
+        finally:
+            database.close()
+        assert stored.time_ms == min(pool)
+        assert stored.config["t"] == stored.time_ms
+        assert {t: won for t, won, _ in attempts}[min(pool)] is True
+        # Every time ever seen stored was an attempt that returned True, and only those.
+        assert {seen for _, _, seen in attempts} <= {t for t, won, _ in attempts if won}
+        for w in range(workers):
+            # The stored time never rises, and after any attempt it is at most the attempted time
+            # (a lost update, e.g. a read-then-write upsert, breaks this).
+            seen_before, own_best = math.inf, math.inf
+            for t, won, seen in results[w]:
+                assert seen <= min(t, seen_before)
+                if t >= own_best:
+                    assert won is False
+                if won:
+                    own_best = t
+                seen_before = seen

@@ -1,0 +1,34 @@
+"""Shared fixtures: synthetic landscapes of two devices, a fresh SQLite database per test."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from db import Database
+
+sys.path.insert(0, str(Path(__file__).parent / "landscapes"))
+from make_landscapes import write_all
+
+H200 = "NVIDIA H200"
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+@pytest.fixture(scope="session")
+def landscapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """Device name -> its synthetic matmul landscapes (two problems each)."""
+    return write_all(tmp_path_factory.mktemp("landscapes"))
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'tunefleet.db'}"
+
+
+@pytest.fixture
+def database(db_url: str) -> Database:
+    database = Database(db_url)
+    database.ensure_schema()
+    return database

@@ -1,0 +1,220 @@
+"""flash_attention: interpreter correctness (ragged, causal, GQA), problem checks, space counts."""
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
+from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS, max_rel_error
+from search_spaces.kernels._seqlens import seq_lengths
+from search_spaces.kernels.flash_attention import SPEC
+from search_spaces.problem import ProblemValue
+from tests.search_spaces.kernel_check import checked_launch
+
+AMD_NAMES = {p.name for p in AMD_PARAMS}
+# No device limits: huge shared memory, and a warp so wide that no register rule binds.
+UNLIMITED = DeviceLimits(Vendor.NVIDIA, "unlimited", "sm_90", 1 << 40, 1 << 20, 1 << 10, 1, 1 << 20)
+
+
+def cfg(bm: int, bn: int, pre_load_v: bool = False, warps: int = 4, stages: int = 2) -> Config:
+    return {
+        "BLOCK_M": bm,
+        "BLOCK_N": bn,
+        "PRE_LOAD_V": pre_load_v,
+        "num_warps": warps,
+        "num_stages": stages,
+    }
+
+
+def problem(**changes: ProblemValue) -> Problem:
+    return {**SPEC.example, **changes}
+
+
+CASES: list[tuple[Problem, Config]] = [
+    (SPEC.example, SPEC.default_config(Vendor.CPU)),
+    (SPEC.example, cfg(32, 16, pre_load_v=True)),
+    # 40 = 2.5 blocks of 16: partial key blocks in both the unmasked and the diagonal loops.
+    (problem(max_seqlen=40, kv_heads=4), cfg(16, 16)),
+    (problem(causal=False, pattern="uniform"), cfg(32, 32, pre_load_v=True)),
+    (problem(causal=False, batch=3, q_heads=4, kv_heads=1), cfg(16, 16)),
+    (problem(head_dim=128, batch=3), cfg(32, 16)),
+    (problem(dtype="bfloat16", max_seqlen=24), cfg(16, 16, pre_load_v=True)),
+    (problem(dtype="bfloat16", causal=False, pattern="uniform", max_seqlen=20), cfg(64, 32)),
+]
+
+
+@pytest.mark.parametrize(
+    ("prob", "config"),
+    CASES,
+    ids=[
+        f"{p['pattern']}-s{p['max_seqlen']}-h{p['q_heads']}/{p['kv_heads']}-d{p['head_dim']}-"
+        f"{'causal' if p['causal'] else 'full'}-{p['dtype']}-m{c['BLOCK_M']}n{c['BLOCK_N']}"
+        f"{'-plv' if c['PRE_LOAD_V'] else ''}"
+        for p, c in CASES
+    ],
+)
+def test_correct_in_interpreter(prob: Problem, config: Config, cpu_limits: DeviceLimits) -> None:
+    err, inputs = checked_launch(SPEC, prob, config, cpu_limits)
+    assert err <= SPEC.tolerance(SPEC.validate_problem(prob))
+    assert inputs["out"].dtype == inputs["q"].dtype
+
+
+def test_checker_tells_causal_from_full(cpu_limits: DeviceLimits) -> None:
+    """The causal output is far from the full-attention reference: the mask really matters."""
+    _, inputs = checked_launch(SPEC, SPEC.example, SPEC.default_config(Vendor.CPU), cpu_limits)
+    full = SPEC.reference({**inputs, "causal": False})
+    assert max_rel_error(inputs["out"], full) > 10 * SPEC.tolerance(SPEC.example)
+
+
+def test_inputs_are_packed_ragged_and_fresh() -> None:
+    prob = SPEC.validate_problem(problem(batch=4, max_seqlen=64))
+    a, b = SPEC.build_inputs(prob, "cpu"), SPEC.build_inputs(prob, "cpu")
+    lens = SPEC.lengths(prob)
+    assert a["cu_seqlens"].tolist() == [sum(lens[:i]) for i in range(len(lens) + 1)]
+    assert a["cu_seqlens"].dtype == torch.int32
+    assert tuple(a["q"].shape) == (sum(lens), 4, 64)
+    assert tuple(a["k"].shape) == tuple(a["v"].shape) == (sum(lens), 2, 64)
+    assert tuple(a["out"].shape) == tuple(a["q"].shape)
+    assert torch.equal(a["cu_seqlens"], b["cu_seqlens"])
+    assert not torch.equal(a["q"], b["q"])
+
+
+def test_seq_length_patterns() -> None:
+    assert seq_lengths("uniform", 3, 50) == [50, 50, 50]
+    mixed = seq_lengths("mixed", 16, 512)
+    assert mixed == seq_lengths("mixed", 16, 512)
+    assert mixed[0] == 512
+    assert all(64 <= n <= 512 for n in mixed)
+    assert len(set(mixed)) > 4
+    assert seq_lengths("mixed", 3, 1) == [1, 1, 1]
+    with pytest.raises(ProblemError, match="pattern"):
+        seq_lengths("zipf", 3, 50)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"q_heads": 6, "kv_heads": 4}, "multiple of kv_heads"),
+        ({"head_dim": 96}, "head_dim=96"),
+        ({"dtype": "float32"}, "float32"),
+        ({"pattern": "zipf"}, "pattern"),
+        ({"causal": "maybe"}, "causal"),
+        ({"batch": 0}, "batch"),
+    ],
+)
+def test_bad_problems_are_refused(changes: dict[str, object], match: str) -> None:
+    with pytest.raises(ProblemError, match=match):
+        SPEC.validate_problem({**SPEC.example, **changes})
+
+
+def test_pattern_defaults_to_uniform() -> None:
+    raw = {k: v for k, v in SPEC.example.items() if k != "pattern"}
+    assert SPEC.validate_problem(raw)["pattern"] == "uniform"
+
+
+def test_flops_and_bytes() -> None:
+    prob = SPEC.validate_problem(problem(pattern="uniform", batch=2, max_seqlen=32))
+    full = SPEC.validate_problem({**prob, "causal": False})
+    assert SPEC.flops(full) == 4 * (2 * 32 * 32) * 4 * 64
+    assert SPEC.flops(prob) == 4 * (2 * 32 * 33 // 2) * 4 * 64
+    # q and out: 4 heads each, k and v: 2 heads each; 64 tokens, 2 bytes; cu_seqlens 3 int32.
+    assert SPEC.bytes_moved(prob) == 64 * (4 + 4 + 2 + 2) * 64 * 2 + 3 * 4
+
+
+def test_space_is_the_studys_450_configs() -> None:
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 5
+    configs = SPEC.space.enumerate(UNLIMITED)
+    assert len(configs) == 450
+    assert all(int(c["BLOCK_M"]) >= int(c["BLOCK_N"]) for c in configs)
+
+
+def test_h200_count_follows_the_shared_memory_and_register_rules(
+    h200_limits: DeviceLimits,
+) -> None:
+    # Written out again: 2 B * 128 * (Q rows + K/V rows per stage; one stage shares one buffer),
+    # and at most 256 fp32 score + accumulator values per thread at head_dim 128.
+    def fits(bm: int, bn: int, stages: int, warps: int) -> bool:
+        smem = 256 * (bm + (bn if stages == 1 else 2 * bn * stages)) <= 232448
+        return smem and (bm * bn + bm * 128) <= 256 * warps * 32
+
+    blocks = (16, 32, 64, 128, 256)
+    expected = 2 * sum(
+        fits(bm, bn, s, w)
+        for bm in blocks
+        for bn in blocks
+        for s in (1, 2, 4, 6, 8)
+        for w in (2, 4, 8)
+        if bm >= bn
+    )
+    assert SPEC.space.count(h200_limits) == expected == 268
+    assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
+        {k: c[k] for k in ("BLOCK_M", "BLOCK_N", "num_stages")}
+        for c in SPEC.space.iter_valid(h200_limits)
+    ]
+
+
+def test_mi300x_enumeration(mi300x_limits: DeviceLimits) -> None:
+    configs = SPEC.space.enumerate(mi300x_limits)
+    assert all(set(c) >= AMD_NAMES for c in configs)
+    assert max(int(c["num_stages"]) for c in configs) <= AMD_MAX_STAGES
+    assert {c["waves_per_eu"] for c in configs} == {0, 1, 2, 4}
+    shapes = {(c["BLOCK_M"], c["BLOCK_N"], c["num_stages"]) for c in configs}
+    # 64 KiB LDS: every (BLOCK_M >= BLOCK_N) pair at 1 and 2 stages but 256x256 double-buffered
+    # (K and V alone need 128 KiB); ROCm's 256x64 and 128x128 tiles fit.
+    assert len(shapes) == 15 * 2 - 1
+    assert (256, 256, 2) not in shapes
+    assert {(256, 64, 1), (128, 128, 2)} <= shapes
+    assert len(configs) == len(shapes) * 2 * 3 * 16
+
+
+def test_defaults_are_valid(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    for limits in (h200_limits, mi300x_limits, cpu_limits):
+        SPEC.space.validate(SPEC.default_for(limits), limits)
+    assert SPEC.default_config(Vendor.AMD)["waves_per_eu"] == 2
+
+
+def test_reference_matches_torch_sdpa() -> None:
+    """The hand-written reference agrees with torch's SDPA on one uniform causal GQA batch."""
+    prob = SPEC.validate_problem(problem(pattern="uniform", q_heads=4, kv_heads=2))
+    inputs = SPEC.build_inputs(prob, "cpu")
+    ref = SPEC.reference(inputs)
+    n, d = int(prob["max_seqlen"]), int(prob["head_dim"])
+    for s in range(int(prob["batch"])):
+        rows = slice(s * n, (s + 1) * n)
+        q = inputs["q"][rows].float().transpose(0, 1)
+        k = inputs["k"][rows].float().transpose(0, 1).repeat_interleave(2, dim=0)
+        v = inputs["v"][rows].float().transpose(0, 1).repeat_interleave(2, dim=0)
+        sdpa = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=1 / math.sqrt(d)
+        )
+        torch.testing.assert_close(ref[rows], sdpa.transpose(0, 1), atol=1e-5, rtol=1e-5)
+
+
+def test_amd_options_reach_the_kernel_as_launch_options(
+    monkeypatch: pytest.MonkeyPatch, mi300x_limits: DeviceLimits
+) -> None:
+    import search_spaces.kernels._flash_attention_kernels as kernels
+
+    config = SPEC.default_for(mi300x_limits)
+    params = set(kernels.flash_attention_fwd_kernel.arg_names)
+    launches: list[dict[str, object]] = []
+
+    class Recorder:
+        def __getitem__(self, grid: object) -> Callable[..., None]:
+            return lambda *args, **kwargs: launches.append(kwargs)
+
+    monkeypatch.setattr(kernels, "flash_attention_fwd_kernel", Recorder())
+    SPEC.make_launcher(SPEC.build_inputs(SPEC.example, "cpu"), config)()
+    (kwargs,) = launches
+    options = {k: v for k, v in kwargs.items() if k not in params}
+    assert options == {k: config[k] for k in ("num_warps", "num_stages", *AMD_NAMES)}
+    assert {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V"} <= set(kwargs)
+
+
+def test_amd_default_runs_in_the_interpreter(mi300x_limits: DeviceLimits) -> None:
+    err, _ = checked_launch(SPEC, SPEC.example, SPEC.default_for(mi300x_limits), mi300x_limits)
+    assert err <= SPEC.tolerance(SPEC.example)

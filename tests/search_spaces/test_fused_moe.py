@@ -1,0 +1,166 @@
+"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment and the kernel's result."""
+
+import math
+
+import pytest
+import torch
+
+from search_spaces.errors import ProblemError
+from search_spaces.kernels._common import max_rel_error
+from search_spaces.kernels.fused_moe import SPEC, per_expert_loop
+from search_spaces.problem import Problem
+from search_spaces.space import Config, DeviceLimits, Vendor
+
+MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
+
+
+def _config(bm: int, bn: int = 32, bk: int = 64, group: int = 1) -> Config:
+    return {
+        "BLOCK_SIZE_M": bm,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
+        "GROUP_SIZE_M": group,
+        "num_warps": 4,
+        "num_stages": 2,
+    }
+
+
+def test_example_validates() -> None:
+    assert SPEC.validate_problem(SPEC.example) == SPEC.example
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"topk": 5}, "must not exceed E=4"),
+        ({"dtype": "float32"}, "float16, bfloat16"),
+        ({"E": 0}, "positive integer"),
+    ],
+)
+def test_bad_problems_are_refused(change: dict[str, object], words: str) -> None:
+    with pytest.raises(ProblemError, match=words):
+        SPEC.validate_problem({**SPEC.example, **change})
+
+
+def test_space_sizes(h200_limits: DeviceLimits, mi300x_limits: DeviceLimits) -> None:
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 4 * 3 * 4 * 2 * 4
+    assert SPEC.space.count(h200_limits) == 1200
+    assert SPEC.space.count(mi300x_limits) == 2560
+
+
+def test_space_rules(h200_limits: DeviceLimits) -> None:
+    too_deep = {**_config(256, 256, 256), "num_warps": 8, "num_stages": 2}
+    violation = SPEC.space.violation(too_deep, h200_limits)
+    assert violation is not None and violation.rule == "shared-memory"
+    many_acc = {**_config(256, 128, 64), "num_warps": 4}
+    violation = SPEC.space.violation(many_acc, h200_limits)
+    assert violation is not None and violation.rule == "accumulator-registers"
+
+
+def test_default_is_vllms_fallback_moved_onto_the_space(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    nvidia = SPEC.default_config(Vendor.NVIDIA)
+    assert nvidia == {
+        "BLOCK_SIZE_M": 64,
+        "BLOCK_SIZE_N": 64,
+        "BLOCK_SIZE_K": 64,
+        "GROUP_SIZE_M": 16,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
+    for limits in (h200_limits, mi300x_limits, cpu_limits):
+        SPEC.space.validate(SPEC.default_for(limits), limits)
+
+
+def test_cost_model_counts_only_used_experts() -> None:
+    assert SPEC.flops(MIXTRAL_TP2) == 2 * 64 * 2 * 14336 * 4096
+    weights = 14336 * 4096
+    assert SPEC.bytes_moved(MIXTRAL_TP2) == 2 * (64 * 4096 + 8 * weights + 64 * 2 * 14336)
+    one_token: Problem = {**MIXTRAL_TP2, "M": 1}
+    assert SPEC.bytes_moved(one_token) == 2 * (4096 + 2 * weights + 2 * 14336)
+
+
+def test_inputs_route_each_token_to_distinct_experts_and_are_fresh() -> None:
+    problem: Problem = {"M": 16, "E": 6, "topk": 3, "N": 8, "K": 8, "dtype": "bfloat16"}
+    first, second = SPEC.build_inputs(problem, "cpu"), SPEC.build_inputs(problem, "cpu")
+    ids = first["topk_ids"]
+    assert ids.dtype == torch.int32 and tuple(ids.shape) == (16, 3)
+    assert int(ids.min()) >= 0 and int(ids.max()) < 6
+    assert all(len(set(row.tolist())) == 3 for row in ids)
+    assert torch.allclose(first["topk_weights"].sum(dim=1), torch.ones(16))
+    assert first["x"].dtype == torch.bfloat16 and tuple(first["w"].shape) == (6, 8, 8)
+    assert tuple(first["out"].shape) == (16, 3, 8)
+    assert not torch.equal(first["x"], second["x"])
+    assert not torch.equal(first["topk_ids"], second["topk_ids"])
+
+
+def _check_alignment(ids: list[int], n_experts: int, block_m: int) -> None:
+    from search_spaces.kernels._fused_moe_kernels import moe_align_kernel
+
+    slots = len(ids)
+    max_padded = slots + n_experts * (block_m - 1)
+    sorted_ids = torch.full((max_padded,), -7, dtype=torch.int32)
+    expert_ids = torch.full((math.ceil(max_padded / block_m),), -7, dtype=torch.int32)
+    num_post = torch.zeros(1, dtype=torch.int32)
+    e_p2 = 1 << (n_experts - 1).bit_length()
+    moe_align_kernel[(1,)](
+        torch.tensor(ids, dtype=torch.int32), sorted_ids, expert_ids, num_post,
+        slots, n_experts, max_padded, BLOCK_SIZE_M=block_m, E_P2=e_p2, CHUNK=16,
+    )  # fmt: skip
+
+    start = 0
+    for expert in range(n_experts):
+        mine = [s for s, e in enumerate(ids) if e == expert]
+        end = start + math.ceil(len(mine) / block_m) * block_m
+        assert sorted_ids[start : start + len(mine)].tolist() == mine
+        assert sorted_ids[start + len(mine) : end].tolist() == [slots] * (end - start - len(mine))
+        assert expert_ids[start // block_m : end // block_m].tolist() == [expert] * (
+            (end - start) // block_m
+        )
+        start = end
+    assert int(num_post) == start
+    assert int(expert_ids.min()) >= 0 and int(expert_ids.max()) < n_experts
+
+
+@pytest.mark.parametrize("block_m", [16, 32])
+def test_alignment_sorts_slots_by_expert_and_pads_groups(block_m: int) -> None:
+    # 40 slots over 5 experts (more than one CHUNK of 16); expert 3 gets none, expert 1 gets 17.
+    ids = [1] * 17 + [0, 2, 4] * 6 + [4, 2, 0, 1, 1]
+    _check_alignment(ids, n_experts=5, block_m=block_m)
+
+
+@pytest.mark.parametrize(
+    ("problem", "config"),
+    [
+        (SPEC.example, _config(16)),
+        (SPEC.example, _config(32, group=16)),
+        # ragged N and K, E not a power of two, every expert on every token
+        ({"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16"}, _config(16, 32, 64)),
+        # one expert per token: some experts get no tokens at all
+        ({"M": 3, "E": 8, "topk": 1, "N": 32, "K": 64, "dtype": "float16"}, _config(16, 32, 128)),
+    ],
+)
+def test_kernel_matches_reference(problem: Problem, config: Config) -> None:
+    inputs = SPEC.build_inputs(problem, "cpu")
+    inputs["out"].fill_(float("nan"))
+    SPEC.make_launcher(inputs, config)()
+    assert bool(torch.isfinite(inputs["out"]).all()), "launch left elements unwritten"
+    assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+
+
+def test_reference_applies_routed_weights() -> None:
+    inputs = SPEC.build_inputs(SPEC.example, "cpu")
+    ref = SPEC.reference(inputs)
+    m, j = 3, 1
+    expert = int(inputs["topk_ids"][m, j])
+    row = inputs["x"][m].float() @ inputs["w"][expert].float().T
+    assert torch.allclose(ref[m, j], row * inputs["topk_weights"][m, j], rtol=1e-5, atol=1e-5)
+    baseline = per_expert_loop(inputs, compute_dtype="float16")
+    assert baseline.dtype == torch.float16
+    assert max_rel_error(baseline, ref) <= SPEC.tolerance(SPEC.example)
+
+
+def test_version_hash_reads_the_kernel_source() -> None:
+    assert "moe_align_kernel" in SPEC.source_text()
+    assert len(SPEC.version_hash()) == 16

@@ -1,0 +1,82 @@
+"""matmul in Triton's interpreter: every element written, within tolerance, split-K deterministic."""
+
+import pytest
+import torch
+
+from search_spaces import Config, DeviceLimits, Problem, SpecError, Vendor
+from search_spaces.kernels._common import max_rel_error
+from search_spaces.kernels.matmul import SPEC
+from tests.search_spaces.kernel_check import checked_launch
+
+
+def cfg(bm: int, bn: int, bk: int = 32, group: int = 1, split: int = 1, warps: int = 2) -> Config:
+    return {
+        "BLOCK_M": bm,
+        "BLOCK_N": bn,
+        "BLOCK_K": bk,
+        "GROUP_M": group,
+        "SPLIT_K": split,
+        "num_warps": warps,
+        "num_stages": 2,
+    }
+
+
+CASES: list[tuple[Problem, Config]] = [
+    (SPEC.example, SPEC.default_config(Vendor.CPU)),
+    ({"M": 64, "N": 64, "K": 64, "dtype": "float16"}, cfg(16, 32, split=2)),
+    ({"M": 1, "N": 100, "K": 72, "dtype": "float16"}, cfg(16, 64)),
+    # K=72 has three 32-wide K blocks: with SPLIT_K=4 one slice gets none and must still write zeros.
+    ({"M": 1, "N": 100, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4)),
+    ({"M": 50, "N": 40, "K": 40, "dtype": "bfloat16"}, cfg(16, 32, group=4)),
+    ({"M": 33, "N": 47, "K": 130, "dtype": "float32"}, cfg(32, 32, group=8, warps=4)),
+    ({"M": 20, "N": 24, "K": 100, "dtype": "float32"}, cfg(32, 16, bk=64, split=8)),
+]
+
+
+@pytest.mark.parametrize(
+    ("problem", "config"),
+    CASES,
+    ids=[
+        f"{p['M']}x{p['N']}x{p['K']}-{p['dtype']}-bm{c['BLOCK_M']}-split{c['SPLIT_K']}"
+        for p, c in CASES
+    ],
+)
+def test_correct_in_interpreter(problem: Problem, config: Config, cpu_limits: DeviceLimits) -> None:
+    err, inputs = checked_launch(SPEC, problem, config, cpu_limits)
+    assert err <= SPEC.tolerance(problem)
+    assert inputs["out"].dtype == inputs["a"].dtype
+
+
+def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
+    problem: Problem = {"M": 16, "N": 32, "K": 32, "dtype": "float16"}
+    err, inputs = checked_launch(SPEC, problem, cfg(16, 32), cpu_limits)
+    assert err <= SPEC.tolerance(problem)
+    ref = SPEC.reference(inputs)
+    inputs["out"][3, 5] += 0.05 * float(ref.abs().max())
+    assert max_rel_error(inputs["out"], ref) > SPEC.tolerance(problem)
+    inputs["out"][0, 0] = float("nan")
+    assert max_rel_error(inputs["out"], ref) == float("inf")
+
+
+def test_split_k_is_deterministic_and_relaunchable(cpu_limits: DeviceLimits) -> None:
+    problem: Problem = {"M": 8, "N": 32, "K": 128, "dtype": "float32"}
+    _, inputs = checked_launch(SPEC, problem, cfg(16, 32, split=4), cpu_limits)
+    first = inputs["out"].clone()
+    launcher = SPEC.make_launcher(inputs, cfg(16, 32, split=4))
+    inputs["out"].fill_(float("nan"))
+    launcher()
+    assert torch.equal(inputs["out"], first)
+
+
+def test_fresh_inputs_every_call() -> None:
+    a = SPEC.build_inputs(SPEC.example, "cpu")
+    b = SPEC.build_inputs(SPEC.example, "cpu")
+    assert not torch.equal(a["a"], b["a"])
+    assert a["out"].shape == (64, 64) and a["out"].dtype == torch.float16
+
+
+def test_rejects_a_non_contiguous_out() -> None:
+    inputs = SPEC.build_inputs({"M": 16, "N": 16, "K": 16, "dtype": "float32"}, "cpu")
+    inputs["out"] = inputs["out"].t()
+    with pytest.raises(SpecError, match="contiguous 16x16"):
+        SPEC.make_launcher(inputs, cfg(16, 32))

@@ -1,0 +1,52 @@
+"""rmsnorm in Triton's interpreter: one-pass and chunked paths, ragged rows, three dtypes."""
+
+import pytest
+import torch
+
+from search_spaces import Config, DeviceLimits, Problem, Vendor
+from search_spaces.kernels._common import max_rel_error
+from search_spaces.kernels.rmsnorm import EPS, SPEC
+from tests.search_spaces.kernel_check import checked_launch
+
+
+def cfg(block_n: int, rows: int = 1, warps: int = 1) -> Config:
+    return {"BLOCK_N": block_n, "num_warps": warps, "ROWS_PER_PROGRAM": rows}
+
+
+CASES: list[tuple[Problem, Config]] = [
+    (SPEC.example, SPEC.default_config(Vendor.CPU)),
+    ({"M": 7, "N": 100, "dtype": "float16"}, cfg(256, rows=2)),
+    ({"M": 5, "N": 600, "dtype": "bfloat16"}, cfg(256, rows=8, warps=4)),
+    ({"M": 9, "N": 512, "dtype": "float32"}, cfg(256, rows=4, warps=2)),
+    ({"M": 3, "N": 1000, "dtype": "float32"}, cfg(1024)),
+]
+
+
+@pytest.mark.parametrize(
+    ("problem", "config"),
+    CASES,
+    ids=[
+        f"{p['M']}x{p['N']}-{p['dtype']}-bn{c['BLOCK_N']}-rows{c['ROWS_PER_PROGRAM']}"
+        for p, c in CASES
+    ],
+)
+def test_correct_in_interpreter(problem: Problem, config: Config, cpu_limits: DeviceLimits) -> None:
+    err, inputs = checked_launch(SPEC, problem, config, cpu_limits)
+    assert err <= SPEC.tolerance(problem)
+    assert inputs["out"].dtype == inputs["x"].dtype
+
+
+def test_reference_is_rmsnorm() -> None:
+    inputs = SPEC.build_inputs({"M": 2, "N": 4, "dtype": "float32"}, "cpu")
+    x, w = inputs["x"].double(), inputs["weight"].double()
+    expected = x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + EPS) * w
+    assert torch.allclose(SPEC.reference(inputs).double(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
+    problem: Problem = {"M": 4, "N": 300, "dtype": "float16"}
+    err, inputs = checked_launch(SPEC, problem, cfg(256), cpu_limits)
+    assert err <= SPEC.tolerance(problem)
+    ref = SPEC.reference(inputs)
+    inputs["out"][2] = inputs["out"][1]
+    assert max_rel_error(inputs["out"], ref) > SPEC.tolerance(problem)

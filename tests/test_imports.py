@@ -1,0 +1,40 @@
+"""Importing orchestrator, db, search_spaces (and workers) loads no GPU library; bundles need no server stack."""
+
+import subprocess
+import sys
+
+import pytest
+
+GPU_LIBS = ("torch", "triton")
+HEAVY = ("ray", "optuna", "sqlalchemy")
+
+
+def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
+    probe = f"{code}\nimport sys\nprint(','.join(n for n in {names!r} if n in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return [n for n in out.stdout.strip().split(",") if n]
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "search_spaces",
+        "search_spaces.registry",
+        "db",
+        "workers",
+        "workers.runner",
+        "orchestrator",
+        "orchestrator.cli",
+    ],
+)
+def test_import_loads_no_gpu_library(module: str) -> None:
+    assert _loaded_after(f"import {module}", GPU_LIBS) == []
+
+
+def test_loading_builtin_specs_loads_no_gpu_library() -> None:
+    code = "from search_spaces.registry import all_specs\nall_specs()"
+    assert _loaded_after(code, GPU_LIBS) == []
+
+
+def test_bundle_lookup_imports_no_server_stack() -> None:
+    assert _loaded_after("import search_spaces.bundle", GPU_LIBS + HEAVY) == []

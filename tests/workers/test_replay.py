@@ -1,0 +1,107 @@
+"""Landscape files and the replay runner (no GPU, no Ray)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from search_spaces.space import config_key
+from workers.landscape import (
+    Landscape,
+    LandscapeError,
+    LandscapeResult,
+    read_landscape,
+    write_landscape,
+)
+from workers.measurement import Outcome
+from workers.replay import ReplayOptions, ReplayRunner
+
+PROBLEM = {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
+FAST = {"BLOCK_M": 64, "num_warps": 4}
+SLOW = {"BLOCK_M": 32, "num_warps": 4}
+BROKEN = {"BLOCK_M": 16, "num_warps": 4}
+
+
+@dataclass
+class Req:
+    kernel: str
+    problem: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def _landscape(name: str = "NVIDIA H200") -> Landscape:
+    return Landscape(
+        "matmul",
+        "v1",
+        PROBLEM,
+        {"vendor": "nvidia", "name": name, "arch": "sm_90", "triton": "3.9.0"},
+        [
+            LandscapeResult(FAST, Outcome.OK, 0.5),
+            LandscapeResult(SLOW, Outcome.OK, 2.0),
+            LandscapeResult(BROKEN, Outcome.COMPILE_ERROR),
+        ],
+    )
+
+
+@pytest.mark.parametrize("name", ["l.json", "l.json.gz"])
+def test_round_trip(tmp_path: Path, name: str) -> None:
+    path = write_landscape(tmp_path / name, _landscape())
+    back = read_landscape(path)
+    assert back.to_dict() == _landscape().to_dict()
+    assert back.best() == LandscapeResult(FAST, Outcome.OK, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"format": "x"}, "format"),
+        ({"results": [{"config": {}, "outcome": "ok", "time_ms": None}]}, "finite time_ms"),
+        ({"results": [{"config": {}, "outcome": "meh"}]}, "unknown outcome"),
+        ({"kernel": 3}, "'kernel'"),
+    ],
+)
+def test_bad_files(tmp_path: Path, doc: dict[str, Any], message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**_landscape().to_dict(), **doc}))
+    with pytest.raises(LandscapeError, match=message):
+        read_landscape(path)
+
+
+def test_replay_answers_recorded_results(tmp_path: Path) -> None:
+    runner = ReplayRunner([write_landscape(tmp_path / "l.json", _landscape())])
+    assert runner.device_class.key == "replay:NVIDIA H200"
+    assert runner.fingerprint.backend.value == "replay"
+    assert runner.limits.shared_mem_per_block == 227 * 1024  # the known class's limits
+    ok = runner.run(Req("matmul", PROBLEM, FAST))
+    assert ok.outcome is Outcome.OK and ok.median_ms == 0.5
+    assert runner.run(Req("matmul", PROBLEM, BROKEN)).outcome is Outcome.COMPILE_ERROR
+    assert (
+        runner.run(Req("matmul", PROBLEM, {"BLOCK_M": 128, "num_warps": 4})).outcome
+        is Outcome.INVALID
+    )
+    missing = runner.run(Req("matmul", {**PROBLEM, "M": 128}, FAST))
+    assert missing.outcome is Outcome.INVALID and "no landscape" in (missing.error or "")
+    assert runner.covers("matmul", PROBLEM) and not runner.covers("rmsnorm", PROBLEM)
+    assert [c[2] for c in runner.calls][:2] == [config_key(FAST), config_key(BROKEN)]
+
+
+def test_noise_is_seeded(tmp_path: Path) -> None:
+    path = write_landscape(tmp_path / "l.json", _landscape())
+    a = ReplayRunner([path], ReplayOptions(noise=0.05, seed=1)).run(Req("matmul", PROBLEM, SLOW))
+    b = ReplayRunner([path], ReplayOptions(noise=0.05, seed=1)).run(Req("matmul", PROBLEM, SLOW))
+    c = ReplayRunner([path], ReplayOptions(noise=0.05, seed=2)).run(Req("matmul", PROBLEM, SLOW))
+    assert a.samples_ms == b.samples_ms != c.samples_ms
+    assert len(set(a.samples_ms)) > 1 and abs((a.median_ms or 0) - 2.0) < 0.3
+
+
+def test_unknown_device_and_mixed_devices(tmp_path: Path) -> None:
+    odd = write_landscape(tmp_path / "odd.json", _landscape("Some GPU 9000"))
+    runner = ReplayRunner([odd])
+    assert runner.device_class.key == "replay:Some GPU 9000"
+    h200 = write_landscape(tmp_path / "h.json", _landscape())
+    with pytest.raises(LandscapeError, match="share a device name"):
+        ReplayRunner([odd, h200])

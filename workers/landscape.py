@@ -1,0 +1,148 @@
+"""Landscape files: every config of a space timed on one device for one (kernel, problem).
+
+Format (JSON, optionally gzip-compressed when the name ends in ``.gz``)::
+
+    {"format": "tunefleet-landscape/1", "kernel": "matmul", "kernel_version": "...",
+     "problem": {"M": 4096, ...}, "device": {fingerprint fields, at least "name"},
+     "results": [{"config": {...}, "outcome": "ok" | "invalid" | ..., "time_ms": float | null}]}
+
+``time_ms`` is set exactly when ``outcome`` is ``ok``. Reading never imports torch or triton.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from search_spaces.problem import problem_key
+from search_spaces.space import Config, config_key
+from workers.errors import WorkerError
+from workers.measurement import Outcome
+
+LANDSCAPE_FORMAT = "tunefleet-landscape/1"
+
+
+class LandscapeError(WorkerError):
+    """A landscape file is missing, unreadable, or not in the ``tunefleet-landscape/1`` format."""
+
+
+@dataclass(frozen=True)
+class LandscapeResult:
+    """One recorded config: its outcome and, for ``ok``, its time in milliseconds."""
+
+    config: Config
+    outcome: Outcome
+    time_ms: float | None = None
+
+
+@dataclass
+class Landscape:
+    """All recorded results of one kernel on one problem and one device."""
+
+    kernel: str
+    kernel_version: str
+    problem: dict[str, Any]
+    device: dict[str, Any]
+    results: list[LandscapeResult] = field(default_factory=list)
+
+    @property
+    def device_name(self) -> str:
+        return str(self.device.get("name", "unknown"))
+
+    @property
+    def problem_key(self) -> str:
+        return problem_key(self.problem)
+
+    def by_config(self) -> dict[str, LandscapeResult]:
+        """Results keyed by the canonical config key (a later duplicate wins)."""
+        return {config_key(r.config): r for r in self.results}
+
+    def best(self) -> LandscapeResult | None:
+        """The fastest ``ok`` result, or None when no config ran."""
+        ok = [r for r in self.results if r.outcome is Outcome.OK and r.time_ms is not None]
+        return min(ok, key=lambda r: float(r.time_ms or 0.0)) if ok else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": LANDSCAPE_FORMAT,
+            "kernel": self.kernel,
+            "kernel_version": self.kernel_version,
+            "problem": dict(self.problem),
+            "device": dict(self.device),
+            "results": [
+                {"config": dict(r.config), "outcome": r.outcome.value, "time_ms": r.time_ms}
+                for r in self.results
+            ],
+        }
+
+
+def _result(raw: object, where: str) -> LandscapeResult:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("config"), Mapping):
+        raise LandscapeError(f"{where}: each result needs a 'config' object")
+    try:
+        outcome = Outcome(raw.get("outcome"))
+    except ValueError:
+        raise LandscapeError(
+            f"{where}: unknown outcome {raw.get('outcome')!r}; use one of "
+            f"{', '.join(o.value for o in Outcome)}"
+        ) from None
+    time = raw.get("time_ms")
+    if outcome is not Outcome.OK:
+        return LandscapeResult(dict(raw["config"]), outcome, None)
+    if not isinstance(time, int | float) or isinstance(time, bool) or not math.isfinite(time):
+        raise LandscapeError(f"{where}: an ok result needs a finite time_ms, got {time!r}")
+    if time <= 0:
+        raise LandscapeError(f"{where}: time_ms must be positive, got {time!r}")
+    return LandscapeResult(dict(raw["config"]), outcome, float(time))
+
+
+def landscape_from_dict(data: object, where: str = "landscape") -> Landscape:
+    """Check and convert a decoded landscape document; raises LandscapeError naming the fault."""
+    if not isinstance(data, Mapping):
+        raise LandscapeError(f"{where}: expected a JSON object")
+    if data.get("format") != LANDSCAPE_FORMAT:
+        raise LandscapeError(
+            f"{where}: format is {data.get('format')!r}, expected {LANDSCAPE_FORMAT!r}"
+        )
+    for name, kind in (("kernel", str), ("problem", Mapping), ("device", Mapping)):
+        if not isinstance(data.get(name), kind):
+            raise LandscapeError(f"{where}: field {name!r} is missing or has the wrong type")
+    raw_results = data.get("results")
+    if not isinstance(raw_results, list):
+        raise LandscapeError(f"{where}: field 'results' must be a list")
+    return Landscape(
+        kernel=str(data["kernel"]),
+        kernel_version=str(data.get("kernel_version", "")),
+        problem=dict(data["problem"]),
+        device=dict(data["device"]),
+        results=[_result(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
+    )
+
+
+def read_landscape(path: str | Path) -> Landscape:
+    """Load a ``.json`` or ``.json.gz`` landscape file; raises LandscapeError."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        if p.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        data = json.loads(raw)
+    except FileNotFoundError:
+        raise LandscapeError(f"landscape file {p} does not exist") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise LandscapeError(f"cannot read landscape {p}: {exc}") from None
+    return landscape_from_dict(data, str(p))
+
+
+def write_landscape(path: str | Path, landscape: Landscape) -> Path:
+    """Write ``landscape`` as JSON (gzip-compressed when the name ends in ``.gz``)."""
+    p = Path(path)
+    text = json.dumps(landscape.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(gzip.compress(text, mtime=0) if p.name.endswith(".gz") else text)
+    return p

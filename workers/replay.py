@@ -1,0 +1,156 @@
+"""A runner that answers trials from recorded landscapes instead of a GPU.
+
+:class:`ReplayRunner` has the trial runner's interface (``run(request) -> Measurement``,
+``close()``). It returns each config's recorded outcome and time, optionally with seeded
+multiplicative noise; a config absent from the landscape is ``invalid``. Its device class is
+``replay:<recorded device name>`` so a replayed time is never stored as a real measurement.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from search_spaces.problem import problem_key
+from search_spaces.space import DeviceLimits, Vendor, config_key
+from workers.device import Backend, Fingerprint
+from workers.device_table import DeviceClass, find
+from workers.landscape import Landscape, LandscapeError, LandscapeResult, read_landscape
+from workers.measurement import Measurement, Outcome
+
+#: DeviceLimits fields a recorded fingerprint may carry; used for devices not in the table.
+_LIMIT_FIELDS = (
+    "shared_mem_per_block",
+    "registers_per_block",
+    "warp_size",
+    "multiprocessors",
+    "max_threads_per_block",
+)
+
+
+class TrialLike(Protocol):
+    """What a runner needs of a trial request (``workers.runner.TrialRequest`` fits)."""
+
+    kernel: str
+    problem: Mapping[str, Any]
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """``noise``: relative standard deviation of each sample (0 = the recorded times exactly);
+    ``delay_s``: seconds each trial takes, to simulate a device's busy time."""
+
+    noise: float = 0.0
+    seed: int = 0
+    samples: int = 5
+    delay_s: float = 0.0
+
+
+def _limits(device: Mapping[str, Any], name: str) -> DeviceLimits:
+    known = find(name)
+    if known is not None and known.arch == device.get("arch", known.arch):
+        return known.limits
+    try:
+        vendor = Vendor(str(device.get("vendor", "nvidia")).lower())
+    except ValueError:
+        vendor = Vendor.NVIDIA
+    # Unknown device: take the recorded limits, else sm_90-like ones (the landscape decides
+    # validity anyway: a config it lacks is invalid).
+    defaults = {
+        "shared_mem_per_block": 227 * 1024,
+        "registers_per_block": 65536,
+        "warp_size": 64 if vendor is Vendor.AMD else 32,
+        "multiprocessors": 132,
+        "max_threads_per_block": 1024,
+    }
+    values = {k: int(device.get(k, defaults[k])) for k in _LIMIT_FIELDS}
+    return DeviceLimits(vendor, name, str(device.get("arch", "unknown")), **values)
+
+
+class ReplayRunner:
+    """Answers trials from one or more landscapes recorded on the same device."""
+
+    def __init__(self, paths: Sequence[str | Path], options: ReplayOptions | None = None) -> None:
+        if not paths:
+            raise LandscapeError("a replay runner needs at least one landscape file")
+        self.options = options or ReplayOptions()
+        if self.options.noise < 0 or self.options.samples < 1 or self.options.delay_s < 0:
+            raise LandscapeError("replay noise and delay must be >= 0 and samples >= 1")
+        self.landscapes: list[Landscape] = [read_landscape(p) for p in paths]
+        names = {ls.device_name for ls in self.landscapes}
+        if len(names) != 1:
+            raise LandscapeError(
+                f"landscapes of one replay device must share a device name; got {sorted(names)}"
+            )
+        self.device: dict[str, Any] = dict(self.landscapes[0].device)
+        name = names.pop()
+        self.limits = _limits(self.device, name)
+        self.fingerprint = Fingerprint(
+            vendor=self.limits.vendor,
+            name=self.limits.name,
+            arch=self.limits.arch,
+            memory_bytes=int(self.device.get("memory_bytes", 0)),
+            multiprocessors=self.limits.multiprocessors,
+            shared_mem_per_block=self.limits.shared_mem_per_block,
+            driver=self.device.get("driver"),
+            runtime=self.device.get("runtime"),
+            triton=self.device.get("triton"),
+            torch=self.device.get("torch"),
+            backend=Backend.REPLAY,
+            index=0,
+        )
+        self.device_class: DeviceClass = self.fingerprint.device_class
+        self._table: dict[tuple[str, str], dict[str, LandscapeResult]] = {}
+        for ls in self.landscapes:
+            self._table.setdefault((ls.kernel, ls.problem_key), {}).update(ls.by_config())
+        self.calls: list[tuple[str, str, str]] = []
+
+    def covers(self, kernel: str, problem: Mapping[str, Any]) -> bool:
+        """Whether a landscape for ``kernel`` on ``problem`` is loaded."""
+        return (kernel, problem_key(problem)) in self._table
+
+    def keys(self) -> list[tuple[str, str]]:
+        """The (kernel, problem key) pairs this runner can answer."""
+        return sorted(self._table)
+
+    def run(self, request: TrialLike) -> Measurement:
+        """The recorded result of ``request.config``; ``invalid`` if the landscape lacks it."""
+        started = time.perf_counter()
+        if self.options.delay_s:
+            time.sleep(self.options.delay_s)
+        pkey, ckey = problem_key(request.problem), config_key(request.config)
+        self.calls.append((request.kernel, pkey, ckey))
+        results = self._table.get((request.kernel, pkey))
+        if results is None:
+            return Measurement(
+                Outcome.INVALID,
+                error=f"replay has no landscape for {request.kernel} on {pkey}",
+            )
+        recorded = results.get(ckey)
+        if recorded is None:
+            return Measurement(Outcome.INVALID, error="config is not in the recorded landscape")
+        if recorded.outcome is not Outcome.OK or recorded.time_ms is None:
+            return Measurement(recorded.outcome, error="recorded outcome (replay)")
+        # Seeded per (seed, key, config, call number): repeatable runs, fresh noise per call.
+        rng = random.Random(f"{self.options.seed}|{request.kernel}|{pkey}|{ckey}|{len(self.calls)}")
+        samples = [
+            recorded.time_ms * max(0.01, 1.0 + rng.gauss(0.0, self.options.noise))
+            if self.options.noise
+            else recorded.time_ms
+            for _ in range(self.options.samples)
+        ]
+        return Measurement(
+            Outcome.OK,
+            samples_ms=samples,
+            compile_s=0.0,
+            run_s=time.perf_counter() - started,
+            max_rel_error=0.0,
+        )
+
+    def close(self) -> None:
+        """Nothing to release; present for the runner interface."""
