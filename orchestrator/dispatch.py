@@ -212,7 +212,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
         ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
         return False
     ray.init(
-        num_cpus=num_cpus or max(2, min(4, os.cpu_count() or 2)),
+        num_cpus=num_cpus or os.cpu_count() or 2,
         include_dashboard=False,
         logging_level=logging.WARNING,
         log_to_driver=False,

@@ -21,12 +21,12 @@ def record_landscape(
     fingerprint: Fingerprint,
     limit: int | None = None,
     progress: Progress | None = None,
-) -> Landscape:
-    """Run every valid config (the first ``limit`` of them, if given) and return the landscape.
+) -> tuple[Landscape, bool]:
+    """Run every valid config (the first ``limit`` of them, if given); (landscape, complete).
 
     All configs are handed to the runner's compile pool first, so compiling runs ahead of timing.
-    On an interrupt the landscape so far is returned with the exception re-raised by the caller's
-    choice: the results list simply holds the configs finished before it.
+    On KeyboardInterrupt the landscape of the configs finished so far comes back with
+    ``complete`` False, so the caller can still write it.
     """
     configs = spec.space.enumerate(fingerprint.limits())[:limit]
     requests = [TrialRequest(kernel, problem, c) for c in configs]
@@ -38,9 +38,12 @@ def record_landscape(
         problem=dict(problem),
         device=fingerprint.to_dict(),
     )
-    for i, request in enumerate(requests, 1):
-        m = runner.run(request)
-        landscape.results.append(LandscapeResult(dict(request.config), m.outcome, m.median_ms))
-        if progress is not None:
-            progress(i, len(requests), m)
-    return landscape
+    try:
+        for i, request in enumerate(requests, 1):
+            m = runner.run(request)
+            landscape.results.append(LandscapeResult(dict(request.config), m.outcome, m.median_ms))
+            if progress is not None:
+                progress(i, len(requests), m)
+    except KeyboardInterrupt:
+        return landscape, False
+    return landscape, True

@@ -276,8 +276,8 @@ def child_main(conn: Connection, settings: ChildSettings) -> None:
     while True:
         try:
             job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
-        conn.send(run_job(conn, job, state))
+            if job is None:
+                return
+            conn.send(run_job(conn, job, state))
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            return  # the parent went away (closed, killed or interrupted): nothing to report to

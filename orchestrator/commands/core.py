@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import statistics
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -233,22 +236,44 @@ def record(
     workers = compile_workers if compile_workers is not None else max(1, (os.cpu_count() or 3) - 2)
     options = RunnerOptions.for_backend(fingerprint.backend, compile_workers=workers if gpu else 0)
     c = console()
+    signal.signal(signal.SIGTERM, _interrupt)
     with TrialRunner(options, fingerprint=fingerprint) as runner:
         for problem in parsed:
             name = "_".join(f"{k}{v}" for k, v in problem.items()) + ".json.gz"
             path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
+            compile_s: list[float] = []
 
-            def show(i: int, n: int, m: Measurement, label: str = name) -> None:
+            def show(
+                i: int, n: int, m: Measurement, label: str = name, sink: list[float] = compile_s
+            ) -> None:
+                if m.compile_s is not None:
+                    sink.append(m.compile_s)
                 if i == n or i % 50 == 0:
                     c.print(f"{label}: {i}/{n} configs, last {m.outcome.value}")
 
-            landscape = record_landscape(spec, kernel, problem, runner, fingerprint, limit, show)
+            start = time.perf_counter()
+            landscape, complete = record_landscape(
+                spec, kernel, problem, runner, fingerprint, limit, show
+            )
             write_landscape(path, landscape)
             best = landscape.best()
             c.print(
-                f"wrote {path}: {len(landscape.results)} configs"
+                f"wrote {path}: {len(landscape.results)} configs in "
+                f"{time.perf_counter() - start:.1f} s"
                 + (f", best {best.time_ms:.4f} ms" if best and best.time_ms else "")
+                + (
+                    f"; first launch in the trial process: median {statistics.median(compile_s):.3f} s"
+                    if compile_s
+                    else ""
+                )
             )
+            if not complete:
+                c.print("[bold]interrupted[/]: the file holds the configs finished so far")
+                raise typer.Exit(130)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 db_app = typer.Typer(help="Manage the config database.", no_args_is_help=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from search_spaces import Vendor
+from tests.gpu import needs_gpu
 from workers.device import Backend, Fingerprint, detect, normalize_arch, normalize_name
 from workers.device_table import KNOWN_CLASSES, lookup, parse_class
 from workers.errors import DeviceError, UnknownDeviceClass
@@ -162,12 +163,10 @@ def test_fingerprint_class_and_limits() -> None:
     assert replay.device_class.replay and replay.device_class.key == "replay:NVIDIA H200"
 
 
-@pytest.mark.gpu
+@needs_gpu
 def test_detect_gpu_fingerprints() -> None:
     import torch
 
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA or ROCm GPU")
     found = detect("auto")
     assert [fp.index for fp in found] == list(range(torch.cuda.device_count()))
     fp = found[0]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from search_spaces import ProblemError, RegistryError
+from tests.gpu import needs_gpu
 from workers.device import Backend
 from workers.errors import RunnerConfigError
 from workers.measurement import Outcome
@@ -22,12 +23,6 @@ from .fake_specs import ref
 PROBLEM = {"N": 40}
 GOOD = TrialRequest(ref("DoubleSpec"), PROBLEM, {"BLOCK": 16})
 TIMEOUT_S = 2.0
-
-
-def has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +173,7 @@ def test_interpreter_timer_counts_launches() -> None:
     assert len(samples) == 4 and len(calls) == 6
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not has_gpu(), reason="needs a CUDA or ROCm GPU")
+@needs_gpu
 @pytest.mark.parametrize(("graph", "flush"), [(False, True), (True, True), (False, False)])
 def test_gpu_timing_modes(graph: bool, flush: bool) -> None:
     from workers.device import detect
@@ -198,8 +192,7 @@ def test_gpu_timing_modes(graph: bool, flush: bool) -> None:
         assert gpu.run(GOOD).outcome is Outcome.OK
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not has_gpu(), reason="needs a CUDA or ROCm GPU")
+@needs_gpu
 def test_gpu_event_timer_with_l2_flush() -> None:
     import torch
 
