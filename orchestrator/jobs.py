@@ -174,7 +174,7 @@ class JobSpec:
         for i, raw in enumerate(raw_problems):
             try:
                 problem = (
-                    spec.schema.parse(raw) if isinstance(raw, str) else spec.validate_problem(raw)
+                    spec.parse_problem(raw) if isinstance(raw, str) else spec.validate_problem(raw)
                 )
             except SpecError as exc:
                 raise JobSpecError(f"problem {i + 1}: {exc}") from None

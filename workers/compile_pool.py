@@ -25,6 +25,9 @@ from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
 from workers.device import Backend
 
+#: Largest inputs a pool process keeps between compiles (all pool processes share one GPU).
+CACHED_INPUT_BYTES = 256 * 2**20
+
 #: Per pool process: the spec by name, and the inputs of the last problem it compiled for.
 _specs: dict[str, KernelSpec] = {}
 _inputs: dict[str, Any] = {}
@@ -45,16 +48,32 @@ def _init_process(device_index: int | None) -> None:
     JITFunction.run = compile_only
 
 
+def _nbytes(inputs: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in inputs.values() if hasattr(t, "element_size"))
+
+
 def _compile(kernel: str, problem: Problem, config: Config) -> float:
-    """Compile ``config`` for ``problem`` in this pool process; seconds taken."""
+    """Compile ``config`` for ``problem`` in this pool process; seconds taken.
+
+    Inputs stay cached for the next config of the same problem only while they are small: the
+    trial process must find the GPU's memory free, so large inputs (and the caching allocator's
+    blocks) are released after each compile.
+    """
+    import torch
+
     spec = _specs.get(kernel) or _specs.setdefault(kernel, get_spec(kernel))
     key = f"{kernel}|{problem_key(problem)}"
     if key not in _inputs:
         _inputs.clear()
+        torch.cuda.empty_cache()
         _inputs[key] = spec.build_inputs(problem, "cuda")
     start = time.perf_counter()
     spec.make_launcher(_inputs[key], config)()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if _nbytes(_inputs[key]) > CACHED_INPUT_BYTES:
+        _inputs.clear()
+    torch.cuda.empty_cache()
+    return seconds
 
 
 class CompilePool:

@@ -214,7 +214,7 @@ def best(
     from rich.table import Table
 
     spec = get_spec(kernel)
-    keys: list[str | None] = [problem_key(spec.schema.parse(p)) for p in problem or []] or [None]
+    keys: list[str | None] = [problem_key(spec.parse_problem(p)) for p in problem or []] or [None]
     classes: list[str | None] = [_class_key(c) for c in device_class or []] or [None]
     database = open_database(db)
     with database.session(readonly=True) as s:
