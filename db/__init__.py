@@ -21,7 +21,15 @@ from db.errors import (
     SchemaTooNew,
 )
 from db.models import JobStatus, StudyStatus, TrialOutcome
-from db.repository import BestRecord, JobRecord, TrialRecord
+from db.repository import (
+    BestRecord,
+    DeviceClassRecord,
+    EnvironmentRecord,
+    JobRecord,
+    MeasuredRecord,
+    StudyRecord,
+    TrialRecord,
+)
 from db.session import Database, default_url
 
 __all__ = [
@@ -31,13 +39,17 @@ __all__ = [
     "DatabaseError",
     "DatabaseURLError",
     "DatabaseUnavailable",
+    "DeviceClassRecord",
+    "EnvironmentRecord",
     "InvalidRecord",
     "InvalidTransition",
     "JobRecord",
     "JobStatus",
+    "MeasuredRecord",
     "NotFound",
     "SchemaOutOfDate",
     "SchemaTooNew",
+    "StudyRecord",
     "StudyStatus",
     "TrialOutcome",
     "TrialRecord",

@@ -102,6 +102,56 @@ class BestRecord:
     updated_at: datetime
 
 
+@dataclass(frozen=True)
+class DeviceClassRecord:
+    """A device class row; ``limits`` is the class's DeviceLimits as a dict (vendor as its value)."""
+
+    id: int
+    key: str
+    vendor: str
+    name: str
+    arch: str
+    replay: bool
+    limits: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class EnvironmentRecord:
+    """An environment row: the software versions a measurement ran under."""
+
+    id: int
+    device_class_id: int
+    driver: str
+    runtime: str
+    triton_version: str
+    torch_version: str
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study row, with the device class it searches on."""
+
+    id: int
+    job_id: int
+    kernel_id: int
+    problem_key: str
+    problem: dict[str, Any]
+    sampler: str
+    optuna_study_name: str
+    status: StudyStatus
+    device_class: DeviceClassRecord
+
+
+@dataclass(frozen=True)
+class MeasuredRecord:
+    """What warm start needs of one trial: its config, median time and outcome."""
+
+    config: dict[str, Any]
+    config_key: str
+    median_ms: float | None
+    outcome: TrialOutcome
+
+
 def _get_or_create(s: Session, select: sa.Select[int], make: Callable[[], Any]) -> int:
     existing = s.scalar(select)
     if existing is not None:
@@ -168,6 +218,39 @@ def ensure_environment(
             triton_version=triton_version,
             torch_version=torch_version,
         ),
+    )
+
+
+def _device_class_record(c: DeviceClass) -> DeviceClassRecord:
+    return DeviceClassRecord(
+        id=c.id,
+        key=c.key,
+        vendor=c.vendor,
+        name=c.name,
+        arch=c.arch,
+        replay=c.replay,
+        limits=c.limits,
+    )
+
+
+def device_class_by_key(s: Session, key: str) -> DeviceClassRecord | None:
+    """The device class ``key`` (exact match), or None if there is none."""
+    row = s.scalar(sa.select(DeviceClass).where(DeviceClass.key == key))
+    return _device_class_record(row) if row is not None else None
+
+
+def get_environment(s: Session, environment_id: int) -> EnvironmentRecord:
+    """The environment ``environment_id``; raises NotFound if there is none."""
+    env = s.get(Environment, environment_id)
+    if env is None:
+        raise NotFound(f"no environment {environment_id}")
+    return EnvironmentRecord(
+        id=env.id,
+        device_class_id=env.device_class_id,
+        driver=env.driver,
+        runtime=env.runtime,
+        triton_version=env.triton_version,
+        torch_version=env.torch_version,
     )
 
 
@@ -313,6 +396,30 @@ def set_study_status(s: Session, study_id: int, status: StudyStatus | str) -> No
     s.flush()
 
 
+def studies_for_job(s: Session, job_id: int) -> list[StudyRecord]:
+    """Every study of job ``job_id`` with its device class, oldest first ([] for an unknown job)."""
+    rows = s.execute(
+        sa.select(Study, DeviceClass)
+        .join(DeviceClass, Study.device_class_id == DeviceClass.id)
+        .where(Study.job_id == job_id)
+        .order_by(Study.id)
+    ).all()
+    return [
+        StudyRecord(
+            id=study.id,
+            job_id=study.job_id,
+            kernel_id=study.kernel_id,
+            problem_key=study.problem_key,
+            problem=study.problem,
+            sampler=study.sampler,
+            optuna_study_name=study.optuna_study_name,
+            status=study.status,
+            device_class=_device_class_record(cls),
+        )
+        for study, cls in rows
+    ]
+
+
 def _coerce(enum_type: type[_E], value: object, what: str) -> _E:
     try:
         return enum_type(value)
@@ -421,6 +528,29 @@ def find_measured(
         .limit(1)
     )
     return _trial_record(trial) if trial is not None else None
+
+
+def measured_for_key(
+    s: Session, kernel_id: int, problem_key: str, device_class_id: int
+) -> list[MeasuredRecord]:
+    """Every trial on this key by any job whose outcome is not ``infra``, oldest first.
+
+    Only the columns warm start needs are read (no samples), so a key with many trials stays cheap.
+    """
+    rows = s.execute(
+        sa.select(Trial.config, Trial.config_key, Trial.median_ms, Trial.outcome)
+        .where(
+            Trial.kernel_id == kernel_id,
+            Trial.problem_key == problem_key,
+            Trial.device_class_id == device_class_id,
+            Trial.outcome != TrialOutcome.INFRA,
+        )
+        .order_by(Trial.id)
+    ).all()
+    return [
+        MeasuredRecord(config=config, config_key=key, median_ms=median, outcome=outcome)
+        for config, key, median, outcome in rows
+    ]
 
 
 def trials_for_study(s: Session, study_id: int) -> list[TrialRecord]:

@@ -1,8 +1,9 @@
 """A user's own kernel spec: ``out = a * scale + b``, tuned over BLOCK_SIZE and num_warps.
 
-Tune it with ``tunefleet ... --kernel examples.user_kernel:SPEC`` (any ``module:attribute`` that
-imports works). Keep torch and triton imports inside the methods that run trials, and list the
-module that holds the Triton code in ``sources`` so that editing the kernel changes its version.
+Tune it with ``tunefleet tune examples.user_kernel:SPEC -p N=4096,dtype=float16`` (any
+``module:attribute`` that imports, also from the current folder, works). Keep torch and triton
+imports inside the methods that run trials, and list the module that holds the Triton code in
+``sources`` so that editing the kernel changes its version.
 """
 
 from __future__ import annotations

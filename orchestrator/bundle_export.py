@@ -19,11 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from db import Database, repository
-from db.models import DeviceClass, Environment
-from db.repository import BestRecord
+from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
 from search_spaces.bundle import BUNDLE_FORMAT
 from search_spaces.registry import get_spec
@@ -43,7 +40,8 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace(":", "-")).strip("_")
 
 
-def _default(kernel: KernelSpec, cls: DeviceClass | None) -> dict[str, Any]:
+def default_config(kernel: KernelSpec, cls: DeviceClassRecord | None) -> dict[str, Any]:
+    """The spec's default on the class's stored limits; else on its vendor (NVIDIA if no class)."""
     if cls is not None and cls.limits:
         try:
             limits = DeviceLimits(**{**cls.limits, "vendor": Vendor(cls.limits["vendor"])})
@@ -54,7 +52,7 @@ def _default(kernel: KernelSpec, cls: DeviceClass | None) -> dict[str, Any]:
     return kernel.default_config(vendor)
 
 
-def _environment(env: Environment | None) -> dict[str, Any]:
+def _environment(env: EnvironmentRecord | None) -> dict[str, Any]:
     if env is None:
         return {}
     return {
@@ -166,9 +164,9 @@ def export(
             groups.setdefault((r.device_class_key, r.triton_minor), []).append(r)
         docs = []
         for (class_key, minor), group in sorted(groups.items()):
-            cls = s.scalar(sa.select(DeviceClass).where(DeviceClass.key == class_key))
+            cls = repository.device_class_by_key(s, class_key)
             env_id = next((r.environment_id for r in group if r.environment_id), None)
-            env = s.get(Environment, env_id) if env_id is not None else None
+            env = repository.get_environment(s, env_id) if env_id is not None else None
             docs.append(
                 native_bundle(
                     kernel,
@@ -176,7 +174,7 @@ def export(
                     class_key,
                     minor,
                     group,
-                    _default(kernel, cls),
+                    default_config(kernel, cls),
                     _environment(env),
                 )
             )

@@ -25,13 +25,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import optuna
-import sqlalchemy as sa
 from optuna.trial import Trial as OptunaTrial
 from sqlalchemy.orm import Session
 
-from db import Database, JobStatus, StudyStatus, repository
-from db.models import Trial as TrialRow
-from db.models import TrialOutcome
+from db import Database, JobStatus, StudyStatus, TrialOutcome, repository
 from orchestrator.dispatch import Done, Task, WorkerInfo, WorkerPool
 from orchestrator.errors import JobSpecError, JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
@@ -145,18 +142,10 @@ def _measured_for_key(
     s: Session, kernel_id: int, pkey: str, class_id: int
 ) -> list[tuple[Config, float | None]]:
     # Configs measured for this key by any job (not infra): ok ones fastest first, then the rest.
-    rows = s.execute(
-        sa.select(TrialRow.config, TrialRow.median_ms, TrialRow.outcome).where(
-            TrialRow.kernel_id == kernel_id,
-            TrialRow.problem_key == pkey,
-            TrialRow.device_class_id == class_id,
-            TrialRow.outcome != TrialOutcome.INFRA,
-        )
-    ).all()
     seen: dict[str, tuple[Config, float | None]] = {}
-    for config, median, outcome in rows:
-        value = median if outcome is TrialOutcome.OK else None
-        seen.setdefault(config_key(config), (dict(config), value))
+    for row in repository.measured_for_key(s, kernel_id, pkey, class_id):
+        value = row.median_ms if row.outcome is TrialOutcome.OK else None
+        seen.setdefault(config_key(row.config), (dict(row.config), value))
     return sorted(seen.values(), key=lambda cv: (cv[1] is None, cv[1] or 0.0))
 
 

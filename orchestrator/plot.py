@@ -17,10 +17,7 @@ import math
 import statistics
 from pathlib import Path
 
-import sqlalchemy as sa
-
-from db import Database, repository
-from db.models import DeviceClass, Study, TrialOutcome
+from db import Database, TrialOutcome, repository
 from db.repository import TrialRecord
 from orchestrator.bundle_export import slug
 from orchestrator.errors import BundleExportError
@@ -91,15 +88,9 @@ def plot_job(database: Database, job_id: int, out_dir: str | Path, top: int = 5)
     """Write ``study-<id>-<class>.png`` per study and ``job-<id>.html``; return the paths."""
     with database.session(readonly=True) as s:
         repository.get_job(s, job_id)
-        rows = s.execute(
-            sa.select(Study, DeviceClass.key)
-            .join(DeviceClass, Study.device_class_id == DeviceClass.id)
-            .where(Study.job_id == job_id)
-            .order_by(Study.id)
-        ).all()
         studies = [
-            (st.id, dict(st.problem), key, repository.trials_for_study(s, st.id))
-            for st, key in rows
+            (st.id, dict(st.problem), st.device_class.key, repository.trials_for_study(s, st.id))
+            for st in repository.studies_for_job(s, job_id)
         ]
     out = Path(out_dir)
     try:

@@ -87,9 +87,14 @@ class Encoding:
         return out
 
 
+def startup_trials(budget: int) -> int:
+    """Random trials before a model-based sampler takes over: a quarter of the budget, 3 to 10."""
+    return max(3, min(10, budget // 4))
+
+
 def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
     """The Optuna sampler for ``sampler``; startup (random) trials scale with the budget."""
-    startup = max(3, min(10, budget // 4))
+    startup = startup_trials(budget)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if sampler is Sampler.TPE:

@@ -11,15 +11,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
-from db import Database, repository
-from db.models import DeviceClass, Study, TrialOutcome
+from db import Database, TrialOutcome, repository
 from db.repository import JobRecord
+from orchestrator.bundle_export import default_config
 from search_spaces.registry import get_spec
-from search_spaces.space import DeviceLimits, Vendor, config_key
+from search_spaces.space import config_key
 from search_spaces.spec import KernelSpec
 from workers.device_table import find
 
@@ -46,32 +45,14 @@ def _rates(
     return {"tflops": tflops, "gbs": gbs, "roofline_pct": pct}
 
 
-def _default_config(
-    kernel: KernelSpec, limits: dict[str, Any] | None, vendor: str
-) -> dict[str, Any]:
-    if limits:
-        try:
-            return kernel.default_for(
-                DeviceLimits(**{**limits, "vendor": Vendor(limits["vendor"])})
-            )
-        except (TypeError, ValueError, KeyError):
-            pass
-    return kernel.default_config(Vendor(vendor))
-
-
 def collect(database: Database, job_id: int) -> dict[str, Any]:
     """The job's summary: ``{"job", "status", "kernel", "studies": [...]}`` (see the module doc)."""
     with database.session(readonly=True) as s:
         job: JobRecord = repository.get_job(s, job_id)
         kernel = get_spec(str(job.spec.get("kernel", job.kernel_name)))
-        rows = s.execute(
-            sa.select(Study, DeviceClass)
-            .join(DeviceClass, Study.device_class_id == DeviceClass.id)
-            .where(Study.job_id == job_id)
-            .order_by(Study.id)
-        ).all()
         studies = []
-        for study, cls in rows:
+        for study in repository.studies_for_job(s, job_id):
+            cls = study.device_class
             trials = repository.trials_for_study(s, study.id)
             ok = {t.config_key: t for t in trials if t.outcome is TrialOutcome.OK and t.median_ms}
             bests = repository.get_best(
@@ -106,7 +87,7 @@ def collect(database: Database, job_id: int) -> dict[str, Any]:
                 entry["speedup_vs_median"] = (
                     statistics.median(medians) / best_ms if medians else None
                 )
-                default = _default_config(kernel, cls.limits, cls.vendor)
+                default = default_config(kernel, cls)
                 found = repository.find_measured(
                     s, study.kernel_id, study.problem_key, cls.id, config_key(default)
                 )

@@ -6,6 +6,8 @@ Loading a spec imports only its spec module; its kernels (torch, triton) load wh
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from importlib.metadata import entry_points
 
 from search_spaces.errors import RegistryError
@@ -27,9 +29,12 @@ def _entry_points() -> dict[str, str]:
 
 
 def _load_ref(ref: str) -> KernelSpec:
+    """Import ``module:attribute`` from the installed packages or, after them, the current folder."""
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise RegistryError(f"{ref!r} is not MODULE:ATTRIBUTE")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # any import failure of user code is the user's to fix

@@ -22,6 +22,7 @@ from db import (
     JobStatus,
     NotFound,
     SchemaOutOfDate,
+    StudyStatus,
     TrialOutcome,
 )
 from db import repository as repo
@@ -332,6 +333,98 @@ class TestStorage:
             assert found is not None
             assert (found.id, found.outcome) == (wrong, TrialOutcome.WRONG)
             assert repo.find_measured(s, ids["kernel"], '{"M":128}', ids["dc"], args[3]) is None
+
+    def test_measured_for_key_skips_infra_oldest_first(self, db: Database) -> None:
+        ids = _setup(db)
+        with db.session() as s:
+            assert repo.measured_for_key(s, ids["kernel"], '{"M":64}', ids["dc"]) == []
+            _trial(s, ids, "infra")
+            _trial(s, ids, "wrong", config_key='{"BLOCK":32}')
+            repo.record_trial(
+                s,
+                kernel_id=ids["kernel"],
+                problem_key='{"M":64}',
+                device_class_id=ids["dc"],
+                config={"BLOCK": 128},
+                config_key='{"BLOCK":128}',
+                outcome="ok",
+                median_ms=0.5,
+            )
+            _trial(s, ids, "ok")
+            other = repo.ensure_device_class(s, "cpu", "cpu", "cpu", "interpreter")
+            _trial(s, {**ids, "dc": other}, "ok")
+        with db.session(readonly=True) as s:
+            rows = repo.measured_for_key(s, ids["kernel"], '{"M":64}', ids["dc"])
+            assert repo.measured_for_key(s, ids["kernel"], '{"M":128}', ids["dc"]) == []
+        assert [(r.config_key, r.outcome, r.median_ms) for r in rows] == [
+            ('{"BLOCK":32}', TrialOutcome.WRONG, None),
+            ('{"BLOCK":128}', TrialOutcome.OK, 0.5),
+            ('{"BLOCK":64}', TrialOutcome.OK, None),
+        ]
+        assert rows[1].config == {"BLOCK": 128}
+
+    def test_studies_for_job_carry_their_device_class(self, db: Database) -> None:
+        ids = _setup(db)
+        limits = {"vendor": "cpu", "warp_size": 32}
+        with db.session() as s:
+            cpu = repo.ensure_device_class(s, "cpu", "cpu", "cpu", "interpreter", limits=limits)
+            second = repo.ensure_study(
+                s, ids["job"], ids["kernel"], '{"M":128}', {"M": 128}, cpu, "random", "n2"
+            )
+            repo.set_study_status(s, second, "done")
+        with db.session(readonly=True) as s:
+            studies = repo.studies_for_job(s, ids["job"])
+            assert repo.studies_for_job(s, ids["job"] + 1) == []
+        assert [st.id for st in studies] == [ids["study"], second]
+        first, last = studies
+        assert (first.problem_key, first.problem, first.sampler, first.status) == (
+            '{"M":64}',
+            {"M": 64},
+            "tpe",
+            StudyStatus.RUNNING,
+        )
+        assert (first.job_id, first.kernel_id) == (ids["job"], ids["kernel"])
+        assert first.device_class == repo.DeviceClassRecord(
+            id=ids["dc"],
+            key="NVIDIA H200",
+            vendor="nvidia",
+            name="NVIDIA H200",
+            arch="sm_90",
+            replay=False,
+            limits=None,
+        )
+        assert (last.status, last.optuna_study_name) == (StudyStatus.DONE, "n2")
+        assert (last.device_class.id, last.device_class.key) == (cpu, "cpu")
+        assert last.device_class.limits == limits
+
+    def test_device_class_by_key_and_get_environment(self, db: Database) -> None:
+        ids = _setup(db)
+        with db.session() as s:
+            replay = repo.ensure_device_class(
+                s, "replay:NVIDIA H200", "nvidia", "NVIDIA H200", "sm_90", replay=True
+            )
+        with db.session(readonly=True) as s:
+            found = repo.device_class_by_key(s, "replay:NVIDIA H200")
+            assert repo.device_class_by_key(s, "nvidia h200") is None
+            env = repo.get_environment(s, ids["env"])
+            with pytest.raises(NotFound, match="no environment"):
+                repo.get_environment(s, ids["env"] + 100)
+        assert found is not None
+        assert (found.id, found.vendor, found.name, found.arch, found.replay) == (
+            replay,
+            "nvidia",
+            "NVIDIA H200",
+            "sm_90",
+            True,
+        )
+        assert env == repo.EnvironmentRecord(
+            id=ids["env"],
+            device_class_id=ids["dc"],
+            driver="560.35",
+            runtime="12.6",
+            triton_version="3.6.0",
+            torch_version="2.9.0",
+        )
 
     def test_upsert_best_keeps_only_the_fastest(self, db: Database) -> None:
         with db.session() as s:
