@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -36,7 +36,11 @@ from db.models import (
     utcnow,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 _E = TypeVar("_E", bound=enum.Enum)
+_R = TypeVar("_R", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
@@ -152,13 +156,26 @@ class MeasuredRecord:
     outcome: TrialOutcome
 
 
-def _get_or_create(s: Session, select: sa.Select[int], make: Callable[[], Any]) -> int:
+def _record(record_type: type[_R], row: object, **extra: Any) -> _R:
+    """A ``record_type`` from the ORM ``row``'s attributes of the same names, plus ``extra`` fields."""
+    values = {f.name: getattr(row, f.name) for f in fields(record_type) if f.name not in extra}
+    return record_type(**values, **extra)
+
+
+def _get_or_create(
+    s: Session,
+    model: type[DeviceClass | Environment | Kernel | Study],
+    key: Mapping[str, Any],
+    **other: Any,
+) -> int:
+    """Id of the ``model`` row whose columns equal ``key``; if none, a new row of ``key`` + ``other``."""
+    select = sa.select(model.id).where(*(getattr(model, k) == v for k, v in key.items()))
     existing = s.scalar(select)
     if existing is not None:
         return existing
     try:
         with s.begin_nested():
-            row = make()
+            row = model(**key, **other)
             s.add(row)
     except IntegrityError:
         # Another writer created the same row between our select and insert.
@@ -181,15 +198,13 @@ def ensure_device_class(
     """Id of the device class ``key``, created with the other fields if new (an existing row is kept)."""
     return _get_or_create(
         s,
-        sa.select(DeviceClass.id).where(DeviceClass.key == key),
-        lambda: DeviceClass(
-            key=key,
-            vendor=vendor,
-            name=name,
-            arch=arch,
-            replay=replay,
-            limits=dict(limits) if limits is not None else None,
-        ),
+        DeviceClass,
+        {"key": key},
+        vendor=vendor,
+        name=name,
+        arch=arch,
+        replay=replay,
+        limits=dict(limits) if limits is not None else None,
     )
 
 
@@ -202,65 +217,20 @@ def ensure_environment(
     torch_version: str,
 ) -> int:
     """Id of the environment with exactly these fields (use ``""`` for a field that does not apply)."""
-    return _get_or_create(
-        s,
-        sa.select(Environment.id).where(
-            Environment.device_class_id == device_class_id,
-            Environment.driver == driver,
-            Environment.runtime == runtime,
-            Environment.triton_version == triton_version,
-            Environment.torch_version == torch_version,
-        ),
-        lambda: Environment(
-            device_class_id=device_class_id,
-            driver=driver,
-            runtime=runtime,
-            triton_version=triton_version,
-            torch_version=torch_version,
-        ),
-    )
-
-
-def _device_class_record(c: DeviceClass) -> DeviceClassRecord:
-    return DeviceClassRecord(
-        id=c.id,
-        key=c.key,
-        vendor=c.vendor,
-        name=c.name,
-        arch=c.arch,
-        replay=c.replay,
-        limits=c.limits,
-    )
-
-
-def device_class_by_key(s: Session, key: str) -> DeviceClassRecord | None:
-    """The device class ``key`` (exact match), or None if there is none."""
-    row = s.scalar(sa.select(DeviceClass).where(DeviceClass.key == key))
-    return _device_class_record(row) if row is not None else None
-
-
-def get_environment(s: Session, environment_id: int) -> EnvironmentRecord:
-    """The environment ``environment_id``; raises NotFound if there is none."""
-    env = s.get(Environment, environment_id)
-    if env is None:
-        raise NotFound(f"no environment {environment_id}")
-    return EnvironmentRecord(
-        id=env.id,
-        device_class_id=env.device_class_id,
-        driver=env.driver,
-        runtime=env.runtime,
-        triton_version=env.triton_version,
-        torch_version=env.torch_version,
-    )
+    key = {
+        "device_class_id": device_class_id,
+        "driver": driver,
+        "runtime": runtime,
+        "triton_version": triton_version,
+        "torch_version": torch_version,
+    }
+    return _get_or_create(s, Environment, key)
 
 
 def ensure_kernel(s: Session, name: str, version_hash: str, space_hash: str) -> int:
     """Id of kernel ``name`` at ``version_hash``, created with ``space_hash`` if new."""
-    return _get_or_create(
-        s,
-        sa.select(Kernel.id).where(Kernel.name == name, Kernel.version_hash == version_hash),
-        lambda: Kernel(name=name, version_hash=version_hash, space_hash=space_hash),
-    )
+    key = {"name": name, "version_hash": version_hash}
+    return _get_or_create(s, Kernel, key, space_hash=space_hash)
 
 
 def create_job(s: Session, kernel_id: int, spec: Mapping[str, Any], team: str | None) -> int:
@@ -325,20 +295,7 @@ def _job_query() -> sa.Select[Job, str, str]:
 
 
 def _job_record(job: Job, kernel_name: str, kernel_version: str) -> JobRecord:
-    return JobRecord(
-        id=job.id,
-        kernel_id=job.kernel_id,
-        kernel_name=kernel_name,
-        kernel_version=kernel_version,
-        status=job.status,
-        spec=job.spec,
-        team=job.team,
-        error=job.error,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        cancel_requested=job.cancel_requested,
-    )
+    return _record(JobRecord, job, kernel_name=kernel_name, kernel_version=kernel_version)
 
 
 def get_job(s: Session, job_id: int) -> JobRecord:
@@ -366,23 +323,16 @@ def ensure_study(
     optuna_study_name: str,
 ) -> int:
     """Id of the study of ``job_id`` for (problem_key, device class), created ``running`` if new."""
+    key = {"job_id": job_id, "problem_key": problem_key, "device_class_id": device_class_id}
     return _get_or_create(
         s,
-        sa.select(Study.id).where(
-            Study.job_id == job_id,
-            Study.problem_key == problem_key,
-            Study.device_class_id == device_class_id,
-        ),
-        lambda: Study(
-            job_id=job_id,
-            kernel_id=kernel_id,
-            problem_key=problem_key,
-            problem=dict(problem),
-            device_class_id=device_class_id,
-            sampler=sampler,
-            optuna_study_name=optuna_study_name,
-            status=StudyStatus.RUNNING,
-        ),
+        Study,
+        key,
+        kernel_id=kernel_id,
+        problem=dict(problem),
+        sampler=sampler,
+        optuna_study_name=optuna_study_name,
+        status=StudyStatus.RUNNING,
     )
 
 
@@ -405,17 +355,7 @@ def studies_for_job(s: Session, job_id: int) -> list[StudyRecord]:
         .order_by(Study.id)
     ).all()
     return [
-        StudyRecord(
-            id=study.id,
-            job_id=study.job_id,
-            kernel_id=study.kernel_id,
-            problem_key=study.problem_key,
-            problem=study.problem,
-            sampler=study.sampler,
-            optuna_study_name=study.optuna_study_name,
-            status=study.status,
-            device_class=_device_class_record(cls),
-        )
+        _record(StudyRecord, study, device_class=_record(DeviceClassRecord, cls))
         for study, cls in rows
     ]
 
@@ -482,32 +422,6 @@ def record_trial(
     return trial.id
 
 
-def _trial_record(t: Trial) -> TrialRecord:
-    return TrialRecord(
-        id=t.id,
-        job_id=t.job_id,
-        study_id=t.study_id,
-        kernel_id=t.kernel_id,
-        problem_key=t.problem_key,
-        device_class_id=t.device_class_id,
-        environment_id=t.environment_id,
-        config=t.config,
-        config_key=t.config_key,
-        outcome=t.outcome,
-        samples_ms=t.samples_ms,
-        median_ms=t.median_ms,
-        iqr_ms=t.iqr_ms,
-        max_rel_error=t.max_rel_error,
-        compile_s=t.compile_s,
-        run_s=t.run_s,
-        error=t.error,
-        worker=t.worker,
-        host=t.host,
-        reused=t.reused,
-        created_at=t.created_at,
-    )
-
-
 def find_measured(
     s: Session, kernel_id: int, problem_key: str, device_class_id: int, config_key: str
 ) -> TrialRecord | None:
@@ -527,7 +441,7 @@ def find_measured(
         .order_by(Trial.id.desc())
         .limit(1)
     )
-    return _trial_record(trial) if trial is not None else None
+    return _record(TrialRecord, trial) if trial is not None else None
 
 
 def measured_for_key(
@@ -556,7 +470,7 @@ def measured_for_key(
 def trials_for_study(s: Session, study_id: int) -> list[TrialRecord]:
     """Every trial of study ``study_id``, oldest first."""
     trials = s.scalars(sa.select(Trial).where(Trial.study_id == study_id).order_by(Trial.id))
-    return [_trial_record(t) for t in trials]
+    return [_record(TrialRecord, t) for t in trials]
 
 
 def outcome_counts(s: Session, study_id: int) -> dict[str, int]:
@@ -619,23 +533,6 @@ def upsert_best(
     return s.execute(upsert).first() is not None
 
 
-def _best_record(b: BestConfig) -> BestRecord:
-    return BestRecord(
-        id=b.id,
-        kernel_name=b.kernel_name,
-        kernel_version=b.kernel_version,
-        problem_key=b.problem_key,
-        device_class_key=b.device_class_key,
-        triton_minor=b.triton_minor,
-        config=b.config,
-        time_ms=b.time_ms,
-        trial_id=b.trial_id,
-        job_id=b.job_id,
-        environment_id=b.environment_id,
-        updated_at=b.updated_at,
-    )
-
-
 def get_best(
     s: Session,
     kernel_name: str,
@@ -661,7 +558,7 @@ def get_best(
         BestConfig.triton_minor,
         BestConfig.problem_key,
     )
-    return [_best_record(b) for b in s.scalars(query)]
+    return [_record(BestRecord, b) for b in s.scalars(query)]
 
 
 def best_for_kernel(

@@ -1,0 +1,472 @@
+"""Issue 4 search benchmark: how soon each sampler finds a near-best config, replayed on CPU.
+
+Usage (repo root): python benchmarks/search.py --landscape FILE [FILE ...] --sampler S [S ...]
+    --seeds N [--batch 4] [--horizon 1.0] [--space auto|observed] [--jobs 1] [--json]
+    python benchmarks/search.py --landscape FILE --synthesize OUT_DIR   (synthetic variants)
+
+Each (landscape, sampler) runs N seeds of the product's ask/tell loop against the landscape:
+the product's encoding (:class:`orchestrator.search.Encoding`) and samplers
+(:func:`orchestrator.search.make_sampler`), batched like a cluster of ``--batch`` workers (ask until
+``batch`` new configs are pending, then tell them all). As in the driver, a config that breaks the
+space's constraints is told PRUNED at no cost, a config already measured (or pending) is answered
+from the cache at no cost, and a seed ends after ``IDLE_LIMIT`` asks in a row without a new trial.
+Every new config costs one trial; a config the landscape lacks is ``invalid`` (PRUNED).
+
+The space: for a shipped kernel whose spec version matches the file and a device in the device
+table, the spec's space on that device (what ``tunefleet tune`` searches); otherwise (or with
+``--space observed``) the configs seen in the file: each parameter's observed values, ordered if all
+are ints, else categorical, no constraints, so an absent combination costs a trial. The space size
+N is the number of valid configs (spec) or of configs in the file (observed).
+
+Metrics over seeds (median, p90): trials until the best found is within 2% / 5% of the landscape's
+optimum (a seed that does not get there within ``horizon * N`` trials counts as N), and the best
+found after 5%, 10%, 25% of N trials as a ratio to the optimum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from orchestrator.driver import IDLE_LIMIT
+from orchestrator.jobs import Sampler
+from orchestrator.search import Encoding, SearchStudy, make_sampler, startup_trials
+from search_spaces.registry import get_spec
+from search_spaces.space import Config, DeviceLimits, Param, ParamKind, Space, Vendor, config_key
+from workers.device_table import find
+from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
+from workers.measurement import Outcome
+
+THRESHOLDS = (0.02, 0.05)
+FRACTIONS = (0.05, 0.10, 0.25)
+#: Absolute cap on asks per seed, in multiples of the space size (the idle limit usually ends first).
+MAX_ASKS_PER_CONFIG = 50
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A landscape prepared for search: its space, which configs it timed, and its optimum."""
+
+    name: str
+    synthetic: bool
+    space: Space
+    limits: DeviceLimits
+    times: dict[str, float | None]  # config key -> time (ms), None when not ``ok``
+    constrained: bool  # spec space: constraint-breaking configs are rejected before a trial
+    size: int
+    optimum: float
+
+
+def _observed_space(landscape: Landscape) -> Space:
+    names = sorted({n for r in landscape.results for n in r.config})
+    params = []
+    for name in names:
+        values = {r.config[name] for r in landscape.results if name in r.config}
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        ordered = sorted(values) if ints else sorted(values, key=str)
+        params.append(
+            Param(name, tuple(ordered), ParamKind.INT if ints else ParamKind.CATEGORICAL)
+        )
+    return Space(tuple(params))
+
+
+def _spec_space(landscape: Landscape) -> tuple[Space, DeviceLimits] | None:
+    """The shipped spec's space and the device's limits, if both apply to this file."""
+    try:
+        spec = get_spec(landscape.kernel)
+    except Exception:  # not a shipped kernel (or its spec does not import): observed space
+        return None
+    known = find(landscape.device_name)
+    if known is None or spec.version_hash() != landscape.kernel_version:
+        return None
+    if any(spec.space.violation(r.config, known.limits) for r in landscape.results):
+        return None
+    return spec.space, known.limits
+
+
+def load_bench(path: str | Path, observed: bool = False) -> Bench:
+    """Read a landscape file and choose its space (see the module docstring)."""
+    landscape = read_landscape(path)
+    times = {
+        config_key(r.config): r.time_ms if r.outcome is Outcome.OK else None
+        for r in landscape.results
+    }
+    ok = [t for t in times.values() if t is not None]
+    if not ok:
+        raise SystemExit(f"{path}: no ok config, nothing to search for")
+    spec = None if observed else _spec_space(landscape)
+    if spec is None:
+        space = _observed_space(landscape)
+        limits = DeviceLimits(Vendor.NVIDIA, landscape.device_name, "unknown", 0, 0, 32, 0)
+        size = len(times)
+    else:
+        space, limits = spec
+        size = space.count(limits)
+    name = Path(path).name.removesuffix(".gz").removesuffix(".json")
+    return Bench(
+        name=name,
+        synthetic="synthetic" in landscape.device or name.startswith("synthetic"),
+        space=space,
+        limits=limits,
+        times=times,
+        constrained=spec is not None,
+        size=size,
+        optimum=min(ok),
+    )
+
+
+class LocalSearchSampler(BaseSampler):
+    """Random startup, then an unasked neighbour of the best measured config (one parameter one
+    index step away; for a categorical, any other value); when every neighbour of the best is
+    known, the next best's; random when all are known. Asked-but-pending configs count as known."""
+
+    def __init__(
+        self, distributions: Mapping[str, BaseDistribution], seed: int, startup: int
+    ) -> None:
+        self._distributions = dict(distributions)
+        self._rng = random.Random(seed)
+        self._random = RandomSampler(seed=seed)
+        self._startup = startup
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def _neighbours(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for name, dist in self._distributions.items():
+            if isinstance(dist, IntDistribution):
+                steps = [params[name] + d for d in (-1, 1)]
+                others = [v for v in steps if dist.low <= v <= dist.high]
+            else:
+                assert isinstance(dist, CategoricalDistribution)
+                others = [v for v in dist.choices if v != params[name]]
+            out.extend({**params, name: v} for v in others)
+        self._rng.shuffle(out)
+        return out
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        trials = study.get_trials(deepcopy=False)
+        done = [t for t in trials if t.state is TrialState.COMPLETE and t.value is not None]
+        if len(done) < self._startup:
+            return {}
+        names = sorted(self._distributions)
+        seen = {tuple(t.params.get(n) for n in names) for t in trials if t.number != trial.number}
+        for best in sorted(done, key=lambda t: float(t.value or 0.0)):
+            for candidate in self._neighbours(best.params):
+                if tuple(candidate[n] for n in names) not in seen:
+                    return candidate
+        return {}
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+
+SamplerFactory = Callable[[int, int, Encoding], BaseSampler]
+
+
+def _product(member: Sampler) -> SamplerFactory:
+    return lambda seed, budget, enc: make_sampler(member, seed, budget, enc)
+
+
+def _tpe(multivariate: bool, liar: bool, startup: int | None = None) -> SamplerFactory:
+    def factory(seed: int, budget: int, _enc: Encoding) -> BaseSampler:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return TPESampler(
+                seed=seed,
+                multivariate=multivariate,
+                constant_liar=liar,
+                n_startup_trials=startup_trials(budget) if startup is None else startup,
+            )
+
+    return factory
+
+
+def _local(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return LocalSearchSampler(enc.distributions(), seed, startup_trials(budget))
+
+
+#: name -> (factory, whether the encoding is numeric only, as the product does for CMA-ES).
+SAMPLERS: dict[str, tuple[SamplerFactory, bool]] = {
+    "tpe": (_product(Sampler.TPE), False),
+    "tpe-indep": (_tpe(multivariate=False, liar=True), False),
+    "tpe-noliar": (_tpe(multivariate=True, liar=False), False),
+    "tpe-s20": (_tpe(multivariate=True, liar=True, startup=20), False),
+    "gp": (_product(Sampler.GP), False),
+    "random": (_product(Sampler.RANDOM), False),
+    "grid": (_product(Sampler.GRID), False),
+    "cmaes": (_product(Sampler.CMAES), True),
+    "local": (_local, False),
+}
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One seed: the value of each trial in order (None: no valid time), asks made, seconds."""
+
+    trace: list[float | None]
+    asks: int
+    wall_s: float
+
+
+def run_seed(
+    bench: Bench,
+    factory: SamplerFactory,
+    numeric_only: bool,
+    seed: int,
+    batch: int = 4,
+    horizon: float = 1.0,
+) -> SeedRun:
+    """The product's ask -> check -> reuse -> measure -> tell loop for one seed, until the best is
+    within every threshold and 25% of the space is spent, or the horizon, idle limit or space ends."""
+    started = time.perf_counter()
+    budget = max(1, math.ceil(horizon * bench.size))
+    encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
+    study = optuna.create_study(direction="minimize", sampler=factory(seed, budget, encoding))
+    search = SearchStudy(study, encoding)
+    known: dict[str, float | None] = {}
+    trace: list[float | None] = []
+    found = asks = idle = 0
+    min_trials = math.ceil(max(FRACTIONS) * bench.size)
+    goal = bench.optimum * (1 + min(THRESHOLDS))
+    best = math.inf
+    while len(trace) < budget and found < bench.size and idle < IDLE_LIMIT:
+        pending: dict[str, list[optuna.trial.Trial]] = {}
+        while (
+            len(pending) < batch
+            and len(trace) + len(pending) < budget
+            and idle < IDLE_LIMIT
+            and asks < MAX_ASKS_PER_CONFIG * bench.size
+        ):
+            trial, config = search.ask()
+            asks += 1
+            violation = bench.space.violation(config, bench.limits) if bench.constrained else None
+            key = config_key(config)
+            if violation is not None:
+                search.tell_bad(trial, str(violation))
+            elif key in pending:
+                pending[key].append(trial)
+            elif key in known:
+                _tell(search, [trial], known[key])
+            else:
+                pending[key] = [trial]
+                idle = 0
+                continue
+            idle += 1
+        if not pending:
+            break
+        for key, trials in pending.items():
+            value = bench.times.get(key)
+            found += key in bench.times
+            known[key] = value
+            trace.append(value)
+            best = min(best, value if value is not None else math.inf)
+            _tell(search, trials, value)
+        if best <= goal and len(trace) >= min_trials:
+            break
+    return SeedRun(trace, asks, time.perf_counter() - started)
+
+
+def _tell(search: SearchStudy, trials: Sequence[optuna.trial.Trial], value: float | None) -> None:
+    for trial in trials:
+        if value is None:
+            search.tell_bad(trial, "invalid: no valid time in the landscape")
+        else:
+            search.tell_ok(trial, value)
+
+
+def trials_to(trace: Sequence[float | None], limit: float, size: int) -> int:
+    """1-based trial at which the best first is <= ``limit``; ``size`` if it never is."""
+    for i, value in enumerate(trace, 1):
+        if value is not None and value <= limit:
+            return i
+    return size
+
+
+def best_after(trace: Sequence[float | None], trials: int) -> float:
+    """Best time among the first ``trials`` trials (inf when none had a valid time)."""
+    ok = [v for v in trace[:trials] if v is not None]
+    return min(ok) if ok else math.inf
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    arr = np.asarray(values, dtype=float)
+    out: dict[str, float | None] = {}
+    for name, q in (("median", 50), ("p90", 90)):
+        v = float(np.percentile(arr, q)) if np.isfinite(arr).all() else None
+        out[name] = v if v is None else round(v, 4)
+    return out
+
+
+def summarize(bench: Bench, sampler: str, runs: Sequence[SeedRun], horizon: float) -> dict[str, Any]:
+    """One JSON row of results for ``runs`` (one per seed)."""
+    row: dict[str, Any] = {
+        "landscape": bench.name,
+        "real": not bench.synthetic,
+        "sampler": sampler,
+        "space": bench.size,
+        "space_kind": "spec" if bench.constrained else "observed",
+        "seeds": len(runs),
+        "horizon_trials": math.ceil(horizon * bench.size),
+    }
+    for t in THRESHOLDS:
+        limit = bench.optimum * (1 + t)
+        row[f"trials_to_{round(t * 100)}pct"] = {
+            **_stats([trials_to(r.trace, limit, bench.size) for r in runs]),
+            "reached": sum(any(v is not None and v <= limit for v in r.trace) for r in runs),
+        }
+    row["best_ratio_after"] = {
+        f"{round(f * 100)}pct": _stats(
+            [best_after(r.trace, math.ceil(f * bench.size)) / bench.optimum for r in runs]
+        )
+        for f in FRACTIONS
+    }
+    row["asks_median"] = float(np.median([r.asks for r in runs]))
+    row["wall_s_per_seed"] = round(float(np.mean([r.wall_s for r in runs])), 2)
+    return row
+
+
+def _one(args: tuple[str, bool, str, int, int, float]) -> SeedRun:
+    path, observed, sampler, seed, batch, horizon = args
+    factory, numeric = SAMPLERS[sampler]
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    return run_seed(load_bench(path, observed), factory, numeric, seed, batch, horizon)
+
+
+def synthesize(path: str | Path, out_dir: Path, seed: int = 0) -> list[Path]:
+    """Three clearly synthetic variants of a landscape: the same configs, times from seeded models.
+
+    ``noise5``: the recorded times x exp(N(0, 0.05)) (near-best ranking shuffled).
+    ``additive``: exp(per-parameter main effects of the recorded log times) x lognormal noise of the
+    recorded residual's size (interactions replaced by noise: rugged).
+    ``quadratic``: a random quadratic with pairwise interactions over the parameters' index
+    positions (smooth, optimum at a random place).
+    """
+    landscape = read_landscape(path)
+    ok = [r for r in landscape.results if r.outcome is Outcome.OK and r.time_ms]
+    names = sorted(ok[0].config)
+    values = {n: sorted({r.config[n] for r in ok}, key=str) for n in names}
+    logs = np.log([float(r.time_ms or 0.0) for r in ok])
+    effects = {
+        n: {
+            v: float(np.mean([lt for r, lt in zip(ok, logs, strict=True) if r.config[n] == v]))
+            - float(logs.mean())
+            for v in values[n]
+        }
+        for n in names
+    }
+    additive = logs.mean() + np.array([sum(effects[n][r.config[n]] for n in names) for r in ok])
+    residual = float(np.std(logs - additive))
+    rng = np.random.default_rng(seed)
+    pos = np.array([[values[n].index(r.config[n]) / max(1, len(values[n]) - 1) for n in names] for r in ok])
+    centre, curv = rng.uniform(0, 1, len(names)), rng.uniform(0.3, 1.5, len(names))
+    inter = np.triu(rng.normal(0, 0.4, (len(names), len(names))), 1)
+    d = pos - centre
+    quad = np.einsum("ij,j->i", d**2, curv) + np.einsum("ij,jk,ik->i", d, inter, d)
+    models = {
+        "noise5": (logs + rng.normal(0, 0.05, len(ok)), "recorded x lognormal(0.05)"),
+        "additive": (
+            additive + rng.normal(0, residual, len(ok)),
+            f"main effects of recorded log time + lognormal({residual:.3f})",
+        ),
+        "quadratic": (
+            logs.mean() + quad + rng.normal(0, 0.02, len(ok)),
+            "random quadratic over index positions + lognormal(0.02)",
+        ),
+    }
+    stem = Path(path).name.removesuffix(".gz").removesuffix(".json")
+    written = []
+    for model, (log_times, text) in models.items():
+        results = [
+            LandscapeResult(dict(r.config), Outcome.OK, float(t))
+            for r, t in zip(ok, np.exp(log_times), strict=True)
+        ]
+        device = {**landscape.device, "synthetic": f"{text}, seed {seed}, from {stem}"}
+        variant = Landscape(
+            landscape.kernel, landscape.kernel_version, landscape.problem, device, results
+        )
+        written.append(write_landscape(out_dir / f"synthetic-{model}_{stem}.json.gz", variant))
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--landscape", nargs="+", required=True, type=Path)
+    parser.add_argument("--sampler", nargs="+", choices=sorted(SAMPLERS), default=["tpe"])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument(
+        "--horizon", type=float, default=1.0, help="most trials per seed, as a share of the space"
+    )
+    parser.add_argument("--space", choices=("auto", "observed"), default="auto")
+    parser.add_argument("--jobs", type=int, default=1, help="processes running seeds")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--synthesize", type=Path, metavar="OUT_DIR")
+    args = parser.parse_args(argv)
+    if args.synthesize:
+        for p in args.landscape:
+            for out in synthesize(p, args.synthesize):
+                print(out)
+        return
+    if args.seeds < 1 or args.batch < 1 or not 0 < args.horizon <= 1:
+        raise SystemExit("--seeds and --batch must be >= 1, --horizon in (0, 1]")
+    observed = args.space == "observed"
+    rows = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for path in args.landscape:
+            bench = load_bench(path, observed)
+            for sampler in args.sampler:
+                tasks = [
+                    (str(path), observed, sampler, s, args.batch, args.horizon)
+                    for s in range(args.seeds)
+                ]
+                runs = list(pool.map(_one, tasks))
+                row = summarize(bench, sampler, runs, args.horizon)
+                rows.append(row)
+                if not args.json:
+                    print(_line(row), flush=True)
+                print(f"done {bench.name} {sampler}", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps({"results": rows}, indent=1))
+
+
+def _line(row: Mapping[str, Any]) -> str:
+    t2, t5, after = row["trials_to_2pct"], row["trials_to_5pct"], row["best_ratio_after"]
+    return (
+        f"{row['landscape'][:40]:<40} {row['sampler']:<11} N={row['space']:<5} "
+        f"2%: {t2['median']}/{t2['p90']} ({t2['reached']}/{row['seeds']})  "
+        f"5%: {t5['median']}/{t5['p90']}  best@5/10/25%: "
+        + "/".join(str(v["median"]) for v in after.values())
+        + f"  {row['wall_s_per_seed']} s/seed"
+    )
+
+
+if __name__ == "__main__":
+    main()
