@@ -227,6 +227,20 @@ def ensure_environment(
     return _get_or_create(s, Environment, key)
 
 
+def device_class_by_key(s: Session, key: str) -> DeviceClassRecord | None:
+    """The device class ``key`` (exact match), or None if there is none."""
+    row = s.scalar(sa.select(DeviceClass).where(DeviceClass.key == key))
+    return _record(DeviceClassRecord, row) if row is not None else None
+
+
+def get_environment(s: Session, environment_id: int) -> EnvironmentRecord:
+    """The environment ``environment_id``; raises NotFound if there is none."""
+    env = s.get(Environment, environment_id)
+    if env is None:
+        raise NotFound(f"no environment {environment_id}")
+    return _record(EnvironmentRecord, env)
+
+
 def ensure_kernel(s: Session, name: str, version_hash: str, space_hash: str) -> int:
     """Id of kernel ``name`` at ``version_hash``, created with ``space_hash`` if new."""
     key = {"name": name, "version_hash": version_hash}

@@ -37,7 +37,7 @@ from orchestrator.search import SearchStudy, storage_for, study_name
 from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
 from search_spaces.spec import KernelSpec
-from workers.device_table import find
+from workers.device_table import canonical_class_key
 from workers.measurement import Measurement, Outcome
 
 #: Suggestions in a row that needed no new measurement before a study counts as converged.
@@ -71,13 +71,7 @@ class StudyPlan:
 
 def _match_class(wanted: str, present: Sequence[str]) -> str | None:
     folded = {p.casefold(): p for p in present}
-    if wanted.casefold() in folded:
-        return folded[wanted.casefold()]
-    prefix = "replay:" if wanted.startswith("replay:") else ""
-    known = find(wanted.removeprefix("replay:"))
-    if known is not None:
-        return folded.get(f"{prefix}{known.name}".casefold())
-    return None
+    return folded.get(wanted.casefold()) or folded.get(canonical_class_key(wanted).casefold())
 
 
 def plan_job(spec: JobSpec, kernel: KernelSpec, pool: WorkerPool) -> list[StudyPlan]:

@@ -223,3 +223,14 @@ def parse_class(text: str) -> DeviceClass:
     row = lookup(text.strip().removeprefix("replay:"))
     cls = row.device_class
     return DeviceClass(cls.vendor, cls.name, cls.arch, replay=replay)
+
+
+def canonical_class_key(text: str) -> str:
+    """The canonical key of a class name or alias (``replay:`` kept), or ``text`` stripped if unknown.
+
+    ``h200`` -> ``NVIDIA H200``, ``replay:MI300X`` -> ``replay:AMD Instinct MI300X``.
+    """
+    try:
+        return parse_class(text).key
+    except UnknownDeviceClass:
+        return text.strip()

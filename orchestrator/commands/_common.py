@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from db import Database
+from orchestrator.errors import OrchestratorError
 
 DbOption = Annotated[
     str | None,
@@ -20,6 +21,18 @@ DbOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object instead of tables.")
 ]
+KernelArgument = Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")]
+JobArgument = Annotated[int, typer.Argument(help="Job id.")]
+
+DEVICE_CHOICES = ("auto", "cuda", "rocm", "interpreter")
+DeviceOption = Annotated[str, typer.Option("--device", help="auto|cuda|rocm|interpreter")]
+
+
+def check_device(device: str) -> str:
+    """``device`` if it is one of DEVICE_CHOICES; else OrchestratorError (one line, exit 2)."""
+    if device not in DEVICE_CHOICES:
+        raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    return device
 
 
 def open_database(url: str | None) -> Database:

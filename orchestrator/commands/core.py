@@ -11,15 +11,22 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.commands._common import DbOption, JsonOption, console, open_database, print_json
+from orchestrator.commands._common import (
+    DbOption,
+    DeviceOption,
+    JsonOption,
+    KernelArgument,
+    check_device,
+    console,
+    open_database,
+    print_json,
+)
 from orchestrator.errors import OrchestratorError
 from search_spaces import Config, DeviceLimits, KernelSpec, Problem, get_spec
 from search_spaces.registry import all_specs
 from workers.device import Backend, Fingerprint, detect
 from workers.device_table import lookup
 from workers.measurement import Measurement
-
-DEVICE_CHOICES = ("auto", "cuda", "rocm", "interpreter")
 
 
 def _local_limits() -> tuple[str, DeviceLimits]:
@@ -67,7 +74,7 @@ def kernels(json_out: JsonOption = False) -> None:
 
 
 def space(
-    kernel: Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")],
+    kernel: KernelArgument,
     device_class: Annotated[
         str | None,
         typer.Option("--device-class", help="Known class, e.g. H200 or MI300X (default: local)."),
@@ -145,7 +152,7 @@ def devices(
 
 
 def trial(
-    kernel: Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")],
+    kernel: KernelArgument,
     problem_text: Annotated[
         str, typer.Option("-p", "--problem", help="e.g. M=64,N=64,K=64,dtype=float16")
     ],
@@ -153,7 +160,7 @@ def trial(
         str,
         typer.Option("-c", "--config", help="'default' or NAME=VALUE,... (rest from the default)"),
     ] = "default",
-    device: Annotated[str, typer.Option("--device", help="auto|cuda|rocm|interpreter")] = "auto",
+    device: DeviceOption = "auto",
     reps: Annotated[int | None, typer.Option("--reps", min=1, help="Timed repetitions.")] = None,
     graph: Annotated[bool, typer.Option("--graph", help="Time inside a CUDA graph.")] = False,
     json_out: JsonOption = False,
@@ -161,8 +168,7 @@ def trial(
     """Compile, check and time one config of a kernel on one problem in an isolated process."""
     from workers.runner import RunnerOptions, TrialRequest, TrialRunner
 
-    if device not in DEVICE_CHOICES:
-        raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    check_device(device)
     spec = get_spec(kernel)
     problem = spec.parse_problem(problem_text)
     fingerprint = detect(device)[0]
@@ -203,13 +209,13 @@ def trial(
 
 
 def record(
-    kernel: Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")],
+    kernel: KernelArgument,
     problems: Annotated[list[str], typer.Option("-p", "--problem", help="A problem (repeatable).")],
     out: Annotated[
         Path,
         typer.Option("--out", help="Landscape file (.json/.json.gz), or a folder for several."),
     ],
-    device: Annotated[str, typer.Option("--device", help="auto|cuda|rocm|interpreter")] = "auto",
+    device: DeviceOption = "auto",
     compile_workers: Annotated[
         int | None,
         typer.Option("--compile-workers", min=0, help="Compile processes (default: cores - 2)."),
@@ -225,8 +231,7 @@ def record(
     from workers.landscape import write_landscape
     from workers.runner import RunnerOptions, TrialRunner
 
-    if device not in DEVICE_CHOICES:
-        raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    check_device(device)
     spec = get_spec(kernel)
     parsed = [spec.parse_problem(p) for p in problems]
     if len(parsed) > 1 and out.suffix in (".json", ".gz"):

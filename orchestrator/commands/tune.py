@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from db import repository
-from orchestrator.commands._common import DbOption, JsonOption, console, open_database, print_json
+from orchestrator.commands._common import (
+    DbOption,
+    JobArgument,
+    JsonOption,
+    KernelArgument,
+    console,
+    open_database,
+    print_json,
+)
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs import JobSpec, Objective, load_job_file
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
-from workers.errors import WorkerError
+from workers.device_table import canonical_class_key
 
 if TYPE_CHECKING:
     from db import Database
@@ -41,15 +49,6 @@ RayOption = Annotated[
 ]
 
 
-def _class_key(text: str) -> str:
-    from workers.device_table import parse_class
-
-    try:
-        return parse_class(text).key
-    except WorkerError:
-        return text.strip()
-
-
 def _run(
     database: Database, spec: JobSpec, job_id: int | None, ray_address: str | None, json_out: bool
 ) -> int:
@@ -59,7 +58,6 @@ def _run(
     from orchestrator.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
     from orchestrator.driver import Driver, submit_job
     from orchestrator.progress import reporter_for
-    from orchestrator.summary import collect, render
 
     started = ensure_ray(ray_address)
     pool = None
@@ -78,12 +76,18 @@ def _run(
             pool.shutdown()
         if started:
             ray.shutdown()
+    _show_summary(database, job_id, json_out)
+    return job_id
+
+
+def _show_summary(database: Database, job_id: int, json_out: bool) -> None:
+    from orchestrator.summary import collect, render
+
     summary = collect(database, job_id)
     if json_out:
         print_json(summary)
     else:
         render(summary, console())
-    return job_id
 
 
 def tune(
@@ -138,7 +142,7 @@ def tune(
 
 
 def resume(
-    job: Annotated[int, typer.Argument(help="Job id.")],
+    job: JobArgument,
     ray_address: RayOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -150,7 +154,7 @@ def resume(
     _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out)
 
 
-def cancel(job: Annotated[int, typer.Argument(help="Job id.")], db: DbOption = None) -> None:
+def cancel(job: JobArgument, db: DbOption = None) -> None:
     """Ask a running job to stop: its driver stops dispatching and keeps every finished trial."""
     database = open_database(db)
     with database.session() as s:
@@ -189,22 +193,16 @@ def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
 
 
 def job(
-    job: Annotated[int, typer.Argument(help="Job id.")],
+    job: JobArgument,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show a job's summary: best config per (problem, class) and trials by outcome."""
-    from orchestrator.summary import collect, render
-
-    summary = collect(open_database(db), job)
-    if json_out:
-        print_json(summary)
-    else:
-        render(summary, console())
+    _show_summary(open_database(db), job, json_out)
 
 
 def best(
-    kernel: Annotated[str, typer.Argument(help="Kernel name.")],
+    kernel: KernelArgument,
     problem: ProblemOption = None,
     device_class: ClassOption = None,
     db: DbOption = None,
@@ -215,7 +213,7 @@ def best(
 
     spec = get_spec(kernel)
     keys: list[str | None] = [problem_key(spec.parse_problem(p)) for p in problem or []] or [None]
-    classes: list[str | None] = [_class_key(c) for c in device_class or []] or [None]
+    classes: list[str | None] = [canonical_class_key(c) for c in device_class or []] or [None]
     database = open_database(db)
     with database.session(readonly=True) as s:
         records = [
@@ -266,7 +264,7 @@ def problem_key_to_dict(key: str) -> dict[str, Any]:
 
 
 def pull(
-    kernel: Annotated[str, typer.Argument(help="Kernel name.")],
+    kernel: KernelArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder to write the bundle files to.")],
     device_class: ClassOption = None,
     fmt: Annotated[
@@ -281,13 +279,13 @@ def pull(
         chosen = BundleFormat(fmt)
     except ValueError:
         raise OrchestratorError(f"unknown format {fmt!r}; use native or triton") from None
-    classes = [_class_key(c) for c in device_class or []]
+    classes = [canonical_class_key(c) for c in device_class or []]
     for path in export(open_database(db), kernel, out, classes, chosen):
         print(path)
 
 
 def plot(
-    job: Annotated[int, typer.Argument(help="Job id.")],
+    job: JobArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for the PNG and HTML files.")],
     db: DbOption = None,
 ) -> None:

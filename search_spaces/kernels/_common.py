@@ -9,6 +9,12 @@ from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Valu
 
 AMD = frozenset({Vendor.AMD})
 
+
+def int_param(config: Mapping[str, Value], name: str) -> int:
+    """The config's value of parameter ``name`` as an int."""
+    return int(config[name])
+
+
 #: ROCm Triton's extra launch options; absent from configs on other vendors.
 AMD_PARAMS: tuple[Param, ...] = (
     Param(
@@ -41,7 +47,7 @@ def amd_stages_rule() -> Constraint:
         "amd-num-stages",
         f"on AMD num_stages <= {AMD_MAX_STAGES}",
         ("num_stages",),
-        lambda c, lim: lim.vendor is not Vendor.AMD or int(c["num_stages"]) <= AMD_MAX_STAGES,
+        lambda c, lim: lim.vendor is not Vendor.AMD or int_param(c, "num_stages") <= AMD_MAX_STAGES,
     )
 
 
@@ -51,7 +57,7 @@ def warps_rule() -> Constraint:
         "threads-per-block",
         "num_warps x warp size <= max threads per block",
         ("num_warps",),
-        lambda c, lim: int(c["num_warps"]) * lim.warp_size <= lim.max_threads_per_block,
+        lambda c, lim: int_param(c, "num_warps") * lim.warp_size <= lim.max_threads_per_block,
     )
 
 

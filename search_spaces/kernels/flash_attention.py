@@ -17,6 +17,7 @@ from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
     amd_stages_rule,
+    int_param,
     smem_rule,
     torch_dtype,
     warps_rule,
@@ -47,14 +48,10 @@ from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_option
 SMEM_HEAD_DIM = max(HEAD_DIMS)
 
 
-def _i(config: Mapping[str, Value], name: str) -> int:
-    return int(config[name])
-
-
 def _smem_bytes(c: Mapping[str, Value], lim: DeviceLimits) -> int:
     # Fitted to the shared memory Triton 3.9 allocates for this kernel at head_dim 128 (sm_90 and
     # gfx942 compiles of 10+ configs each, exact on all but one AMD config).
-    bm, bn, stages = _i(c, "BLOCK_M"), _i(c, "BLOCK_N"), _i(c, "num_stages")
+    bm, bn, stages = int_param(c, "BLOCK_M"), int_param(c, "BLOCK_N"), int_param(c, "num_stages")
     row = 2 * SMEM_HEAD_DIM
     if lim.vendor is Vendor.AMD:
         return row * max(bm, 2 * bn * (stages - 1))
@@ -67,8 +64,8 @@ MAX_FP32_PER_THREAD = 256
 
 
 def _regs_fit(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
-    bm, bn = _i(c, "BLOCK_M"), _i(c, "BLOCK_N")
-    per_thread = (bm * bn + bm * SMEM_HEAD_DIM) / (_i(c, "num_warps") * lim.warp_size)
+    bm, bn = int_param(c, "BLOCK_M"), int_param(c, "BLOCK_N")
+    per_thread = (bm * bn + bm * SMEM_HEAD_DIM) / (int_param(c, "num_warps") * lim.warp_size)
     return per_thread <= MAX_FP32_PER_THREAD
 
 
@@ -91,7 +88,7 @@ SPACE = Space(
             "block-m-ge-block-n",
             "BLOCK_M >= BLOCK_N (the causal diagonal band is whole key blocks)",
             ("BLOCK_M", "BLOCK_N"),
-            lambda c, _lim: _i(c, "BLOCK_M") >= _i(c, "BLOCK_N"),
+            lambda c, _lim: int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N"),
         ),
         smem_rule(
             ("BLOCK_M", "BLOCK_N", "num_stages"),

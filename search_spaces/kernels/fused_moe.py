@@ -15,6 +15,7 @@ from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
     amd_stages_rule,
+    int_param,
     smem_rule,
     torch_dtype,
     warps_rule,
@@ -40,18 +41,20 @@ MAX_ACC_PER_THREAD = 128
 ALIGN_TILE = 4096
 
 
-def _i(config: Mapping[str, Value], name: str) -> int:
-    return int(config[name])
-
-
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
-    bk = _i(c, "BLOCK_SIZE_K")
-    return (_i(c, "BLOCK_SIZE_M") * bk + bk * _i(c, "BLOCK_SIZE_N")) * 2 * _i(c, "num_stages")
+    bk = int_param(c, "BLOCK_SIZE_K")
+    return (
+        (int_param(c, "BLOCK_SIZE_M") * bk + bk * int_param(c, "BLOCK_SIZE_N"))
+        * 2
+        * int_param(c, "num_stages")
+    )
 
 
 def _acc_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
-    threads = _i(c, "num_warps") * lim.warp_size
-    return _i(c, "BLOCK_SIZE_M") * _i(c, "BLOCK_SIZE_N") <= MAX_ACC_PER_THREAD * threads
+    threads = int_param(c, "num_warps") * lim.warp_size
+    return (
+        int_param(c, "BLOCK_SIZE_M") * int_param(c, "BLOCK_SIZE_N") <= MAX_ACC_PER_THREAD * threads
+    )
 
 
 SPACE = Space(
@@ -194,7 +197,7 @@ class FusedMoeSpec(KernelSpec):
             raise SpecError("fused_moe: topk_ids and topk_weights must be contiguous")
 
         meta, options = split_launch_options(config)
-        block_m, block_n = _i(config, "BLOCK_SIZE_M"), _i(config, "BLOCK_SIZE_N")
+        block_m, block_n = int_param(config, "BLOCK_SIZE_M"), int_param(config, "BLOCK_SIZE_N")
         slots = m * topk
         max_padded = slots + e * (block_m - 1)
         sorted_ids = torch.empty(max_padded, dtype=torch.int32, device=x.device)

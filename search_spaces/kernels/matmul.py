@@ -13,6 +13,7 @@ from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
     amd_stages_rule,
+    int_param,
     smem_rule,
     torch_dtype,
     warps_rule,
@@ -49,22 +50,20 @@ SPLIT_K_MAX_BLOCK_M = 32
 REDUCE_BLOCK = 1024
 
 
-def _i(config: Mapping[str, Value], name: str) -> int:
-    return int(config[name])
-
-
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
-    tile = _i(c, "BLOCK_M") * _i(c, "BLOCK_K") + _i(c, "BLOCK_K") * _i(c, "BLOCK_N")
-    return tile * 2 * _i(c, "num_stages")
+    tile = int_param(c, "BLOCK_M") * int_param(c, "BLOCK_K") + int_param(c, "BLOCK_K") * int_param(
+        c, "BLOCK_N"
+    )
+    return tile * 2 * int_param(c, "num_stages")
 
 
 def _acc_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
-    threads = _i(c, "num_warps") * lim.warp_size
-    return _i(c, "BLOCK_M") * _i(c, "BLOCK_N") <= MAX_ACC_PER_THREAD * threads
+    threads = int_param(c, "num_warps") * lim.warp_size
+    return int_param(c, "BLOCK_M") * int_param(c, "BLOCK_N") <= MAX_ACC_PER_THREAD * threads
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
-    bm, bn = _i(c, "BLOCK_M"), _i(c, "BLOCK_N")
+    bm, bn = int_param(c, "BLOCK_M"), int_param(c, "BLOCK_N")
     return max(bm, bn) <= MAX_ASPECT * min(bm, bn)
 
 
@@ -98,7 +97,8 @@ SPACE = Space(
             f"BLOCK_M*BLOCK_N >= num_warps * {MIN_OUT_PER_WARP} (one 16x16 MMA tile per warp)",
             ("BLOCK_M", "BLOCK_N", "num_warps"),
             lambda c, _lim: (
-                _i(c, "BLOCK_M") * _i(c, "BLOCK_N") >= _i(c, "num_warps") * MIN_OUT_PER_WARP
+                int_param(c, "BLOCK_M") * int_param(c, "BLOCK_N")
+                >= int_param(c, "num_warps") * MIN_OUT_PER_WARP
             ),
         ),
         Constraint(
@@ -111,26 +111,29 @@ SPACE = Space(
             "pipeline-depth",
             f"BLOCK_K * num_stages <= {MAX_K_IN_FLIGHT}",
             ("BLOCK_K", "num_stages"),
-            lambda c, _lim: _i(c, "BLOCK_K") * _i(c, "num_stages") <= MAX_K_IN_FLIGHT,
+            lambda c, _lim: int_param(c, "BLOCK_K") * int_param(c, "num_stages") <= MAX_K_IN_FLIGHT,
         ),
         Constraint(
             "split-k-small-m",
             f"SPLIT_K > 1 only with BLOCK_M <= {SPLIT_K_MAX_BLOCK_M}",
             ("SPLIT_K", "BLOCK_M"),
-            lambda c, _lim: _i(c, "SPLIT_K") == 1 or _i(c, "BLOCK_M") <= SPLIT_K_MAX_BLOCK_M,
+            lambda c, _lim: (
+                int_param(c, "SPLIT_K") == 1 or int_param(c, "BLOCK_M") <= SPLIT_K_MAX_BLOCK_M
+            ),
         ),
         Constraint(
             "split-k-no-group",
             "GROUP_M > 1 only with SPLIT_K == 1 (split-K problems have too few tile rows to group)",
             ("SPLIT_K", "GROUP_M"),
-            lambda c, _lim: _i(c, "SPLIT_K") == 1 or _i(c, "GROUP_M") == 1,
+            lambda c, _lim: int_param(c, "SPLIT_K") == 1 or int_param(c, "GROUP_M") == 1,
         ),
         Constraint(
             "mfma-size",
             "matrix_instr_nonkdim <= min(BLOCK_M, BLOCK_N) (else ROCm falls back to FMA, no MFMA)",
             ("matrix_instr_nonkdim", "BLOCK_M", "BLOCK_N"),
             lambda c, _lim: (
-                _i(c, "matrix_instr_nonkdim") <= min(_i(c, "BLOCK_M"), _i(c, "BLOCK_N"))
+                int_param(c, "matrix_instr_nonkdim")
+                <= min(int_param(c, "BLOCK_M"), int_param(c, "BLOCK_N"))
             ),
         ),
         warps_rule(),

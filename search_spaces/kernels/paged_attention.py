@@ -16,6 +16,7 @@ from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
     amd_stages_rule,
+    int_param,
     smem_rule,
     torch_dtype,
     warps_rule,
@@ -47,14 +48,10 @@ SMEM_HEAD_DIM = max(HEAD_DIMS)
 MIN_GROUP_ROWS = 16
 
 
-def _i(config: Mapping[str, Value], name: str) -> int:
-    return int(config[name])
-
-
 def _smem_bytes(c: Mapping[str, Value], lim: DeviceLimits) -> int:
     # Fitted to Triton 3.9 compiles at head_dim 128: on sm_90 the gathered (page-indexed) K/V
     # tiles are not multi-buffered, so stages barely matter; gfx942 buffers them per stage.
-    bn, stages = _i(c, "BLOCK_N"), max(1, _i(c, "num_stages"))
+    bn, stages = int_param(c, "BLOCK_N"), max(1, int_param(c, "num_stages"))
     row = 2 * SMEM_HEAD_DIM
     if lim.vendor is Vendor.AMD:
         return row * bn * stages

@@ -7,7 +7,7 @@ import pytest
 from search_spaces import Vendor
 from tests.gpu import needs_gpu
 from workers.device import Backend, Fingerprint, detect, normalize_arch, normalize_name
-from workers.device_table import KNOWN_CLASSES, lookup, parse_class
+from workers.device_table import KNOWN_CLASSES, canonical_class_key, lookup, parse_class
 from workers.errors import DeviceError, UnknownDeviceClass
 
 GIB = 2**30
@@ -89,6 +89,12 @@ def test_parse_class_keys() -> None:
     replay = parse_class("replay:MI300X")
     assert replay.replay and replay.key == "replay:AMD Instinct MI300X"
     assert parse_class("cpu").key == "cpu"
+
+
+def test_canonical_class_key_keeps_unknown_text() -> None:
+    assert canonical_class_key(" h200 ") == "NVIDIA H200"
+    assert canonical_class_key("replay:MI300X") == "replay:AMD Instinct MI300X"
+    assert canonical_class_key(" Some Future GPU ") == "Some Future GPU"
 
 
 def test_detect_auto_on_cpu_gives_the_interpreter() -> None:
