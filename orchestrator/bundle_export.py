@@ -6,7 +6,9 @@ One file per (device class, triton major.minor) of the installed kernel version:
   :func:`search_spaces.bundle.load_bundle` reads (entries, the spec's default config, provenance);
 * ``triton``: ``<kernel>-<class>-triton<minor>.py`` with ``KEY`` (the problem fields), ``CONFIGS``
   (a list of ``triton.Config``, ready for ``@triton.autotune(configs=CONFIGS, key=KEY)``) and
-  ``BEST`` (problem values in KEY order -> index into CONFIGS) for an exact pick without timing.
+  ``BEST`` (problem values in KEY order -> index into CONFIGS) for an exact pick without timing;
+* ``vllm`` (``fused_moe``): ``E=<E>,N=<N/2>,device_name=<name>.json`` per (E, N, dtype), see
+  :mod:`orchestrator.vllm_export`; replay classes are refused (they are not measurements).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from db import Database, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
+from orchestrator.vllm_export import write_vllm_files
 from search_spaces.bundle import BUNDLE_FORMAT
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
@@ -29,10 +32,12 @@ from search_spaces.spec import KernelSpec, split_launch_options
 
 
 class BundleFormat(str, enum.Enum):
-    """What ``pull`` writes: our JSON bundle, or a Python file of ``triton.Config`` entries."""
+    """What ``pull`` writes: our JSON bundle, a Python file of ``triton.Config`` entries, or
+    (``fused_moe`` only) vLLM's per-device fused-MoE config files."""
 
     NATIVE = "native"
     TRITON = "triton"
+    VLLM = "vllm"
 
 
 def slug(text: str) -> str:
@@ -148,6 +153,10 @@ def export(
 ) -> list[Path]:
     """Write one file per (class, triton minor) for the installed version of ``kernel_name``."""
     kernel = get_spec(kernel_name)
+    if fmt is BundleFormat.VLLM and kernel.name != "fused_moe":
+        raise BundleExportError(
+            f"--format vllm writes vLLM's fused-MoE files; {kernel.name} has none: use native"
+        )
     version = kernel.version_hash()
     with database.session(readonly=True) as s:
         rows = repository.get_best(s, kernel.name, kernel_version=version)
@@ -163,8 +172,15 @@ def export(
         for r in rows:
             groups.setdefault((r.device_class_key, r.triton_minor), []).append(r)
         docs = []
+        device_names: dict[str, str] = {}
         for (class_key, minor), group in sorted(groups.items()):
             cls = repository.device_class_by_key(s, class_key)
+            if fmt is BundleFormat.VLLM and cls is not None and cls.replay:
+                raise BundleExportError(
+                    f"{class_key} holds replayed results, not measurements; "
+                    "pull vLLM files from a real device class (--device-class)"
+                )
+            device_names[class_key] = cls.name if cls is not None else class_key
             env_id = next((r.environment_id for r in group if r.environment_id), None)
             env = repository.get_environment(s, env_id) if env_id is not None else None
             docs.append(
@@ -184,6 +200,10 @@ def export(
         paths = []
         for doc in docs:
             stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{doc['triton_minor']}"
+            if fmt is BundleFormat.VLLM:
+                entries = [(e["problem"], e["config"]) for e in doc["entries"]]
+                paths.extend(write_vllm_files(entries, device_names[doc["device_class"]], out))
+                continue
             if fmt is BundleFormat.NATIVE:
                 path = out / f"{stem}.json"
                 path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")

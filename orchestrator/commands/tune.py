@@ -110,6 +110,12 @@ def tune(
         int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")
     ] = None,
     team: Annotated[str | None, typer.Option(help="Team that owns the job.")] = None,
+    in_flight: Annotated[
+        int | None,
+        typer.Option(
+            "--in-flight", help="Trials queued per worker (2); raise it for --sampler grid."
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
@@ -124,6 +130,7 @@ def tune(
             "seed": seed,
             "top_k": top_k,
             "team": team,
+            "in_flight": in_flight,
         }.items()
         if v is not None
     }
@@ -268,7 +275,10 @@ def pull(
     out: Annotated[Path, typer.Option("--out", help="Folder to write the bundle files to.")],
     device_class: ClassOption = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="native (JSON bundle) or triton (Python).")
+        str,
+        typer.Option(
+            "--format", help="native (JSON bundle), triton (Python), vllm (fused_moe files)."
+        ),
     ] = "native",
     db: DbOption = None,
 ) -> None:
@@ -278,7 +288,7 @@ def pull(
     try:
         chosen = BundleFormat(fmt)
     except ValueError:
-        raise OrchestratorError(f"unknown format {fmt!r}; use native or triton") from None
+        raise OrchestratorError(f"unknown format {fmt!r}; use native, triton or vllm") from None
     classes = [canonical_class_key(c) for c in device_class or []]
     for path in export(open_database(db), kernel, out, classes, chosen):
         print(path)
