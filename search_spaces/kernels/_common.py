@@ -61,6 +61,29 @@ def warps_rule() -> Constraint:
     )
 
 
+#: Most fp32 accumulator registers per thread of a GEMM tile. NVIDIA caps a thread at 255 registers
+#: and the A/B fragments, addresses and loop state need the rest; 128 still admits the usual Hopper
+#: 128x256 tile on 8 warps.
+MAX_ACC_PER_THREAD = 128
+
+
+def accumulator_rule(block_m: str, block_n: str) -> Constraint:
+    """A ``block_m`` x ``block_n`` fp32 accumulator spread over the program's threads fits
+    MAX_ACC_PER_THREAD registers per thread."""
+
+    def fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
+        threads = int_param(c, "num_warps") * lim.warp_size
+        return int_param(c, block_m) * int_param(c, block_n) <= MAX_ACC_PER_THREAD * threads
+
+    return Constraint(
+        "accumulator-registers",
+        f"{block_m}*{block_n} / (num_warps * warp size) <= {MAX_ACC_PER_THREAD} fp32 "
+        "accumulators per thread",
+        (block_m, block_n, "num_warps"),
+        fits,
+    )
+
+
 def smem_rule(
     uses: tuple[str, ...], text: str, nbytes: Callable[[Mapping[str, Value], DeviceLimits], int]
 ) -> Constraint:

@@ -14,6 +14,7 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    accumulator_rule,
     amd_stages_rule,
     int_param,
     smem_rule,
@@ -24,7 +25,6 @@ from search_spaces.kernels._common import (
 from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
 from search_spaces.space import (
     Config,
-    Constraint,
     DeviceLimits,
     Param,
     ParamKind,
@@ -35,8 +35,6 @@ from search_spaces.space import (
 )
 from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
 
-#: Most fp32 accumulator registers per thread (the same budget as the matmul spec's).
-MAX_ACC_PER_THREAD = 128
 #: Elements of the alignment kernel's one-hot [chunk, experts] tiles; bounds its registers.
 ALIGN_TILE = 4096
 
@@ -47,13 +45,6 @@ def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
         (int_param(c, "BLOCK_SIZE_M") * bk + bk * int_param(c, "BLOCK_SIZE_N"))
         * 2
         * int_param(c, "num_stages")
-    )
-
-
-def _acc_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
-    threads = int_param(c, "num_warps") * lim.warp_size
-    return (
-        int_param(c, "BLOCK_SIZE_M") * int_param(c, "BLOCK_SIZE_N") <= MAX_ACC_PER_THREAD * threads
     )
 
 
@@ -78,13 +69,7 @@ SPACE = Space(
             "<= shared memory per block",
             _smem_bytes,
         ),
-        Constraint(
-            "accumulator-registers",
-            f"BLOCK_SIZE_M*BLOCK_SIZE_N / (num_warps * warp size) <= {MAX_ACC_PER_THREAD} fp32 "
-            "accumulators per thread",
-            ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_warps"),
-            _acc_fits,
-        ),
+        accumulator_rule("BLOCK_SIZE_M", "BLOCK_SIZE_N"),
         warps_rule(),
         amd_stages_rule(),
     ),

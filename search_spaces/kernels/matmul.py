@@ -12,6 +12,7 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    accumulator_rule,
     amd_stages_rule,
     int_param,
     smem_rule,
@@ -33,10 +34,6 @@ from search_spaces.space import (
 )
 from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
 
-#: Most fp32 accumulator registers per thread. NVIDIA caps a thread at 255 registers and the A/B
-#: fragments, addresses and loop state need the rest; 128 still admits the usual Hopper
-#: 128x256 tile on 8 warps.
-MAX_ACC_PER_THREAD = 128
 #: Fewest outputs per warp: one 16x16 MMA tile (NVIDIA mma m16n8 x2, AMD MFMA 16x16).
 MIN_OUT_PER_WARP = 256
 #: Most K elements in flight (BLOCK_K x num_stages): two stages of 128 or four of 64 already hide
@@ -55,11 +52,6 @@ def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
         c, "BLOCK_N"
     )
     return tile * 2 * int_param(c, "num_stages")
-
-
-def _acc_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
-    threads = int_param(c, "num_warps") * lim.warp_size
-    return int_param(c, "BLOCK_M") * int_param(c, "BLOCK_N") <= MAX_ACC_PER_THREAD * threads
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
@@ -85,13 +77,7 @@ SPACE = Space(
             "block (2-byte inputs; float32 problems may still run out and are recorded invalid)",
             _smem_bytes,
         ),
-        Constraint(
-            "accumulator-registers",
-            f"BLOCK_M*BLOCK_N / (num_warps * warp size) <= {MAX_ACC_PER_THREAD} fp32 "
-            "accumulators per thread",
-            ("BLOCK_M", "BLOCK_N", "num_warps"),
-            _acc_fits,
-        ),
+        accumulator_rule("BLOCK_M", "BLOCK_N"),
         Constraint(
             "work-per-warp",
             f"BLOCK_M*BLOCK_N >= num_warps * {MIN_OUT_PER_WARP} (one 16x16 MMA tile per warp)",
