@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _bench import best_from, geomean, timed, tune_job  # this folder (run as a script)
 
 SUITES: dict[str, list[str]] = {
     "flash_attention": [
@@ -122,67 +119,6 @@ BASELINES = {
 }
 
 
-def tune(
-    kernel: str, out_dir: Path, trials: int, in_flight: int, seed: int, only: list[int] | None
-) -> dict[str, Any]:
-    problems = SUITES[kernel] if not only else [SUITES[kernel][i] for i in only]
-    job = {
-        "kernel": kernel,
-        "problems": problems,
-        "trials": trials,
-        "sampler": "tpe",
-        "seed": seed,
-        "in_flight": in_flight,
-    }
-    job_path = out_dir / f"{kernel}_job.json"
-    job_path.write_text(json.dumps(job, indent=1))
-    cmd = [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "tune",
-        str(job_path),
-        "--json",
-        "--db",
-        f"sqlite:///{out_dir / 'llm_kernels.db'}",
-    ]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{kernel}: tune failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout)
-    result["command"] = " ".join(cmd[1:])
-    result["job_file"] = job
-    result["wall_s"] = wall
-    return result
-
-
-def timed(fn: Callable[[], Any], backend: Any) -> float:
-    from workers.device import Backend
-    from workers.timing import l2_flush_buffer, time_launcher
-
-    gpu = backend is not Backend.INTERPRETER
-    flush = l2_flush_buffer() if gpu else None
-    return statistics.median(
-        time_launcher(fn, backend, warmup=5 if gpu else 1, reps=25 if gpu else 2, flush=flush)
-    )
-
-
-def best_from(kernel: str, databases: list[Path]) -> dict[str, dict[str, Any]]:
-    """Problem key -> stored best config of ``kernel`` (later databases win)."""
-    from db import Database, repository
-
-    best: dict[str, dict[str, Any]] = {}
-    for path in databases:
-        database = Database(f"sqlite:///{path}")
-        with database.session(readonly=True) as s:
-            for row in repository.get_best(s, kernel):
-                best[row.problem_key] = row.config
-        database.close()
-    return best
-
-
 def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from search_spaces import get_spec, problem_key
     from search_spaces.kernels._common import max_rel_error
@@ -253,12 +189,10 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "baseline": label,
         "rows": rows,
-        "geomean_speedup_vs_baseline": math.exp(statistics.fmean(math.log(x) for x in speedups)),
+        "geomean_speedup_vs_baseline": geomean(speedups),
         "min_speedup_vs_baseline": min(speedups),
         "max_speedup_vs_baseline": max(speedups),
-        "geomean_speedup_vs_default": math.exp(
-            statistics.fmean(math.log(r["speedup_vs_default"]) for r in rows)
-        ),
+        "geomean_speedup_vs_default": geomean([r["speedup_vs_default"] for r in rows]),
         "portability_subset": subset,
         "portability": matrix,
         "max_portability_loss": max(
@@ -287,13 +221,15 @@ def main() -> None:
     report: dict[str, Any] = {}
     out_file = args.out_dir / "llm_kernels.json"
     for kernel in args.kernels:
-        job = tune(kernel, args.out_dir, args.trials, args.in_flight, args.seed, args.only)
+        chosen = SUITES[kernel] if not args.only else [SUITES[kernel][i] for i in args.only]
+        db_path = args.out_dir / "llm_kernels.db"
+        job = tune_job(kernel, chosen, db_path, args.trials, args.in_flight, args.seed)
         print(
             f"{kernel}: tuned {len(job['job_file']['problems'])} problems x {args.trials} "
             f"trials in {job['wall_s']:.0f} s",
             flush=True,
         )
-        best = best_from(kernel, [*args.best_db, args.out_dir / "llm_kernels.db"])
+        best = best_from(kernel, [*args.best_db, db_path])
         report[kernel] = {"tune": job, **measure(kernel, best)}
         out_file.write_text(json.dumps(report, indent=1, default=str))
         r = report[kernel]

@@ -223,6 +223,9 @@ def record(
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N valid configs.")
     ] = None,
+    reps: Annotated[
+        int | None, typer.Option("--reps", min=1, help="Timed repetitions per config.")
+    ] = None,
 ) -> None:
     """Time every valid config of a kernel on this device and write a landscape file per problem."""
     import os
@@ -239,7 +242,10 @@ def record(
     fingerprint = detect(device)[0]
     gpu = fingerprint.backend is not Backend.INTERPRETER
     workers = compile_workers if compile_workers is not None else max(1, (os.cpu_count() or 3) - 2)
-    options = RunnerOptions.for_backend(fingerprint.backend, compile_workers=workers if gpu else 0)
+    overrides: dict[str, object] = {"compile_workers": workers if gpu else 0}
+    if reps is not None:
+        overrides["reps"] = reps
+    options = RunnerOptions.for_backend(fingerprint.backend, **overrides)
     c = console()
     signal.signal(signal.SIGTERM, _interrupt)
     with TrialRunner(options, fingerprint=fingerprint) as runner:

@@ -1,0 +1,89 @@
+"""Pieces the GPU benchmark scripts share: run a `tunefleet tune` job, read the stored winners,
+time a callable the way the workers do."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def tune_job(
+    kernel: str,
+    problems: Sequence[str],
+    db_path: Path,
+    trials: int,
+    in_flight: int,
+    seed: int,
+    sampler: str = "tpe",
+) -> dict[str, Any]:
+    """Run `python -m orchestrator tune JOB.json --json` for ``problems``; its JSON plus the
+    command, the job file and the wall time."""
+    job = {
+        "kernel": kernel,
+        "problems": list(problems),
+        "trials": trials,
+        "sampler": sampler,
+        "seed": seed,
+        "in_flight": in_flight,
+    }
+    job_path = db_path.parent / f"{kernel}_job.json"
+    job_path.write_text(json.dumps(job, indent=1))
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "tune",
+        str(job_path),
+        "--json",
+        "--db",
+        f"sqlite:///{db_path}",
+    ]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{kernel}: tune failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    result["command"] = " ".join(cmd[1:])
+    result["job_file"] = job
+    result["wall_s"] = wall
+    return result
+
+
+def best_from(kernel: str, databases: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    """Problem key -> stored best config of ``kernel`` (later databases win)."""
+    from db import Database, repository
+
+    best: dict[str, dict[str, Any]] = {}
+    for path in databases:
+        if not path.exists():
+            continue
+        database = Database(f"sqlite:///{path}")
+        with database.session(readonly=True) as s:
+            for row in repository.get_best(s, kernel):
+                best[row.problem_key] = row.config
+        database.close()
+    return best
+
+
+def timed(fn: Callable[[], Any], backend: Any) -> float:
+    """Median ms of ``fn``: events, L2 flushed before each rep, 5 warm-ups, 25 reps (on a GPU)."""
+    from workers.device import Backend
+    from workers.timing import l2_flush_buffer, time_launcher
+
+    gpu = backend is not Backend.INTERPRETER
+    flush = l2_flush_buffer() if gpu else None
+    return statistics.median(
+        time_launcher(fn, backend, warmup=5 if gpu else 1, reps=25 if gpu else 2, flush=flush)
+    )
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))

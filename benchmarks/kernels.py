@@ -1,0 +1,195 @@
+"""Issue 4 item 5: matmul and rmsnorm tuned by tunefleet against the vendor paths, one GPU run.
+
+Usage (GPU machine, repo root):
+    python benchmarks/kernels.py --out-dir DIR [--kernels matmul rmsnorm] [--trials 40]
+        [--in-flight 12] [--best-db DB ...] [--only IDX ...]
+Per kernel: one `tunefleet tune` job over the shape suite (TPE; skip a problem's tuning by giving
+a database that already holds its winner with --best-db and tuning --only other indices), then in
+this process, with the workers' timer (events, L2 flushed, warm-up, median of 25), on fresh random
+inputs: the tuned config, the spec's default config and the vendor path — torch.matmul (cuBLAS)
+for matmul; torch's rms_norm and torch.compile of it for rmsnorm. Roofline ceilings are measured in
+the same run: the device copy bandwidth (a 4 GiB device-to-device copy, bytes read + written) and
+the bf16 GEMM rate (torch.matmul at 8192^3). Writes DIR/kernels.json; prints a table per kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _bench import best_from, geomean, timed, tune_job  # this folder (run as a script)
+
+LLAMA3_8B = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+SUITES: dict[str, list[str]] = {
+    "matmul": [
+        f"M={m},N={n},K={k},dtype=bfloat16" for m in (1, 16, 128, 1024, 4096) for n, k in LLAMA3_8B
+    ],
+    "rmsnorm": [f"M={m},N={n},dtype=bfloat16" for m in (1, 128, 4096) for n in (2048, 4096, 8192)],
+}
+SMOKE: dict[str, list[str]] = {
+    "matmul": ["M=16,N=64,K=64,dtype=float16", "M=32,N=32,K=64,dtype=float16"],
+    "rmsnorm": ["M=4,N=256,dtype=float16", "M=8,N=512,dtype=float16"],
+}
+
+
+def matmul_baseline(inputs: dict[str, Any], problem: dict[str, Any]) -> Callable[[], Any]:
+    import torch
+
+    a, b, out = inputs["a"], inputs["b"], inputs["out"]
+    return lambda: torch.matmul(a, b, out=out)
+
+
+def rmsnorm_eager(inputs: dict[str, Any], problem: dict[str, Any]) -> Callable[[], Any]:
+    import torch.nn.functional as F
+
+    x, w = inputs["x"], inputs["weight"]
+    return lambda: F.rms_norm(x, (x.shape[-1],), w, eps=1e-6)
+
+
+def rmsnorm_compiled(inputs: dict[str, Any], problem: dict[str, Any]) -> Callable[[], Any]:
+    import torch
+
+    x, w = inputs["x"], inputs["weight"]
+
+    def rms(t: Any, weight: Any) -> Any:
+        variance = t.float().pow(2).mean(-1, keepdim=True)
+        return (t.float() * torch.rsqrt(variance + 1e-6) * weight.float()).to(t.dtype)
+
+    compiled = torch.compile(rms, dynamic=False)
+    return lambda: compiled(x, w)
+
+
+BASELINES: dict[str, dict[str, Callable[[dict[str, Any], dict[str, Any]], Callable[[], Any]]]] = {
+    "matmul": {"torch.matmul (cuBLAS)": matmul_baseline},
+    "rmsnorm": {"torch rms_norm": rmsnorm_eager, "torch.compile": rmsnorm_compiled},
+}
+
+
+def ceilings(backend: Any) -> dict[str, float]:
+    """Copy bandwidth (GB/s, read + written) and bf16 GEMM rate (TFLOP/s) measured here."""
+    import torch
+
+    device = "cuda" if backend.value != "interpreter" else "cpu"
+    n = (1 << 31) if device == "cuda" else (1 << 22)
+    src = torch.randn(n, dtype=torch.bfloat16, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = timed(lambda: dst.copy_(src), backend)
+    size = 8192 if device == "cuda" else 256
+    a = torch.randn(size, size, dtype=torch.bfloat16, device=device)
+    b = torch.randn(size, size, dtype=torch.bfloat16, device=device)
+    gemm_ms = timed(lambda: torch.matmul(a, b), backend)
+    return {
+        "copy_gbps": 2 * src.numel() * src.element_size() / copy_ms / 1e6,
+        "gemm_tflops": 2 * size**3 / gemm_ms / 1e9,
+    }
+
+
+def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]) -> dict[str, Any]:
+    from search_spaces import get_spec, problem_key
+    from search_spaces.kernels._common import max_rel_error
+    from workers.device import detect
+
+    spec = get_spec(kernel)
+    fingerprint = detect("auto")[0]
+    limits, backend = fingerprint.limits(), fingerprint.backend
+    device = "cpu" if backend.value == "interpreter" else "cuda"
+    rows = []
+    for text in SUITES[kernel]:
+        problem = spec.parse_problem(text)
+        config = best[problem_key(problem)]
+        inputs = spec.build_inputs(problem, device)
+        tuned_ms = timed(spec.make_launcher(inputs, config), backend)
+        tuned_out = inputs["out"].clone()
+        default_ms = timed(spec.make_launcher(inputs, spec.default_for(limits)), backend)
+        flops, nbytes = spec.flops(problem), spec.bytes_moved(problem)
+        row: dict[str, Any] = {
+            "problem": problem,
+            "config": config,
+            "tuned_ms": tuned_ms,
+            "default_ms": default_ms,
+            "tflops": flops / tuned_ms / 1e9,
+            "gbps": nbytes / tuned_ms / 1e6,
+            "pct_of_roofline": 100
+            * max(
+                flops / tuned_ms / 1e9 / roof["gemm_tflops"],
+                nbytes / tuned_ms / 1e6 / roof["copy_gbps"],
+            ),
+            "speedup_vs_default": default_ms / tuned_ms,
+            "baselines": {},
+        }
+        for label, make in BASELINES[kernel].items():
+            fn = make(inputs, problem)
+            base_ms = timed(fn, backend)
+            row["baselines"][label] = {
+                "ms": base_ms,
+                "tuned_speedup": base_ms / tuned_ms,
+                "max_rel_error_vs_tuned": max_rel_error(tuned_out, fn().reshape(tuned_out.shape)),
+            }
+        rows.append(row)
+        del inputs, tuned_out
+    labels = list(BASELINES[kernel])
+    return {
+        "rows": rows,
+        "geomean_vs": {
+            lab: geomean([r["baselines"][lab]["tuned_speedup"] for r in rows]) for lab in labels
+        },
+        "min_vs": {lab: min(r["baselines"][lab]["tuned_speedup"] for r in rows) for lab in labels},
+        "max_vs": {lab: max(r["baselines"][lab]["tuned_speedup"] for r in rows) for lab in labels},
+        "geomean_vs_default": geomean([r["speedup_vs_default"] for r in rows]),
+    }
+
+
+def main() -> None:
+    from workers.device import detect
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--kernels", nargs="*", default=list(SUITES))
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--in-flight", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", type=int, nargs="*", help="tune only these suite indices")
+    parser.add_argument("--best-db", type=Path, nargs="*", default=[], help="earlier winners")
+    parser.add_argument("--smoke", action="store_true", help="tiny suites (dry run without a GPU)")
+    args = parser.parse_args()
+    if args.smoke:
+        SUITES.update(SMOKE)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    roof = ceilings(detect("auto")[0].backend)
+    print(
+        f"measured ceilings: copy {roof['copy_gbps']:.0f} GB/s, bf16 GEMM "
+        f"{roof['gemm_tflops']:.0f} TFLOP/s",
+        flush=True,
+    )
+    report: dict[str, Any] = {"ceilings": roof}
+    for kernel in args.kernels:
+        chosen = SUITES[kernel] if not args.only else [SUITES[kernel][i] for i in args.only]
+        db_path = args.out_dir / "kernels.db"
+        job = tune_job(kernel, chosen, db_path, args.trials, args.in_flight, args.seed)
+        r = measure(kernel, best_from(kernel, [*args.best_db, db_path]), roof)
+        report[kernel] = {"tune": job, **r}
+        (args.out_dir / "kernels.json").write_text(json.dumps(report, indent=1, default=str))
+        vs = ", ".join(
+            f"{lab}: geomean {r['geomean_vs'][lab]:.3f}x ({r['min_vs'][lab]:.2f}-{r['max_vs'][lab]:.2f})"
+            for lab in r["geomean_vs"]
+        )
+        print(
+            f"{kernel}: tuned in {job['wall_s']:.0f} s; {vs}; vs default "
+            f"{r['geomean_vs_default']:.3f}x",
+            flush=True,
+        )
+        for row in r["rows"]:
+            p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k != "dtype")
+            base = "  ".join(f"{lab} {b['ms']:.4f}" for lab, b in row["baselines"].items())
+            print(
+                f"  {p:<24} tuned {row['tuned_ms']:.4f} ms {row['tflops']:7.1f} TFLOP/s "
+                f"{row['gbps']:7.0f} GB/s {row['pct_of_roofline']:5.1f}% roof  {base}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
