@@ -28,8 +28,10 @@ ALL_CLASSES = "all"
 
 
 class Sampler(str, enum.Enum):
-    """Search strategy of a study; ``grid`` is exhaustive over the valid configs."""
+    """Search strategy of a study; ``grid`` is exhaustive over the valid configs; ``local`` (the
+    default, chosen by benchmarks/results/search/TABLE.md) searches around the best configs."""
 
+    LOCAL = "local"
     TPE = "tpe"
     GP = "gp"
     RANDOM = "random"
@@ -135,7 +137,7 @@ class JobSpec:
     devices: tuple[DeviceSource, ...] = (DeviceSource(SourceKind.AUTO),)
     trials: int = 30
     minutes: float | None = None
-    sampler: Sampler = Sampler.TPE
+    sampler: Sampler = Sampler.LOCAL
     seed: int = 0
     objective: Objective = Objective.KERNEL
     team: str | None = None
@@ -200,7 +202,7 @@ class JobSpec:
             if not math.isfinite(minutes) or minutes <= 0:
                 raise JobSpecError(f"minutes must be a positive number, got {minutes}")
         try:
-            sampler = Sampler(str(data.get("sampler", "tpe")).lower())
+            sampler = Sampler(str(data.get("sampler", Sampler.LOCAL.value)).lower())
         except ValueError:
             raise JobSpecError(
                 f"unknown sampler {data.get('sampler')!r}; choose one of "

@@ -5,6 +5,11 @@ an ``IntDistribution`` over the index of their value list, so samplers see the o
 powers of two is already log-spaced in its index); BOOL and CATEGORICAL parameters become
 categorical, except under CMA-ES, which needs numbers: there every parameter is an index.
 
+Samplers (``make_sampler``): ``local`` (the default: random startup, then unasked neighbours of the
+best measured configs — the only strategy that met issue 4's target on the recorded H200 landscape,
+benchmarks/results/search/TABLE.md), Optuna's TPE (multivariate, constant liar), GP, random,
+grid and CMA-ES.
+
 Told states: an ``ok`` trial is COMPLETE with its median time (ms, minimized); a config that breaks
 a constraint or did not produce a valid time is PRUNED, which TPE counts among the bad trials
 (a FAIL would teach it nothing). Trials a dead driver left RUNNING are failed by :meth:`fail_stale`.
@@ -17,14 +22,16 @@ database), so one file holds both without the cross-process writes Optuna's FAQ 
 from __future__ import annotations
 
 import hashlib
+import random
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
-from optuna.samplers import BaseSampler
-from optuna.trial import Trial, TrialState
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from orchestrator.jobs import Sampler
 from search_spaces.space import Config, DeviceLimits, Param, Space, Value
@@ -92,6 +99,61 @@ def startup_trials(budget: int) -> int:
     return max(3, min(10, budget // 4))
 
 
+class LocalSearchSampler(BaseSampler):
+    """Random startup, then an unasked neighbour of the best measured config (one parameter one
+    index step away; for a categorical, any other value); when every neighbour of the best is
+    known, the next best's; random when all are known. Asked-but-pending configs count as known."""
+
+    def __init__(
+        self, distributions: Mapping[str, BaseDistribution], seed: int, startup: int
+    ) -> None:
+        self._distributions = dict(distributions)
+        self._rng = random.Random(seed)
+        self._random = RandomSampler(seed=seed)
+        self._startup = startup
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def _neighbours(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name, dist in self._distributions.items():
+            if isinstance(dist, IntDistribution):
+                steps = [params[name] + d for d in (-1, 1)]
+                others = [v for v in steps if dist.low <= v <= dist.high]
+            else:
+                others = [v for v in getattr(dist, "choices", ()) if v != params[name]]
+            out.extend({**params, name: v} for v in others)
+        self._rng.shuffle(out)
+        return out
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        trials = study.get_trials(deepcopy=False)
+        done = [t for t in trials if t.state is TrialState.COMPLETE and t.value is not None]
+        if len(done) < self._startup:
+            return {}
+        names = sorted(self._distributions)
+        seen = {tuple(t.params.get(n) for n in names) for t in trials if t.number != trial.number}
+        for best in sorted(done, key=lambda t: float(t.value or 0.0)):
+            for candidate in self._neighbours(best.params):
+                if tuple(candidate[n] for n in names) not in seen:
+                    return candidate
+        return {}
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+
 def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
     """The Optuna sampler for ``sampler``; startup (random) trials scale with the budget."""
     startup = startup_trials(budget)
@@ -107,6 +169,8 @@ def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -
             return optuna.samplers.RandomSampler(seed=seed)
         if sampler is Sampler.GRID:
             return optuna.samplers.GridSampler(encoding.grid(), seed=seed)
+        if sampler is Sampler.LOCAL:
+            return LocalSearchSampler(encoding.distributions(), seed, startup)
         return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup)
 
 

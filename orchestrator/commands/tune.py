@@ -96,7 +96,7 @@ def tune(
     trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
     minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
     sampler: Annotated[
-        str | None, typer.Option(help="tpe (default), gp, random, grid, cmaes.")
+        str | None, typer.Option(help="local (default), tpe, gp, random, grid, cmaes.")
     ] = None,
     device_class: ClassOption = None,
     device: Annotated[

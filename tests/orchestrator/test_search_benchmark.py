@@ -1,0 +1,138 @@
+"""The search benchmark's core (benchmarks/search.py) on tiny synthetic landscapes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial
+
+from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Space, Vendor
+from workers.landscape import Landscape, LandscapeResult, write_landscape
+from workers.measurement import Outcome
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "search.py"
+_spec = importlib.util.spec_from_file_location("tunefleet_search_benchmark", _PATH)
+assert _spec is not None and _spec.loader is not None
+bench_mod = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench_mod
+_spec.loader.exec_module(bench_mod)
+
+
+def _landscape(path: Path, times: Mapping[tuple[int, int], float], kernel: str = "toy") -> Path:
+    results = [
+        LandscapeResult({"a": a, "b": b}, Outcome.OK, t) for (a, b), t in sorted(times.items())
+    ]
+    return write_landscape(
+        path, Landscape(kernel, "v0", {"n": 1}, {"name": "Toy GPU", "vendor": "nvidia"}, results)
+    )
+
+
+class _Fixed(BaseSampler):
+    """Proposes the given encoded points in order (a deterministic stand-in for a model)."""
+
+    def __init__(self, distributions: Mapping[str, BaseDistribution], points: Sequence[dict]):
+        self._distributions = dict(distributions)
+        self._points = list(points)
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return self._points.pop(0)
+
+    def sample_independent(self, *args: Any) -> Any:
+        raise AssertionError("every point is given")
+
+
+def _fixed(points: Sequence[dict]) -> Any:
+    return lambda seed, budget, enc: _Fixed(enc.distributions(), points)
+
+
+def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
+    times = {(a, b): 1.0 + a + 10 * b for a in range(1, 6) for b in (0, 1)}  # optimum at (1, 0)
+    bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", times))
+    assert (bench.size, bench.optimum, bench.constrained) == (10, 2.0, False)
+    runs = [
+        bench_mod.run_seed(bench, *bench_mod.SAMPLERS["random"], seed=s, batch=1) for s in range(5)
+    ]
+    for run in runs:
+        assert run.trace[-1] == 2.0  # stops once the optimum is found
+        assert len(run.trace) == len(set(run.trace)) <= 10  # a config costs one trial, once
+    row = bench_mod.summarize(bench, "random", runs, 1.0)
+    assert row["trials_to_2pct"]["reached"] == 5
+    assert row["trials_to_2pct"]["median"] <= 10
+    assert set(row["best_ratio_after"]) == {"5pct", "10pct", "25pct"}
+
+
+def test_a_seed_that_never_gets_there_counts_as_the_whole_space(tmp_path: Path) -> None:
+    assert bench_mod.trials_to([5.0, None, 3.0], 1.02, 10) == 10
+    assert bench_mod.trials_to([5.0, None, 1.0], 1.02, 10) == 3
+    bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", {(1, 0): 1.0, (2, 0): 2.0}))
+    never = bench_mod.SeedRun([2.0], asks=1, rejected=0, cached=0, wall_s=0.0)
+    row = bench_mod.summarize(bench, "x", [never, never], 1.0)
+    assert row["trials_to_2pct"] == {"median": 2.0, "p90": 2.0, "reached": 0}
+    assert row["best_ratio_after"]["25pct"]["median"] == 2.0
+    none_ok = bench_mod.SeedRun([None], asks=1, rejected=0, cached=0, wall_s=0.0)
+    assert bench_mod.summarize(bench, "x", [none_ok], 1.0)["best_ratio_after"]["5pct"] == {
+        "median": None,
+        "p90": None,
+    }
+
+
+def test_absent_combination_costs_a_trial_and_duplicates_are_free(tmp_path: Path) -> None:
+    # Observed space a in {1, 2}, b in {0, 1}; (2, 1) is absent from the file.
+    path = _landscape(tmp_path / "toy.json.gz", {(1, 0): 3.0, (1, 1): 2.0, (2, 0): 1.0})
+    bench = bench_mod.load_bench(path)
+    absent, dup, opt = {"a": 1, "b": 1}, {"a": 0, "b": 0}, {"a": 1, "b": 0}
+    run = bench_mod.run_seed(bench, _fixed([absent, dup, dup, opt]), False, seed=0, batch=1)
+    assert run.trace == [None, 3.0, 1.0]  # the invalid combination took trial 1
+    assert (run.asks, run.cached, run.rejected) == (4, 1, 0)
+    assert bench_mod.trials_to(run.trace, bench.optimum * 1.02, bench.size) == 3
+
+
+def test_constraint_breaking_configs_are_rejected_before_a_trial() -> None:
+    space = Space(
+        (Param("a", (1, 2, 3), ParamKind.INT), Param("b", (1, 2), ParamKind.INT)),
+        (
+            Constraint(
+                "small", "a*b <= 3", ("a", "b"), lambda c, _l: int(c["a"]) * int(c["b"]) <= 3
+            ),
+        ),
+    )
+    limits = DeviceLimits(Vendor.NVIDIA, "Toy GPU", "x", 0, 0, 32, 0)
+    times = {'{"a":1,"b":1}': 3.0, '{"a":2,"b":1}': 2.0, '{"a":3,"b":1}': 1.0, '{"a":1,"b":2}': 4.0}
+    bench = bench_mod.Bench("toy", True, space, limits, times, True, 4, 1.0)
+    points = [{"a": 2, "b": 1}, {"a": 1, "b": 0}, {"a": 2, "b": 0}]  # (3, 2) breaks the rule
+    run = bench_mod.run_seed(bench, _fixed(points), False, seed=0, batch=2)
+    assert run.trace == [2.0, 1.0]  # one batch of 2 new configs, told in ask order
+    assert run.rejected == 1
+
+
+def test_cli_json_on_a_landscape_of_an_unshipped_kernel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    times = {(a, b): 1.0 + abs(a - 3) + b for a in range(1, 6) for b in (0, 1)}
+    path = _landscape(tmp_path / "toy.json", times)
+    bench_mod.main(
+        ["--landscape", str(path), "--sampler", "random", "local", "--seeds", "3", "--json"]
+    )
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert [r["sampler"] for r in rows] == ["random", "local"]
+    for row in rows:
+        assert row["space"] == 10 and row["space_kind"] == "observed" and row["real"]
+        assert 1 <= row["trials_to_2pct"]["median"] <= row["trials_to_2pct"]["p90"] <= 10
+        assert math.isclose(row["best_ratio_after"]["25pct"]["p90"], 1.0, rel_tol=0.5)
