@@ -3,6 +3,7 @@ time a callable the way the workers do."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
@@ -87,3 +88,18 @@ def timed(fn: Callable[[], Any], backend: Any) -> float:
 
 def geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def add_job_args(parser: argparse.ArgumentParser, kernels: Sequence[str], trials: int) -> None:
+    """The options every tuning benchmark takes: where to write, which kernels, the job's budget,
+    which suite indices to tune, earlier winners to reuse, and a CPU dry run."""
+    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--kernels", nargs="*", default=list(kernels))
+    parser.add_argument("--trials", type=int, default=trials)
+    parser.add_argument("--in-flight", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", type=int, nargs="*", help="tune only these suite indices")
+    parser.add_argument(
+        "--best-db", type=Path, nargs="*", default=[], help="also take winners from these DBs"
+    )
+    parser.add_argument("--smoke", action="store_true", help="tiny suites (dry run without a GPU)")

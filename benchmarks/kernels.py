@@ -17,10 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from _bench import best_from, geomean, timed, tune_job  # this folder (run as a script)
+from _bench import (  # this folder (run as a script)
+    add_job_args,
+    best_from,
+    geomean,
+    timed,
+    tune_job,
+)
 
 LLAMA3_8B = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
 SUITES: dict[str, list[str]] = {
@@ -146,14 +151,7 @@ def main() -> None:
     from workers.device import detect
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out-dir", type=Path, required=True)
-    parser.add_argument("--kernels", nargs="*", default=list(SUITES))
-    parser.add_argument("--trials", type=int, default=40)
-    parser.add_argument("--in-flight", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", type=int, nargs="*", help="tune only these suite indices")
-    parser.add_argument("--best-db", type=Path, nargs="*", default=[], help="earlier winners")
-    parser.add_argument("--smoke", action="store_true", help="tiny suites (dry run without a GPU)")
+    add_job_args(parser, list(SUITES), trials=40)
     args = parser.parse_args()
     if args.smoke:
         SUITES.update(SMOKE)

@@ -21,10 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from _bench import best_from, geomean, timed, tune_job  # this folder (run as a script)
+from _bench import (  # this folder (run as a script)
+    add_job_args,
+    best_from,
+    geomean,
+    timed,
+    tune_job,
+)
 
 SUITES: dict[str, list[str]] = {
     "flash_attention": [
@@ -203,16 +208,7 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out-dir", type=Path, required=True)
-    parser.add_argument("--kernels", nargs="*", default=list(SUITES))
-    parser.add_argument("--trials", type=int, default=16)
-    parser.add_argument("--in-flight", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true", help="tiny suites (dry run without a GPU)")
-    parser.add_argument("--only", type=int, nargs="*", help="tune only these suite indices")
-    parser.add_argument(
-        "--best-db", type=Path, nargs="*", default=[], help="also take winners from these DBs"
-    )
+    add_job_args(parser, list(SUITES), trials=16)
     args = parser.parse_args()
     if args.smoke:
         SUITES.update(SMOKE)
