@@ -59,19 +59,20 @@ def tune_job(
 
 
 def best_from(kernel: str, databases: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """Problem key -> stored best config of ``kernel`` (later databases win)."""
+    """Problem key -> stored best config of ``kernel``: the fastest stored time over the databases."""
     from db import Database, repository
 
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
     for path in databases:
         if not path.exists():
             continue
         database = Database(f"sqlite:///{path}")
         with database.session(readonly=True) as s:
             for row in repository.get_best(s, kernel):
-                best[row.problem_key] = row.config
+                if row.problem_key not in best or row.time_ms < best[row.problem_key][0]:
+                    best[row.problem_key] = (row.time_ms, row.config)
         database.close()
-    return best
+    return {key: config for key, (_, config) in best.items()}
 
 
 def timed(fn: Callable[[], Any], backend: Any) -> float:
