@@ -87,6 +87,31 @@ def timed(fn: Callable[[], Any], backend: Any) -> float:
     )
 
 
+def local_target() -> tuple[Any, Any, str]:
+    """(device limits, backend, torch device) of this machine's first device."""
+    from workers.device import detect
+
+    fingerprint = detect("auto")[0]
+    backend = fingerprint.backend
+    return fingerprint.limits(), backend, "cpu" if backend.value == "interpreter" else "cuda"
+
+
+def time_tuned_and_default(
+    spec: Any,
+    problem: dict[str, Any],
+    config: dict[str, Any],
+    limits: Any,
+    backend: Any,
+    device: str,
+) -> tuple[dict[str, Any], float, Any, float]:
+    """Fresh inputs for ``problem``; the tuned config's ms and output, then the default's ms."""
+    inputs = spec.build_inputs(problem, device)
+    tuned_ms = timed(spec.make_launcher(inputs, config), backend)
+    tuned_out = inputs["out"].clone()
+    default_ms = timed(spec.make_launcher(inputs, spec.default_for(limits)), backend)
+    return inputs, tuned_ms, tuned_out, default_ms
+
+
 def geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 

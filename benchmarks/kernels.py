@@ -23,6 +23,8 @@ from _bench import (  # this folder (run as a script)
     add_job_args,
     best_from,
     geomean,
+    local_target,
+    time_tuned_and_default,
     timed,
     tune_job,
 )
@@ -95,20 +97,16 @@ def ceilings(backend: Any) -> dict[str, float]:
 def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]) -> dict[str, Any]:
     from search_spaces import get_spec, problem_key
     from search_spaces.kernels._common import max_rel_error
-    from workers.device import detect
 
     spec = get_spec(kernel)
-    fingerprint = detect("auto")[0]
-    limits, backend = fingerprint.limits(), fingerprint.backend
-    device = "cpu" if backend.value == "interpreter" else "cuda"
+    limits, backend, device = local_target()
     rows = []
     for text in SUITES[kernel]:
         problem = spec.parse_problem(text)
         config = best[problem_key(problem)]
-        inputs = spec.build_inputs(problem, device)
-        tuned_ms = timed(spec.make_launcher(inputs, config), backend)
-        tuned_out = inputs["out"].clone()
-        default_ms = timed(spec.make_launcher(inputs, spec.default_for(limits)), backend)
+        inputs, tuned_ms, tuned_out, default_ms = time_tuned_and_default(
+            spec, problem, config, limits, backend, device
+        )
         flops, nbytes = spec.flops(problem), spec.bytes_moved(problem)
         row: dict[str, Any] = {
             "problem": problem,
