@@ -22,18 +22,19 @@ def tune_job(
     trials: int,
     in_flight: int,
     seed: int,
-    sampler: str = "tpe",
+    sampler: str | None = None,
 ) -> dict[str, Any]:
-    """Run `python -m orchestrator tune JOB.json --json` for ``problems``; its JSON plus the
-    command, the job file and the wall time."""
-    job = {
+    """Run `python -m orchestrator tune JOB.json --json` for ``problems`` (``sampler`` None: the
+    product's default); its JSON plus the command, the job file and the wall time."""
+    job: dict[str, Any] = {
         "kernel": kernel,
         "problems": list(problems),
         "trials": trials,
-        "sampler": sampler,
         "seed": seed,
         "in_flight": in_flight,
     }
+    if sampler is not None:
+        job["sampler"] = sampler
     job_path = db_path.parent / f"{kernel}_job.json"
     job_path.write_text(json.dumps(job, indent=1))
     cmd = [
@@ -58,11 +59,27 @@ def tune_job(
     return result
 
 
-def best_from(kernel: str, databases: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """Problem key -> stored best config of ``kernel``: the fastest stored time over the databases."""
+def best_from(
+    kernel: str, databases: Sequence[Path], landscapes: Sequence[Path] = ()
+) -> dict[str, dict[str, Any]]:
+    """Problem key -> best config of ``kernel``: the fastest stored time over the databases and
+    the landscape files (a folder stands for its ``*.json.gz`` files)."""
     from db import Database, repository
+    from workers.landscape import read_landscape
 
     best: dict[str, tuple[float, dict[str, Any]]] = {}
+    files = [f for p in landscapes for f in (sorted(p.glob("*.json.gz")) if p.is_dir() else [p])]
+    for path in files:
+        landscape = read_landscape(path)
+        top = landscape.best()
+        key = landscape.problem_key
+        if (
+            landscape.kernel == kernel
+            and top is not None
+            and top.time_ms is not None
+            and (key not in best or top.time_ms < best[key][0])
+        ):
+            best[key] = (top.time_ms, top.config)
     for path in databases:
         if not path.exists():
             continue
@@ -128,4 +145,30 @@ def add_job_args(parser: argparse.ArgumentParser, kernels: Sequence[str], trials
     parser.add_argument(
         "--best-db", type=Path, nargs="*", default=[], help="also take winners from these DBs"
     )
+    parser.add_argument(
+        "--best-landscape",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="also take winners from these landscape files or folders",
+    )
+    parser.add_argument(
+        "--no-tune", action="store_true", help="tune nothing: winners from --best-db/-landscape"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny suites (dry run without a GPU)")
+
+
+def tune_suite(
+    args: argparse.Namespace, kernel: str, suite: Sequence[str], db_path: Path
+) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """Tune ``suite`` (or its --only indices; nothing with --no-tune) into ``db_path``; the tune
+    job's report (None if skipped) and the winners over it, --best-db and --best-landscape."""
+    job = None
+    if not args.no_tune:
+        chosen = list(suite) if not args.only else [suite[i] for i in args.only]
+        job = tune_job(kernel, chosen, db_path, args.trials, args.in_flight, args.seed)
+        print(
+            f"{kernel}: tuned {len(chosen)} problems x {args.trials} trials in {job['wall_s']:.0f} s",
+            flush=True,
+        )
+    return job, best_from(kernel, [*args.best_db, db_path], args.best_landscape)

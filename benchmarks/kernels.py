@@ -21,12 +21,11 @@ from typing import Any
 
 from _bench import (  # this folder (run as a script)
     add_job_args,
-    best_from,
     geomean,
     local_target,
     time_tuned_and_default,
     timed,
-    tune_job,
+    tune_suite,
 )
 
 LLAMA3_8B = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
@@ -65,6 +64,7 @@ def rmsnorm_compiled(inputs: dict[str, Any], problem: dict[str, Any]) -> Callabl
         variance = t.float().pow(2).mean(-1, keepdim=True)
         return (t.float() * torch.rsqrt(variance + 1e-6) * weight.float()).to(t.dtype)
 
+    torch._dynamo.reset()  # one shape per compile; else dynamo's recompile limit falls back to eager
     compiled = torch.compile(rms, dynamic=False)
     return lambda: compiled(x, w)
 
@@ -103,7 +103,10 @@ def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]
     rows = []
     for text in SUITES[kernel]:
         problem = spec.parse_problem(text)
-        config = best[problem_key(problem)]
+        config = best.get(problem_key(problem))
+        if config is None:
+            print(f"  {text}: no stored winner; skipped", flush=True)
+            continue
         inputs, tuned_ms, tuned_out, default_ms = time_tuned_and_default(
             spec, problem, config, limits, backend, device
         )
@@ -162,21 +165,15 @@ def main() -> None:
     )
     report: dict[str, Any] = {"ceilings": roof}
     for kernel in args.kernels:
-        chosen = SUITES[kernel] if not args.only else [SUITES[kernel][i] for i in args.only]
-        db_path = args.out_dir / "kernels.db"
-        job = tune_job(kernel, chosen, db_path, args.trials, args.in_flight, args.seed)
-        r = measure(kernel, best_from(kernel, [*args.best_db, db_path]), roof)
+        job, best = tune_suite(args, kernel, SUITES[kernel], args.out_dir / "kernels.db")
+        r = measure(kernel, best, roof)
         report[kernel] = {"tune": job, **r}
         (args.out_dir / "kernels.json").write_text(json.dumps(report, indent=1, default=str))
         vs = ", ".join(
             f"{lab}: geomean {r['geomean_vs'][lab]:.3f}x ({r['min_vs'][lab]:.2f}-{r['max_vs'][lab]:.2f})"
             for lab in r["geomean_vs"]
         )
-        print(
-            f"{kernel}: tuned in {job['wall_s']:.0f} s; {vs}; vs default "
-            f"{r['geomean_vs_default']:.3f}x",
-            flush=True,
-        )
+        print(f"{kernel}: {vs}; vs default {r['geomean_vs_default']:.3f}x", flush=True)
         for row in r["rows"]:
             p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k != "dtype")
             base = "  ".join(f"{lab} {b['ms']:.4f}" for lab, b in row["baselines"].items())

@@ -25,12 +25,11 @@ from typing import Any
 
 from _bench import (  # this folder (run as a script)
     add_job_args,
-    best_from,
     geomean,
     local_target,
     time_tuned_and_default,
     timed,
-    tune_job,
+    tune_suite,
 )
 
 SUITES: dict[str, list[str]] = {
@@ -215,15 +214,7 @@ def main() -> None:
     report: dict[str, Any] = {}
     out_file = args.out_dir / "llm_kernels.json"
     for kernel in args.kernels:
-        chosen = SUITES[kernel] if not args.only else [SUITES[kernel][i] for i in args.only]
-        db_path = args.out_dir / "llm_kernels.db"
-        job = tune_job(kernel, chosen, db_path, args.trials, args.in_flight, args.seed)
-        print(
-            f"{kernel}: tuned {len(job['job_file']['problems'])} problems x {args.trials} "
-            f"trials in {job['wall_s']:.0f} s",
-            flush=True,
-        )
-        best = best_from(kernel, [*args.best_db, db_path])
+        job, best = tune_suite(args, kernel, SUITES[kernel], args.out_dir / "llm_kernels.db")
         report[kernel] = {"tune": job, **measure(kernel, best)}
         out_file.write_text(json.dumps(report, indent=1, default=str))
         r = report[kernel]

@@ -1,17 +1,19 @@
 """The job driver: plans studies, runs the ask → check → reuse → dispatch → tell loop, finishes.
 
-One driver process owns a job. It is the only writer of the job's rows and of its Optuna studies
-(workers never touch the database). Every trial result is committed as it arrives, so a driver
-killed at any point loses at most the trials in flight; ``resume`` picks the job up again: it
-reattaches to the same Optuna studies (deterministic names), fails the trials the dead driver left
-RUNNING, and counts the trials already in the database against the budget.
+One driver process owns a job. It is the only writer of the job's rows (workers never touch the
+database) and holds its Optuna studies in memory. Every trial result is committed as it arrives,
+so a driver killed at any point loses at most the trials in flight; ``resume`` picks the job up
+again: it rebuilds each study from the trial rows already in the database (which also count
+against the budget) and goes on.
 
 Per study, a suggested config is, in order: rejected without dispatch if it breaks the space's
 constraints on the class (told PRUNED, no row); answered from this study if already known; answered
 from the database if measured for the same (kernel version, problem, class) by any job (a
 ``reused`` row, counts toward the budget); else dispatched. Budget = rows of the study that are not
-``infra``. A study also ends when every valid config is known or after ``IDLE_LIMIT`` suggestions in
-a row that needed no new measurement (the search has converged on known configs).
+``infra``. A study ends early only when every valid config is known. After ``IDLE_LIMIT``
+suggestions in a row that needed no new measurement (the sampler keeps proposing known or
+constraint-breaking configs: TPE and GP do on sparse spaces, see benchmarks/results/search/), the
+driver queues an unmeasured valid config drawn at random, so the budget is spent.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -33,15 +36,13 @@ from orchestrator.dispatch import Done, Task, WorkerInfo, WorkerPool
 from orchestrator.errors import JobSpecError, JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
 from orchestrator.progress import Reporter, SilentReporter
-from orchestrator.search import SearchStudy, storage_for, study_name
+from orchestrator.search import SearchStudy, draw_unseen, idle_limit, keyed_valid, study_name
 from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
 from search_spaces.spec import KernelSpec
 from workers.device_table import canonical_class_key
 from workers.measurement import Measurement, Outcome
 
-#: Suggestions in a row that needed no new measurement before a study counts as converged.
-IDLE_LIMIT = 100
 #: Suggestions handled per study before the driver turns to other studies and results.
 ASKS_PER_STEP = 20
 #: Times a trial is dispatched before a lost worker is taken as the config's fault.
@@ -171,6 +172,8 @@ class _Study:
     reused: int = 0
     rejected: int = 0
     idle: int = 0
+    drawn: int = 0
+    valid: list[tuple[str, Config]] | None = None  # every valid config, once a draw needs them
     exhausted: bool = False
     values: dict[str, float | None] = field(default_factory=dict)
     trial_ids: dict[str, int] = field(default_factory=dict)
@@ -299,10 +302,7 @@ class Driver:
         self._job_id, self._kernel, self._kernel_name = job_id, kernel, spec.kernel
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna").setLevel(logging.WARNING)
-        storage = storage_for(self.database.engine.url.render_as_string(hide_password=False))
         warm: list[list[Config]] = []
-        # Our rows first, in one transaction; Optuna writes afterwards (on SQLite a write
-        # transaction of ours would lock Optuna's connection out).
         with self.database.session() as s:
             for plan in plans:
                 class_id = self._class_id(s, plan.info)
@@ -335,17 +335,12 @@ class Driver:
                 self._studies.append(st)
             repository.set_job_status(s, job_id, JobStatus.RUNNING)
         for st, configs in zip(self._studies, warm, strict=True):
-            st.search = SearchStudy.open(
-                storage,
-                st.name,
-                kernel.space,
-                st.plan.info.limits,
-                spec.sampler,
-                spec.seed,
-                spec.trials,
+            st.search = SearchStudy.create(
+                st.name, kernel.space, st.plan.info.limits, spec.sampler, spec.seed, spec.trials
             )
-            st.search.fail_stale()
-            if st.search.is_new:
+            for key, value in st.values.items():
+                st.search.add_history(st.configs[key], value)
+            if not st.values:
                 for config in configs:
                     st.search.enqueue(config)
             self.reporter.add(st.plan.label, st.budget, min(st.counted, st.budget))
@@ -442,7 +437,8 @@ class Driver:
         for _ in range(ASKS_PER_STEP):
             if not st.wants():
                 return
-            if st.idle >= IDLE_LIMIT or len(st.values) >= plan.valid:
+            stalled = st.idle >= idle_limit(st.drawn)
+            if len(st.values) >= plan.valid or (stalled and not self._draw_unmeasured(st)):
                 st.exhausted = True
                 return
             trial, config = st.search.ask()
@@ -503,6 +499,27 @@ class Driver:
                 plan.class_key, Task(st, self._kernel_name, dict(plan.problem), config)
             )
             return
+
+    def _draw_unmeasured(self, st: _Study) -> bool:
+        """Queue a random valid config this study has not asked yet; False if there is none."""
+        if self._kernel is None:
+            raise JobStateError("the driver has no job loaded")
+        if st.valid is None:
+            st.valid = keyed_valid(self._kernel.space, st.plan.info.limits)
+        drawn = draw_unseen(
+            st.valid, st.values.keys() | st.waiting.keys(), random.Random(f"{st.name}/{st.drawn}")
+        )
+        if drawn is None:
+            return False
+        if st.drawn == 0:
+            self.reporter.note(
+                f"{st.plan.label}: the sampler keeps proposing known or invalid configs; "
+                "drawing unmeasured ones at random"
+            )
+        st.drawn += 1
+        st.idle = 0
+        st.search.enqueue(drawn)
+        return True
 
     def _space_violation(self, st: _Study, config: Config) -> str | None:
         if self._kernel is None:

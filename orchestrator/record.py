@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from search_spaces import KernelSpec, Problem
+from search_spaces import Config, KernelSpec, Problem
 from workers.device import Fingerprint
 from workers.landscape import Landscape, LandscapeResult
 from workers.measurement import Measurement
@@ -21,15 +21,17 @@ def record_landscape(
     fingerprint: Fingerprint,
     limit: int | None = None,
     progress: Progress | None = None,
+    configs: Sequence[Config] | None = None,
 ) -> tuple[Landscape, bool]:
-    """Run every valid config (the first ``limit`` of them, if given); (landscape, complete).
+    """Run every valid config, or ``configs`` in their order (the first ``limit`` of either, if
+    given); (landscape, complete).
 
     All configs are handed to the runner's compile pool first, so compiling runs ahead of timing.
     On KeyboardInterrupt the landscape of the configs finished so far comes back with
     ``complete`` False, so the caller can still write it.
     """
-    configs = spec.space.enumerate(fingerprint.limits())[:limit]
-    requests = [TrialRequest(kernel, problem, c) for c in configs]
+    chosen = spec.space.enumerate(fingerprint.limits()) if configs is None else list(configs)
+    requests = [TrialRequest(kernel, problem, c) for c in chosen[:limit]]
     for request in requests:
         runner.prefetch(request)
     landscape = Landscape(

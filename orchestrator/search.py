@@ -1,4 +1,4 @@
-"""Thin Optuna adapter: one persisted study per (kernel version, problem, device class) of a job.
+"""Thin Optuna adapter: one study per (kernel version, problem, device class) of a job.
 
 Encoding (optimizer-neutral space -> Optuna distributions): ordered parameters (INT, POW2) become
 an ``IntDistribution`` over the index of their value list, so samplers see the order (a list of
@@ -12,11 +12,13 @@ grid and CMA-ES.
 
 Told states: an ``ok`` trial is COMPLETE with its median time (ms, minimized); a config that breaks
 a constraint or did not produce a valid time is PRUNED, which TPE counts among the bad trials
-(a FAIL would teach it nothing). Trials a dead driver left RUNNING are failed by :meth:`fail_stale`.
+(a FAIL would teach it nothing).
 
-Storage: Optuna's RDB storage on the job database's URL. Our tables carry a ``tf_`` prefix so they
-do not collide with Optuna's; on SQLite only the driver writes (Ray workers never touch the
-database), so one file holds both without the cross-process writes Optuna's FAQ warns about.
+Storage: Optuna's in-memory storage. The database's trial rows are the record: a resumed job
+rebuilds each study from them (:meth:`SearchStudy.add_history`). Optuna's RDB storage cost ~30 ms
+of SQL per ask on SQLite and capped a job near 10 trials/s (benchmarks/results/h200/scaling/);
+in memory an ask takes well under a millisecond. Constraint-rejected asks are not rebuilt: asked
+again after a resume, they are rejected again for free.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import random
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -34,23 +36,13 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from orchestrator.jobs import Sampler
-from search_spaces.space import Config, DeviceLimits, Param, Space, Value
+from search_spaces.space import Config, DeviceLimits, Param, Space, Value, config_key
 
 
 def study_name(kernel: str, version: str, problem_key: str, class_key: str, job_id: int) -> str:
     """Deterministic Optuna study name, so ``resume`` reattaches to the same study."""
     digest = hashlib.sha256(f"{problem_key}|{class_key}".encode()).hexdigest()[:16]
     return f"tunefleet/{kernel}/{version}/job-{job_id}/{digest}"
-
-
-def storage_for(url: str) -> optuna.storages.RDBStorage:
-    """Optuna RDB storage on ``url`` (our SQLAlchemy URL, e.g. ``sqlite:///...``, ``postgresql+psycopg://``)."""
-    kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        kwargs = {"connect_args": {"timeout": 60}}
-    else:
-        kwargs = {"pool_pre_ping": True}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
 
 
 class Encoding:
@@ -92,6 +84,33 @@ class Encoding:
                 return None
             out[p.name] = p.values.index(value) if self._indexed[p.name] else value
         return out
+
+
+#: Suggestions in a row that needed no new measurement (known or constraint-breaking configs)
+#: before a study draws an unmeasured valid config at random; after its first draw, the shorter.
+IDLE_LIMIT = 100
+IDLE_LIMIT_AFTER_DRAW = 10
+
+
+def idle_limit(drawn: int) -> int:
+    """The idle limit of a study that has drawn ``drawn`` random configs so far."""
+    return IDLE_LIMIT if drawn == 0 else IDLE_LIMIT_AFTER_DRAW
+
+
+def draw_unseen(
+    valid: Sequence[tuple[str, Config]], known: Collection[str], rng: random.Random
+) -> Config | None:
+    """One of the ``valid`` (config key, config) pairs' configs whose key is not in ``known``,
+    drawn with ``rng``; None when every one is known. TPE and GP keep proposing known or invalid
+    configs on sparse spaces (benchmarks/results/search/); this keeps such a study spending its
+    budget."""
+    unseen = [config for key, config in valid if key not in known]
+    return rng.choice(unseen) if unseen else None
+
+
+def keyed_valid(space: Space, limits: DeviceLimits) -> list[tuple[str, Config]]:
+    """Every valid config of ``space`` on ``limits`` with its key, for :func:`draw_unseen`."""
+    return [(config_key(c), c) for c in space.iter_valid(limits)]
 
 
 def startup_trials(budget: int) -> int:
@@ -183,9 +202,8 @@ class SearchStudy:
         self._distributions = encoding.distributions()
 
     @classmethod
-    def open(
+    def create(
         cls,
-        storage: optuna.storages.BaseStorage,
         name: str,
         space: Space,
         limits: DeviceLimits,
@@ -193,21 +211,28 @@ class SearchStudy:
         seed: int,
         budget: int,
     ) -> SearchStudy:
-        """Create the study ``name`` or reattach to it (the sampler is rebuilt from the seed)."""
+        """A new in-memory study ``name`` whose sampler is built from ``seed``."""
         encoding = Encoding(space, limits, numeric_only=sampler is Sampler.CMAES)
         study = optuna.create_study(
-            storage=storage,
             study_name=name,
             direction="minimize",
             sampler=make_sampler(sampler, seed, budget, encoding),
-            load_if_exists=True,
         )
         return cls(study, encoding)
 
-    @property
-    def is_new(self) -> bool:
-        """True when no trial was ever asked or enqueued in this study."""
-        return not self.study.get_trials(deepcopy=False)
+    def add_history(self, config: Mapping[str, Value], time_ms: float | None) -> bool:
+        """Teach the study a config measured earlier (``time_ms`` None: no valid time); False if
+        the config is outside the space."""
+        params = self.encoding.encode(config)
+        if params is None:
+            return False
+        state = TrialState.COMPLETE if time_ms is not None else TrialState.PRUNED
+        self.study.add_trial(
+            optuna.trial.create_trial(
+                params=params, distributions=self._distributions, value=time_ms, state=state
+            )
+        )
+        return True
 
     def enqueue(self, config: Mapping[str, Value]) -> bool:
         """Queue ``config`` to be asked next (warm start); False if it is outside the space."""
@@ -231,11 +256,3 @@ class SearchStudy:
         """Tell a config without a valid time (constraint, crash, wrong result) as PRUNED."""
         trial.set_user_attr("reason", reason[:200])
         self.study.tell(trial, state=TrialState.PRUNED)
-
-    def fail_stale(self) -> int:
-        """Fail the trials a dead driver left RUNNING (Optuna's heartbeat does not cover ask/tell)."""
-        storage = self.study._storage
-        stale = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        for t in stale:
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        return len(stale)

@@ -1,4 +1,4 @@
-"""Core commands: ``kernels``, ``space``, ``devices``, ``trial`` and ``db upgrade``."""
+"""Core commands: ``kernels``, ``space``, ``devices``, ``trial``, ``record`` and ``db upgrade``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from orchestrator.commands._common import (
     print_json,
 )
 from orchestrator.errors import OrchestratorError
-from search_spaces import Config, DeviceLimits, KernelSpec, Problem, get_spec
+from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, Problem, get_spec
 from search_spaces.registry import all_specs
 from workers.device import Backend, Fingerprint, detect
 from workers.device_table import lookup
@@ -47,6 +47,29 @@ def resolve_config(spec: KernelSpec, text: str, limits: DeviceLimits) -> Config:
     if text.strip() != "default":
         config.update(spec.space.parse(text, limits.vendor))
     return spec.space.validate(config, limits)
+
+
+def read_configs(spec: KernelSpec, path: Path, limits: DeviceLimits) -> list[Config]:
+    """The configs of a ``--configs`` file (one ``NAME=VALUE,...`` per line), each checked on
+    ``limits``; ConfigError names the line of the first bad one."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise OrchestratorError(f"cannot read --configs {path}: {exc.strerror or exc}") from None
+    configs: list[Config] = []
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            configs.append(resolve_config(spec, text, limits))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}:{number}: {exc}") from None
+    if not configs:
+        raise OrchestratorError(
+            f"--configs {path} names no config; put one NAME=VALUE,... per line"
+        )
+    return configs
 
 
 def rates(spec: KernelSpec, problem: Problem, median_ms: float | None) -> dict[str, float | None]:
@@ -226,8 +249,17 @@ def record(
     reps: Annotated[
         int | None, typer.Option("--reps", min=1, help="Timed repetitions per config.")
     ] = None,
+    configs_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--configs",
+            help="Time only these configs: a file with one NAME=VALUE,... per line "
+            "(unnamed parameters from the default; # comments).",
+        ),
+    ] = None,
 ) -> None:
-    """Time every valid config of a kernel on this device and write a landscape file per problem."""
+    """Time every valid config of a kernel (or a given list) on this device and write a landscape
+    file per problem."""
     import os
 
     from orchestrator.record import record_landscape
@@ -240,6 +272,9 @@ def record(
     if len(parsed) > 1 and out.suffix in (".json", ".gz"):
         raise OrchestratorError(f"{len(parsed)} problems need a folder for --out, not {out}")
     fingerprint = detect(device)[0]
+    chosen = (
+        None if configs_file is None else read_configs(spec, configs_file, fingerprint.limits())
+    )
     gpu = fingerprint.backend is not Backend.INTERPRETER
     workers = compile_workers if compile_workers is not None else max(1, (os.cpu_count() or 3) - 2)
     overrides: dict[str, object] = {"compile_workers": workers if gpu else 0}
@@ -250,7 +285,7 @@ def record(
     signal.signal(signal.SIGTERM, _interrupt)
     with TrialRunner(options, fingerprint=fingerprint) as runner:
         for problem in parsed:
-            name = "_".join(f"{k}{v}" for k, v in problem.items()) + ".json.gz"
+            name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
             path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
             compile_s: list[float] = []
 
@@ -264,7 +299,7 @@ def record(
 
             start = time.perf_counter()
             landscape, complete = record_landscape(
-                spec, kernel, problem, runner, fingerprint, limit, show
+                spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
             write_landscape(path, landscape)
             best = landscape.best()

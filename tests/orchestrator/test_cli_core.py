@@ -106,3 +106,39 @@ def test_trial_runs_in_the_interpreter(capsys: pytest.CaptureFixture[str]) -> No
     data = json.loads(out)
     assert data["outcome"] == "ok" and data["median_ms"] > 0 and data["max_rel_error"] < 1e-2
     assert data["config"]["BLOCK_N"] == 16 and data["config"]["BLOCK_K"] == 32
+
+
+def test_record_times_a_given_config_list(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from workers.landscape import read_landscape
+
+    listed = tmp_path / "configs.txt"
+    listed.write_text(
+        "# two tiles\nBLOCK_M=32,BLOCK_N=16,num_warps=2\n\nBLOCK_M=16,BLOCK_N=32,num_warps=2\n"
+    )
+    out = tmp_path / "land.json"
+    code, _, err = run(
+        capsys, "record", "matmul", "-p", TINY, "--configs", str(listed), "--out", str(out)
+    )
+    assert code == 0, err
+    landscape = read_landscape(out)
+    assert [(r.config["BLOCK_M"], r.config["BLOCK_N"]) for r in landscape.results] == [
+        (32, 16),
+        (16, 32),
+    ]
+    assert all(r.outcome.value == "ok" and r.time_ms for r in landscape.results)
+
+
+def test_record_rejects_a_bad_config_line_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    listed = tmp_path / "configs.txt"
+    listed.write_text("BLOCK_M=32,BLOCK_N=16,num_warps=2\nBLOCK_M=48\n")
+    out = tmp_path / "land.json"
+    code, _, err = run(
+        capsys, "record", "matmul", "-p", TINY, "--configs", str(listed), "--out", str(out)
+    )
+    assert code == 2
+    assert err.startswith("error: ") and "configs.txt:2" in err and "BLOCK_M=48" in err, err
+    assert not out.exists()

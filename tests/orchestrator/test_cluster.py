@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import optuna
 import pytest
 import ray
 import sqlalchemy as sa
@@ -26,7 +27,8 @@ from orchestrator.jobs import JobSpec
 from orchestrator.summary import collect
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
-from search_spaces.space import config_key
+from search_spaces.space import Vendor, config_key
+from search_spaces.spec import KernelSpec
 from tests.orchestrator.conftest import A100, H200
 
 SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
@@ -260,5 +262,46 @@ def test_missing_class_fails_before_writing(
         assert A100_CLASS in str(info.value) and H200_CLASS in str(info.value)
         with database.session(readonly=True) as s:
             assert repository.list_jobs(s) == []
+    finally:
+        pool.shutdown()
+
+
+class _StuckSampler(optuna.samplers.BaseSampler):
+    """Proposes one fixed config forever, as TPE and GP do on sparse spaces (issue 4 notes)."""
+
+    def __init__(self, params: dict[str, object]) -> None:
+        self._params = params
+
+    def infer_relative_search_space(self, study: object, trial: object) -> dict[str, object]:
+        return {}
+
+    def sample_relative(self, study: object, trial: object, space: object) -> dict[str, object]:
+        return {}
+
+    def sample_independent(self, study: object, trial: object, name: str, dist: object) -> object:
+        return self._params[name]
+
+
+class _StuckDriver(Driver):
+    def _setup(self, job_id: int) -> tuple[JobSpec, KernelSpec, int, str]:
+        out = super()._setup(job_id)
+        default = out[1].default_config(Vendor.NVIDIA)
+        for st in self._studies:
+            st.search.study.sampler = _StuckSampler(dict(st.search.encoding.encode(default) or {}))
+        return out
+
+
+def test_a_stuck_sampler_still_spends_the_budget(
+    nodes: dict[str, list[str]], landscapes: dict[str, list[Path]], database: Database
+) -> None:
+    pool = make_pool(nodes, landscapes)
+    try:
+        job = JobSpec.from_mapping(
+            {"kernel": "matmul", "problems": [SMALL], "trials": 15, "device_classes": [H200_CLASS]}
+        )
+        result = _StuckDriver(database, pool, retime_rounds=1).run(submit_job(database, job, pool))
+        trials = rows(database, result.job_id)
+        assert result.status is JobStatus.DONE
+        assert len(trials) == 15 and len({t.config_key for t in trials}) == 15
     finally:
         pool.shutdown()

@@ -82,11 +82,11 @@ def test_a_seed_that_never_gets_there_counts_as_the_whole_space(tmp_path: Path) 
     assert bench_mod.trials_to([5.0, None, 3.0], 1.02, 10) == 10
     assert bench_mod.trials_to([5.0, None, 1.0], 1.02, 10) == 3
     bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", {(1, 0): 1.0, (2, 0): 2.0}))
-    never = bench_mod.SeedRun([2.0], asks=1, rejected=0, cached=0, wall_s=0.0)
+    never = bench_mod.SeedRun([2.0], asks=1, rejected=0, cached=0, drawn=0, wall_s=0.0)
     row = bench_mod.summarize(bench, "x", [never, never], 1.0)
     assert row["trials_to_2pct"] == {"median": 2.0, "p90": 2.0, "reached": 0}
     assert row["best_ratio_after"]["25pct"]["median"] == 2.0
-    none_ok = bench_mod.SeedRun([None], asks=1, rejected=0, cached=0, wall_s=0.0)
+    none_ok = bench_mod.SeedRun([None], asks=1, rejected=0, cached=0, drawn=0, wall_s=0.0)
     assert bench_mod.summarize(bench, "x", [none_ok], 1.0)["best_ratio_after"]["5pct"] == {
         "median": None,
         "p90": None,
@@ -136,3 +136,32 @@ def test_cli_json_on_a_landscape_of_an_unshipped_kernel(
         assert row["space"] == 10 and row["space_kind"] == "observed" and row["real"]
         assert 1 <= row["trials_to_2pct"]["median"] <= row["trials_to_2pct"]["p90"] <= 10
         assert math.isclose(row["best_ratio_after"]["25pct"]["p90"], 1.0, rel_tol=0.5)
+
+
+def _toy(path: Path, n: int, best: tuple[int, int], kernel: str = "toy") -> Path:
+    results = [
+        LandscapeResult({"a": a, "b": b}, Outcome.OK, 1.0 if (a, b) == best else 2.0 + a + b)
+        for a in range(3)
+        for b in range(3)
+    ]
+    return write_landscape(
+        path, Landscape(kernel, "v0", {"n": n}, {"name": "Toy GPU", "vendor": "nvidia"}, results)
+    )
+
+
+def test_warm_start_takes_the_nearest_other_problems_winners(tmp_path: Path) -> None:
+    own = _toy(tmp_path / "n1.json", 1, (0, 0))
+    near = _toy(tmp_path / "n2.json", 2, (1, 2))
+    far = _toy(tmp_path / "n64.json", 64, (2, 1))
+    other_kernel = _toy(tmp_path / "x.json", 2, (2, 2), kernel="other")
+    warm = bench_mod.warm_configs(own, [far, other_kernel, own, near])
+    assert warm == [{"a": 1, "b": 2}, {"a": 2, "b": 1}]
+
+
+def test_warm_rows_are_held_to_the_warm_target() -> None:
+    row = {"space": 1000, "sampler": "local", "trials_to_2pct": {"median": 30, "p90": 100}}
+    assert bench_mod.meets_target(row)
+    assert not bench_mod.meets_target({**row, "sampler": "local+warm"})
+    assert bench_mod.meets_target(
+        {**row, "sampler": "local+warm", "trials_to_2pct": {"median": 20, "p90": 999}}
+    )

@@ -1,0 +1,151 @@
+"""Issue 4 item 7: the same tuning job on 1 and on 2 GPUs of one host (nvidia-h200-x2).
+
+Usage (GPU machine with 2 GPUs, repo root):
+    python benchmarks/scaling.py --out-dir DIR [--gpus 1 2] [--trials 40] [--in-flight 12]
+Runs `tunefleet tune JOB.json` (matmul, the Llama-3-8B shapes at M = 1024 and 4096: 8 studies,
+default sampler, same seed) once per GPU count, each with a fresh SQLite database and
+CUDA_VISIBLE_DEVICES set to the first N GPUs. A first run on all GPUs fills the Triton cache
+(reported as `cold`); the measured runs share that warm cache, so both counts time the same
+compiled kernels. Per run, from the database: trials measured, when every worker had returned its
+first trial (worker start-up: Ray actors, compile pool, trial process, CUDA context), and over the
+steady window after it and over the whole job: trials per minute and the share of GPU time spent
+outside the GPU process, 1 - sum(trial load + check + time seconds, as the trial process reports
+them) / (GPUs x window), i.e. the time each GPU's process sat waiting on Ray, Optuna, the
+database or the compile pool.
+Writes DIR/scaling.json; prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+LLAMA3_8B = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+PROBLEMS = [f"M={m},N={n},K={k},dtype=bfloat16" for m in (1024, 4096) for n, k in LLAMA3_8B]
+
+
+def job_stats(db_path: Path, gpus: int) -> dict[str, Any]:
+    """Trials, windows and GPU-process busy shares of the one job in ``db_path``.
+
+    ``*_total`` counts from the job's start, so it includes starting the workers (Ray actors,
+    compile pool, trial process, CUDA context); ``steady`` counts from the moment every worker has
+    returned its first trial to the last trial, over the trials finished in between.
+    """
+    import sqlalchemy as sa
+
+    from db import Database
+    from db.models import Job, Trial
+
+    database = Database(f"sqlite:///{db_path}")
+    with database.session(readonly=True) as s:
+        job = s.scalars(sa.select(Job)).one()
+        trials = sorted(
+            (t for t in s.scalars(sa.select(Trial)) if not t.reused), key=lambda t: t.created_at
+        )
+        if job.started_at is None or not trials:
+            raise SystemExit(f"{db_path}: the job ran no trial")
+        first: dict[str, Any] = {}
+        for t in trials:
+            first.setdefault(t.worker or "", t)
+        ready = max(t.created_at for t in first.values())
+        steady = [t for t in trials if t.created_at > ready]
+        last = trials[-1].created_at
+        total_s = (last - job.started_at).total_seconds()
+        steady_s = (last - ready).total_seconds()
+
+        def busy(ts: list[Trial]) -> float:
+            return sum((t.compile_s or 0.0) + (t.run_s or 0.0) for t in ts)
+
+        stats = {
+            "status": job.status.value,
+            "trials": len(trials),
+            "ok": sum(t.outcome.value == "ok" for t in trials),
+            "workers": sorted(first),
+            "startup_s": (ready - job.started_at).total_seconds(),
+            "window_total_s": total_s,
+            "trials_per_min_total": 60 * len(trials) / total_s,
+            "outside_share_total": 1 - busy(trials) / (gpus * total_s),
+            "window_steady_s": steady_s,
+            "trials_steady": len(steady),
+            "trials_per_min_steady": 60 * len(steady) / steady_s if steady_s > 0 else None,
+            "outside_share_steady": 1 - busy(steady) / (gpus * steady_s) if steady_s > 0 else None,
+        }
+    database.close()
+    return stats
+
+
+def run_job(out: Path, name: str, gpus: int, job_path: Path, cache: Path) -> dict[str, Any]:
+    db_path = out / f"{name}.db"
+    db_path.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus)),
+        "TRITON_CACHE_DIR": str(cache),
+    }
+    cmd = [sys.executable, "-m", "orchestrator", "tune", str(job_path), "--json"]
+    cmd += ["--db", f"sqlite:///{db_path}"]
+    start = time.perf_counter()
+    with (out / f"{name}.log").open("w") as log, (out / f"{name}.err").open("w") as err:
+        proc = subprocess.run(cmd, env=env, stdout=log, stderr=err)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{name}: tune failed ({proc.returncode}); see {out / name}.err")
+    stats = {"gpus": gpus, "command": " ".join(cmd[1:]), "wall_s": wall, **job_stats(db_path, gpus)}
+    print(
+        f"{name:<8} {gpus} GPU  wall {wall:5.1f} s  workers ready after {stats['startup_s']:4.1f} s  "
+        f"{stats['trials']} trials; steady: {stats['trials_steady']} trials in "
+        f"{stats['window_steady_s']:5.1f} s = {stats['trials_per_min_steady'] or 0:6.0f}/min, "
+        f"outside the GPU process {100 * (stats['outside_share_steady'] or 0):4.1f}%; from job "
+        f"start: {stats['trials_per_min_total']:5.0f}/min, outside "
+        f"{100 * stats['outside_share_total']:4.1f}%",
+        flush=True,
+    )
+    return stats
+
+
+def main() -> None:
+    parser = ArgumentParser()
+    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--gpus", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--in-flight", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--problems", nargs="*", default=PROBLEMS)
+    args = parser.parse_args()
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    job = {
+        "kernel": "matmul",
+        "problems": args.problems,
+        "trials": args.trials,
+        "seed": args.seed,
+        "in_flight": args.in_flight,
+    }
+    job_path = out / "scaling_job.json"
+    job_path.write_text(json.dumps(job, indent=1))
+    cache = out / "triton_cache"
+    runs = {"cold": run_job(out, "cold", max(args.gpus), job_path, cache)}
+    for n in args.gpus:
+        runs[f"warm_{n}"] = run_job(out, f"warm_{n}", n, job_path, cache)
+    report: dict[str, Any] = {"job": job, "runs": runs}
+    one = runs[f"warm_{min(args.gpus)}"]
+    report["speedup"] = {
+        f"{n}_gpus_{kind}": runs[f"warm_{n}"][f"trials_per_min_{kind}"]
+        / one[f"trials_per_min_{kind}"]
+        for n in args.gpus
+        if n != min(args.gpus)
+        for kind in ("steady", "total")
+    }
+    (out / "scaling.json").write_text(json.dumps(report, indent=1))
+    for name, x in report["speedup"].items():
+        print(f"{name}: {x:.2f}x the trials per minute of {min(args.gpus)} GPU")
+
+
+if __name__ == "__main__":
+    main()

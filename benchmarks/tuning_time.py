@@ -1,0 +1,206 @@
+"""Issue 4 item 6: exhaustive tuning by tunefleet's pipeline against `triton.autotune` over the very
+same config list, from cold caches, on one GPU; plus a search job (search + pipeline) on the problem.
+
+Usage (GPU machine, repo root):
+    python benchmarks/tuning_time.py --out-dir DIR [--problem M=4096,N=4096,K=4096,dtype=bfloat16]
+        [--configs 300] [--seed 0] [--search-trials 40]
+The list: --configs configs drawn (seeded) from the matmul space's valid configs on this device
+with SPLIT_K=1 (triton.autotune launches one kernel; split-K needs a second, reduction launch).
+Each contender runs as its own process with its own empty TRITON_CACHE_DIR:
+  pipeline:  `tunefleet record matmul -p P --configs LIST` (compile pool + isolated trial process)
+  autotune:  this script's --autotune-child: @triton.autotune over the list, key (M, N, K), its
+             default benchmark settings, first call timed to synchronize
+  search:    `tunefleet tune matmul -p P --trials T` (default sampler, full space, local Ray)
+Then, in this process on fresh inputs, each winner is timed in interleaved rounds (events, L2
+flushed, median of 25 per round) so the winners are compared within one run.
+Writes DIR/tuning_time.json and the children's logs; prints a table. Dry run without a GPU:
+TRITON_INTERPRET=1 with a tiny --problem (the autotune side then times on the wall clock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _bench import local_target, timed  # this folder (run as a script)
+
+ROUNDS = 5
+
+
+def config_line(config: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
+def draw_configs(n: int, seed: int) -> list[dict[str, Any]]:
+    from search_spaces import get_spec
+
+    limits, _, _ = local_target()
+    valid = [c for c in get_spec("matmul").space.enumerate(limits) if c["SPLIT_K"] == 1]
+    return sorted(random.Random(seed).sample(valid, min(n, len(valid))), key=config_line)
+
+
+def run_child(cmd: list[str], cache: Path, log: Path) -> float:
+    """Wall seconds of ``cmd`` run with an empty Triton cache at ``cache``; its stdout goes to
+    ``log``, its stderr to ``log`` with the suffix ``.err``."""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache)}
+    start = time.perf_counter()
+    with log.open("w") as sink, log.with_suffix(".err").open("w") as err:
+        proc = subprocess.run(cmd, env=env, stdout=sink, stderr=err)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} failed ({proc.returncode}); see {log}(.err)")
+    return wall
+
+
+def _wall_clock_bench(fn: Any, quantiles: Any = None) -> list[float]:
+    start = time.perf_counter()
+    fn()
+    ms = (time.perf_counter() - start) * 1e3
+    return [ms] * (len(quantiles) if quantiles else 1)
+
+
+def autotune_child(problem_text: str, list_path: Path, out: Path) -> None:
+    """Tune the listed configs with @triton.autotune; write the winner and the tuning seconds."""
+    import torch
+    import triton
+
+    from search_spaces import get_spec
+    from search_spaces.kernels._matmul_kernels import matmul_kernel
+    from search_spaces.spec import split_launch_options
+
+    spec = get_spec("matmul")
+    problem = spec.parse_problem(problem_text)
+    listed = [json.loads(line) for line in list_path.read_text().splitlines()]
+    configs = []
+    for c in listed:
+        meta, options = split_launch_options(c)
+        configs.append(triton.Config({**meta, "DOT_IN_FP32": False}, **options))
+    inputs = spec.build_inputs(problem, local_target()[2])
+    # Without a GPU (a dry run in the interpreter) triton has no benchmarker: time on the wall clock.
+    bench = {} if inputs["a"].is_cuda else {"do_bench": _wall_clock_bench}
+    tuned = triton.autotune(configs=configs, key=["M", "N", "K"], **bench)(matmul_kernel)
+    a, b, c_out = inputs["a"], inputs["b"], inputs["out"]
+    m, k = a.shape
+    n = b.shape[1]
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), 1)
+
+    sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    tuned[grid](a, b, c_out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), 0,
+                c_out.stride(0), c_out.stride(1))  # fmt: skip
+    sync()
+    seconds = time.perf_counter() - start
+    best = tuned.best_config
+    winner = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+    winner.pop("DOT_IN_FP32", None)
+    out.write_text(json.dumps({"tuning_s": seconds, "winner": winner}))
+
+
+def compare_winners(problem_text: str, winners: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Median over interleaved rounds of each winner's median ms, on one set of fresh inputs."""
+    from search_spaces import get_spec
+
+    spec = get_spec("matmul")
+    problem = spec.parse_problem(problem_text)
+    _, backend, device = local_target()
+    inputs = spec.build_inputs(problem, device)
+    launchers = {name: spec.make_launcher(inputs, c) for name, c in winners.items()}
+    rounds: dict[str, list[float]] = {name: [] for name in winners}
+    for _ in range(ROUNDS):
+        for name, launch in launchers.items():
+            rounds[name].append(timed(launch, backend))
+    return {name: statistics.median(ms) for name, ms in rounds.items()}
+
+
+def main() -> None:
+    from search_spaces import get_spec
+    from workers.landscape import read_landscape
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--problem", default="M=4096,N=4096,K=4096,dtype=bfloat16")
+    parser.add_argument("--configs", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--search-trials", type=int, default=40)
+    parser.add_argument("--autotune-child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.autotune_child:
+        autotune_child(args.problem, *args.autotune_child)
+        return
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    spec = get_spec("matmul")
+    configs = draw_configs(args.configs, args.seed)
+    (out / "configs.txt").write_text("".join(config_line(c) + "\n" for c in configs))
+    (out / "configs.jsonl").write_text("".join(json.dumps(c) + "\n" for c in configs))
+    print(f"{len(configs)} configs (SPLIT_K=1, seed {args.seed}) for matmul {args.problem}")
+
+    py = sys.executable
+    land = out / "pipeline_landscape.json.gz"
+    pipeline_cmd = [py, "-m", "orchestrator", "record", "matmul", "-p", args.problem,
+                    "--configs", str(out / "configs.txt"), "--out", str(land)]  # fmt: skip
+    pipeline_s = run_child(pipeline_cmd, out / "cache_pipeline", out / "pipeline.log")
+    print(f"pipeline: {pipeline_s:.1f} s", flush=True)
+
+    at_out = out / "autotune.json"
+    autotune_cmd = [py, __file__, "--out-dir", str(out), "--problem", args.problem,
+                    "--autotune-child", str(out / "configs.jsonl"), str(at_out)]  # fmt: skip
+    autotune_s = run_child(autotune_cmd, out / "cache_autotune", out / "autotune.log")
+    autotune = json.loads(at_out.read_text())
+    print(f"autotune: {autotune_s:.1f} s ({autotune['tuning_s']:.1f} s in its first call)")
+
+    db = out / "search.db"
+    search_cmd = [py, "-m", "orchestrator", "tune", "matmul", "-p", args.problem, "--trials",
+                  str(args.search_trials), "--json", "--db", f"sqlite:///{db}"]  # fmt: skip
+    search_s = run_child(search_cmd, out / "cache_search", out / "search.log")
+    search_winner = json.loads((out / "search.log").read_text())["studies"][0]["best"]["config"]
+    print(f"search ({args.search_trials} trials): {search_s:.1f} s", flush=True)
+
+    landscape = read_landscape(land)
+    best = landscape.best()
+    if best is None:
+        raise SystemExit("the pipeline found no ok config")
+    winners = {
+        "pipeline": best.config,
+        "autotune": {**spec.default_for(local_target()[0]), **autotune["winner"]},
+        "search": search_winner,
+    }
+    ms = compare_winners(args.problem, winners)
+    report = {
+        "problem": args.problem,
+        "configs": len(configs),
+        "commands": {"pipeline": pipeline_cmd, "autotune": autotune_cmd, "search": search_cmd},
+        "wall_s": {"pipeline": pipeline_s, "autotune": autotune_s, "search": search_s},
+        "autotune_first_call_s": autotune["tuning_s"],
+        "winners": winners,
+        "winner_ms": ms,
+        "pipeline_ok": sum(r.outcome.value == "ok" for r in landscape.results),
+        "speedup_pipeline_vs_autotune": autotune_s / pipeline_s,
+        "speedup_search_vs_autotune": autotune_s / search_s,
+    }
+    (out / "tuning_time.json").write_text(json.dumps(report, indent=1))
+    print(f"{'contender':<10} {'wall s':>8} {'winner ms':>10} {'vs autotune winner':>19}")
+    for name in ("autotune", "pipeline", "search"):
+        print(
+            f"{name:<10} {report['wall_s'][name]:8.1f} {ms[name]:10.4f} "
+            f"{ms['autotune'] / ms[name]:18.3f}x"
+        )
+    print(
+        f"pipeline {report['speedup_pipeline_vs_autotune']:.1f}x faster than triton.autotune over "
+        f"the same {len(configs)} configs; search job {report['speedup_search_vs_autotune']:.1f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
