@@ -11,7 +11,7 @@ the product's encoding (:class:`orchestrator.search.Encoding`) and samplers
 ``batch`` new configs are pending, then tell them all). As in the driver, a config that breaks the
 space's constraints is told PRUNED at no cost, a config already measured (or pending) is answered
 from the cache at no cost, and after ``IDLE_LIMIT`` asks in a row without a new trial an unmeasured
-valid config drawn at random is queued (``orchestrator.search.draw_unseen``). Every new config
+valid config drawn at random is queued (``SearchStudy.unstick``). Every new config
 costs one trial; a config the landscape lacks is ``invalid`` (PRUNED).
 
 Warm start (``--warm-from FILE ...``, rows labelled ``SAMPLER+warm``): as ``tunefleet tune`` does for
@@ -64,14 +64,11 @@ from orchestrator.jobs import Sampler
 from orchestrator.search import (
     Encoding,
     SearchStudy,
-    draw_unseen,
-    idle_limit,
-    keyed_valid,
     make_sampler,
     startup_trials,
 )
 from search_spaces.registry import get_spec
-from search_spaces.space import Config, DeviceLimits, Param, ParamKind, Space, Vendor, config_key
+from search_spaces.space import DeviceLimits, Param, ParamKind, Space, Vendor, config_key
 from workers.device_table import find
 from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
 from workers.measurement import Outcome
@@ -284,14 +281,12 @@ def run_seed(
     budget = max(1, math.ceil(horizon * bench.size))
     encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
     study = optuna.create_study(direction="minimize", sampler=factory(seed, budget, encoding))
-    search = SearchStudy(study, encoding)
+    search = SearchStudy(study, encoding, random.Random(seed))
     for config in warm:
         search.enqueue(config)
-    rng = random.Random(seed)
-    valid: list[tuple[str, Config]] | None = None
     known: dict[str, float | None] = {}
     trace: list[float | None] = []
-    found = asks = idle = rejected = cached = drawn = 0
+    found = asks = rejected = cached = 0
     min_trials = math.ceil(max(FRACTIONS) * bench.size)
     goal = bench.optimum * (1 + min(THRESHOLDS))
     best = math.inf
@@ -303,16 +298,9 @@ def run_seed(
             and len(trace) + len(pending) < budget
             and asks < MAX_ASKS_PER_CONFIG * bench.size
         ):
-            if idle >= idle_limit(drawn):
-                if valid is None:
-                    valid = keyed_valid(bench.space, bench.limits)
-                fresh = draw_unseen(valid, known.keys() | pending.keys(), rng)
-                if fresh is None:
-                    exhausted = True
-                    break
-                search.enqueue(fresh)
-                drawn += 1
-                idle = 0
+            if not search.unstick(known, pending):
+                exhausted = True
+                break
             trial, config = search.ask()
             asks += 1
             violation = bench.space.violation(config, bench.limits) if bench.constrained else None
@@ -328,9 +316,9 @@ def run_seed(
                 cached += 1
             else:
                 pending[key] = [trial]
-                idle = 0
+                search.note(new=True)
                 continue
-            idle += 1
+            search.note(new=False)
         if not pending:
             break
         for key, trials in pending.items():
@@ -342,7 +330,7 @@ def run_seed(
             _tell(search, trials, value)
         if best <= bench.optimum or (best <= goal and len(trace) >= min_trials):
             break  # the metrics cannot change any more
-    return SeedRun(trace, asks, rejected, cached, drawn, time.perf_counter() - started)
+    return SeedRun(trace, asks, rejected, cached, search.drawn, time.perf_counter() - started)
 
 
 def warm_configs(path: Path, pool: Sequence[Path]) -> list[dict[str, Any]]:

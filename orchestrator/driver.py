@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from orchestrator.dispatch import Done, Task, WorkerInfo, WorkerPool
 from orchestrator.errors import JobSpecError, JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
 from orchestrator.progress import Reporter, SilentReporter
-from orchestrator.search import SearchStudy, draw_unseen, idle_limit, keyed_valid, study_name
+from orchestrator.search import SearchStudy, study_name
 from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
 from search_spaces.spec import KernelSpec
@@ -171,9 +170,6 @@ class _Study:
     measured: int = 0
     reused: int = 0
     rejected: int = 0
-    idle: int = 0
-    drawn: int = 0
-    valid: list[tuple[str, Config]] | None = None  # every valid config, once a draw needs them
     exhausted: bool = False
     values: dict[str, float | None] = field(default_factory=dict)
     trial_ids: dict[str, int] = field(default_factory=dict)
@@ -437,25 +433,30 @@ class Driver:
         for _ in range(ASKS_PER_STEP):
             if not st.wants():
                 return
-            stalled = st.idle >= idle_limit(st.drawn)
-            if len(st.values) >= plan.valid or (stalled and not self._draw_unmeasured(st)):
+            drawn = st.search.drawn
+            if len(st.values) >= plan.valid or not st.search.unstick(st.values, st.waiting):
                 st.exhausted = True
                 return
+            if drawn == 0 and st.search.drawn:
+                self.reporter.note(
+                    f"{plan.label}: the sampler keeps proposing known or invalid configs; "
+                    "drawing unmeasured ones at random"
+                )
             trial, config = st.search.ask()
             violation = self._space_violation(st, config)
             if violation is not None:
                 st.search.tell_bad(trial, violation)
                 st.rejected += 1
-                st.idle += 1
+                st.search.note(new=False)
                 continue
             key = config_key(config)
             if key in st.waiting:
                 st.waiting[key].append(trial)
-                st.idle += 1
+                st.search.note(new=False)
                 continue
             if key in st.values:
                 self._tell(st, [trial], st.values[key])
-                st.idle += 1
+                st.search.note(new=False)
                 continue
             with self.database.session() as s:
                 prior = repository.find_measured(s, kernel_id, plan.problem_key, st.class_id, key)
@@ -488,38 +489,17 @@ class Driver:
                     st.trial_ids[key] = row_id
                 st.counted += 1
                 st.reused += 1
-                st.idle = 0
+                st.search.note(new=True)
                 self._tell(st, [trial], value)
                 self.reporter.update(plan.label, st.counted, st.best_ms)
                 continue
             st.waiting[key] = [trial]
             st.configs[key] = config
-            st.idle = 0
+            st.search.note(new=True)
             self.pool.submit(
                 plan.class_key, Task(st, self._kernel_name, dict(plan.problem), config)
             )
             return
-
-    def _draw_unmeasured(self, st: _Study) -> bool:
-        """Queue a random valid config this study has not asked yet; False if there is none."""
-        if self._kernel is None:
-            raise JobStateError("the driver has no job loaded")
-        if st.valid is None:
-            st.valid = keyed_valid(self._kernel.space, st.plan.info.limits)
-        drawn = draw_unseen(
-            st.valid, st.values.keys() | st.waiting.keys(), random.Random(f"{st.name}/{st.drawn}")
-        )
-        if drawn is None:
-            return False
-        if st.drawn == 0:
-            self.reporter.note(
-                f"{st.plan.label}: the sampler keeps proposing known or invalid configs; "
-                "drawing unmeasured ones at random"
-            )
-        st.drawn += 1
-        st.idle = 0
-        st.search.enqueue(drawn)
-        return True
 
     def _space_violation(self, st: _Study, config: Config) -> str | None:
         if self._kernel is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import random
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import optuna
@@ -49,6 +49,7 @@ class Encoding:
     """Maps configs of a space (on one vendor) to Optuna params and back."""
 
     def __init__(self, space: Space, limits: DeviceLimits, *, numeric_only: bool) -> None:
+        self.space, self.limits = space, limits
         self.params: tuple[Param, ...] = space.params_for(limits.vendor)
         self._indexed = {p.name: numeric_only or p.kind.ordered for p in self.params}
 
@@ -90,27 +91,6 @@ class Encoding:
 #: before a study draws an unmeasured valid config at random; after its first draw, the shorter.
 IDLE_LIMIT = 100
 IDLE_LIMIT_AFTER_DRAW = 10
-
-
-def idle_limit(drawn: int) -> int:
-    """The idle limit of a study that has drawn ``drawn`` random configs so far."""
-    return IDLE_LIMIT if drawn == 0 else IDLE_LIMIT_AFTER_DRAW
-
-
-def draw_unseen(
-    valid: Sequence[tuple[str, Config]], known: Collection[str], rng: random.Random
-) -> Config | None:
-    """One of the ``valid`` (config key, config) pairs' configs whose key is not in ``known``,
-    drawn with ``rng``; None when every one is known. TPE and GP keep proposing known or invalid
-    configs on sparse spaces (benchmarks/results/search/); this keeps such a study spending its
-    budget."""
-    unseen = [config for key, config in valid if key not in known]
-    return rng.choice(unseen) if unseen else None
-
-
-def keyed_valid(space: Space, limits: DeviceLimits) -> list[tuple[str, Config]]:
-    """Every valid config of ``space`` on ``limits`` with its key, for :func:`draw_unseen`."""
-    return [(config_key(c), c) for c in space.iter_valid(limits)]
 
 
 def startup_trials(budget: int) -> int:
@@ -196,10 +176,17 @@ def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -
 class SearchStudy:
     """Ask/tell over one Optuna study, speaking configs of the space instead of Optuna params."""
 
-    def __init__(self, study: optuna.Study, encoding: Encoding) -> None:
+    def __init__(
+        self, study: optuna.Study, encoding: Encoding, rng: random.Random | None = None
+    ) -> None:
+        """``rng`` draws the configs of :meth:`unstick` (default: seeded by the study's name)."""
         self.study = study
         self.encoding = encoding
         self._distributions = encoding.distributions()
+        self.idle = 0  # asks in a row that brought no config to measure
+        self.drawn = 0  # configs queued by unstick
+        self._rng = rng or random.Random(study.study_name)
+        self._valid: list[tuple[str, Config]] | None = None
 
     @classmethod
     def create(
@@ -240,6 +227,29 @@ class SearchStudy:
         if params is None:
             return False
         self.study.enqueue_trial(params, skip_if_exists=True)
+        return True
+
+    def note(self, *, new: bool) -> None:
+        """Count one ask: ``new`` when it brought a config to measure, else it was idle."""
+        self.idle = 0 if new else self.idle + 1
+
+    def unstick(self, *known: Collection[str]) -> bool:
+        """After ``IDLE_LIMIT`` idle asks in a row (``IDLE_LIMIT_AFTER_DRAW`` once it has drawn),
+        queue a valid config whose key is in none of ``known``, drawn at random; False only when
+        stalled with every valid config known. TPE and GP keep proposing known or invalid configs
+        on sparse spaces (benchmarks/results/search/); this keeps such a study spending its
+        budget."""
+        if self.idle < (IDLE_LIMIT if self.drawn == 0 else IDLE_LIMIT_AFTER_DRAW):
+            return True
+        if self._valid is None:
+            enc = self.encoding
+            self._valid = [(config_key(c), c) for c in enc.space.iter_valid(enc.limits)]
+        unseen = [c for key, c in self._valid if not any(key in k for k in known)]
+        if not unseen:
+            return False
+        self.enqueue(self._rng.choice(unseen))
+        self.drawn += 1
+        self.idle = 0
         return True
 
     def ask(self) -> tuple[Trial, Config]:
