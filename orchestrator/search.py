@@ -15,10 +15,11 @@ a constraint or did not produce a valid time is PRUNED, which TPE counts among t
 (a FAIL would teach it nothing).
 
 Storage: Optuna's in-memory storage. The database's trial rows are the record: a resumed job
-rebuilds each study from them (:meth:`SearchStudy.add_history`). Optuna's RDB storage cost ~30 ms
-of SQL per ask on SQLite and capped a job near 10 trials/s (benchmarks/results/h200/scaling/);
-in memory an ask takes well under a millisecond. Constraint-rejected asks are not rebuilt: asked
-again after a resume, they are rejected again for free.
+rebuilds each study from them (:meth:`SearchStudy.add_history`). With Optuna's RDB storage the
+driver managed 20 trials/s on replayed trials, in memory 404 (benchmarks/results/cpu/
+driver_throughput.txt); on two H200s it had capped a job near 10 trials/s
+(benchmarks/results/h200/scaling/). Constraint-rejected asks are not rebuilt: asked again after a
+resume, they are rejected again for free.
 """
 
 from __future__ import annotations
