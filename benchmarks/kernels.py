@@ -9,7 +9,9 @@ this process, with the workers' timer (events, L2 flushed, warm-up, median of 25
 inputs: the tuned config, the spec's default config and the vendor path — torch.matmul (cuBLAS)
 for matmul; torch's rms_norm and torch.compile of it for rmsnorm. Roofline ceilings are measured in
 the same run: the device copy bandwidth (a 4 GiB device-to-device copy, bytes read + written) and
-the bf16 GEMM rate (torch.matmul at 8192^3). Writes DIR/kernels.json; prints a table per kernel.
+the bf16 GEMM rate (torch.matmul at 8192^3); for rmsnorm also a device copy of the same x into
+out, timed per problem (small problems do not reach the 4 GiB copy's rate). Writes
+DIR/kernels.json; prints a table per kernel.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ SUITES: dict[str, list[str]] = {
     "matmul": [
         f"M={m},N={n},K={k},dtype=bfloat16" for m in (1, 16, 128, 1024, 4096) for n, k in LLAMA3_8B
     ],
-    "rmsnorm": [f"M={m},N={n},dtype=bfloat16" for m in (1, 128, 4096) for n in (2048, 4096, 8192)],
+    "rmsnorm": [
+        f"M={m},N={n},dtype=bfloat16" for m in (1, 128, 4096, 16384) for n in (2048, 4096, 8192)
+    ],
 }
 SMOKE: dict[str, list[str]] = {
     "matmul": ["M=16,N=64,K=64,dtype=float16", "M=32,N=32,K=64,dtype=float16"],
@@ -68,6 +72,15 @@ def rmsnorm_compiled(inputs: dict[str, Any], problem: dict[str, Any]) -> Callabl
     compiled = torch.compile(rms, dynamic=False)
     return lambda: compiled(x, w)
 
+
+def same_size_copy(inputs: dict[str, Any]) -> tuple[Callable[[], Any], float]:
+    """A device copy of x into out (the rows an rmsnorm reads and writes) and its bytes moved."""
+    x, out = inputs["x"], inputs["out"]
+    return (lambda: out.copy_(x)), 2.0 * x.numel() * x.element_size()
+
+
+#: Memory-bound kernels: also timed against a device copy of the same tensors in the same run.
+SAME_SIZE_COPY = {"rmsnorm": same_size_copy}
 
 BASELINES: dict[str, dict[str, Callable[[dict[str, Any], dict[str, Any]], Callable[[], Any]]]] = {
     "matmul": {"torch.matmul (cuBLAS)": matmul_baseline},
@@ -134,6 +147,11 @@ def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]
                 "tuned_speedup": base_ms / tuned_ms,
                 "max_rel_error_vs_tuned": max_rel_error(tuned_out, fn().reshape(tuned_out.shape)),
             }
+        if kernel in SAME_SIZE_COPY:
+            copy, copy_bytes = SAME_SIZE_COPY[kernel](inputs)
+            copy_ms = timed(copy, backend)
+            row["same_size_copy_ms"] = copy_ms
+            row["pct_of_same_size_copy"] = 100 * (nbytes / tuned_ms) / (copy_bytes / copy_ms)
         rows.append(row)
         del inputs, tuned_out
     labels = list(BASELINES[kernel])
@@ -177,6 +195,11 @@ def main() -> None:
         for row in r["rows"]:
             p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k != "dtype")
             base = "  ".join(f"{lab} {b['ms']:.4f}" for lab, b in row["baselines"].items())
+            if "same_size_copy_ms" in row:
+                base += (
+                    f"  copy {row['same_size_copy_ms']:.4f} "
+                    f"({row['pct_of_same_size_copy']:.0f}% of its GB/s)"
+                )
             print(
                 f"  {p:<24} tuned {row['tuned_ms']:.4f} ms {row['tflops']:7.1f} TFLOP/s "
                 f"{row['gbps']:7.0f} GB/s {row['pct_of_roofline']:5.1f}% roof  {base}",

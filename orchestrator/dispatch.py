@@ -129,7 +129,9 @@ class TrialWorker:
             graph=self._options.graph and gpu,
             compile_workers=self._plan.compile_workers if gpu else 0,
         )
-        return TrialRunner(options, fingerprint=fp)
+        runner = TrialRunner(options, fingerprint=fp)
+        runner.start()
+        return runner
 
     def info(self) -> WorkerInfo:
         return self._info

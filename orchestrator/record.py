@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from search_spaces import Config, KernelSpec, Problem
 from workers.device import Fingerprint
@@ -49,3 +52,43 @@ def record_landscape(
     except KeyboardInterrupt:
         return landscape, False
     return landscape, True
+
+
+@dataclass
+class RecordPace:
+    """Where a recording's wall time went: start-up until the first result, then per config.
+
+    ``add`` each measurement as it arrives; ``summary`` is one line for the log.
+    """
+
+    start: float
+    arrivals: list[float] = field(default_factory=list)
+    first_launch_s: list[float] = field(default_factory=list)
+    check_and_time_s: list[float] = field(default_factory=list)
+
+    def add(self, m: Measurement) -> None:
+        self.arrivals.append(time.perf_counter())
+        if m.compile_s is not None:
+            self.first_launch_s.append(m.compile_s)
+        if m.run_s is not None:
+            self.check_and_time_s.append(m.run_s)
+
+    def summary(self) -> str:
+        if not self.arrivals:
+            return "no config finished"
+        first = self.arrivals[0] - self.start
+        text = f"first result after {first:.1f} s"
+        if len(self.arrivals) > 1:
+            gaps = [b - a for a, b in zip(self.arrivals, self.arrivals[1:], strict=False)]
+            text += (
+                f"; then {1e3 * statistics.mean(gaps):.1f} ms per config "
+                f"(median {1e3 * statistics.median(gaps):.1f})"
+            )
+        if self.first_launch_s:
+            text += (
+                f"; in the trial process, median first launch "
+                f"{1e3 * statistics.median(self.first_launch_s):.1f} ms"
+            )
+        if self.check_and_time_s:
+            text += f", check + timing {1e3 * statistics.median(self.check_and_time_s):.1f} ms"
+        return text

@@ -48,6 +48,10 @@ def _init_process(device_index: int | None) -> None:
     JITFunction.run = compile_only
 
 
+def _nothing() -> None:
+    """A task that only makes the pool start a process (its initializer does the work)."""
+
+
 def _nbytes(inputs: Any) -> int:
     return sum(t.numel() * t.element_size() for t in inputs.values() if hasattr(t, "element_size"))
 
@@ -95,6 +99,7 @@ class CompilePool:
         self._lock = threading.Lock()
         self._futures: dict[str, Future[float]] = {}
         self._executor: ProcessPoolExecutor | None = None
+        self._warm = False
 
     def _started(self) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -108,6 +113,17 @@ class CompilePool:
             initializer=_init_process,
             initargs=(self._device_index,),
         )
+
+    def start(self) -> None:
+        """Start all the pool's processes now (each loads torch and a GPU context) rather than
+        one per submit; once until the pool is stopped."""
+        with self._lock:
+            if self._warm:
+                return
+            executor = self._started()
+            for _ in range(self._processes):
+                executor.submit(_nothing)
+            self._warm = True
 
     @staticmethod
     def _key(kernel: str, problem: Problem, config: Config) -> str:
@@ -142,6 +158,7 @@ class CompilePool:
     def _stop(self) -> None:
         """Kill every pool process (one may hang in a compile); the next submit starts afresh."""
         executor, self._executor = self._executor, None
+        self._warm = False
         if executor is not None:
             processes = getattr(executor, "_processes", None) or {}
             for process in list(processes.values()):

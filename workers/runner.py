@@ -142,6 +142,8 @@ class TrialRunner:
         self._ctx = multiprocessing.get_context("spawn")
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._ready = False
+        self._spawned_at = 0.0
         self._specs: dict[str, KernelSpec] = {}
         self._device_lock = threading.Lock()
         self._pool = (
@@ -191,7 +193,9 @@ class TrialRunner:
         return job, self._stamp(Measurement(Outcome.INVALID, error=str(violation)), os.getpid())
 
     def prefetch(self, request: TrialRequest) -> None:
-        """Start compiling ``request`` in the compile pool (no-op without one or when invalid)."""
+        """Start compiling ``request`` in the compile pool (no-op without one or when invalid),
+        and the trial process if none runs."""
+        self.start()
         if self._pool is None:
             return
         job, invalid = self.check(request)
@@ -267,10 +271,20 @@ class TrialRunner:
         m.host = self.host
         return m
 
-    def _ensure_child(self) -> Connection | Measurement:
-        """The live child's pipe, starting a child if needed; INFRA if it cannot start."""
-        if self._proc is not None and self._conn is not None and self._proc.is_alive():
-            return self._conn
+    def start(self) -> None:
+        """Start the compile pool's processes and the trial process now, without waiting for
+        them (they load torch and triton meanwhile); the trial process only when none runs and
+        no trial holds the device."""
+        if self._pool is not None:
+            self._pool.start()
+        if self._device_lock.acquire(blocking=False):
+            try:
+                if self._proc is None:
+                    self._spawn()
+            finally:
+                self._device_lock.release()
+
+    def _spawn(self) -> None:
         self._reap()
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
@@ -283,8 +297,20 @@ class TrialRunner:
         child_conn.close()
         self.spawn_count += 1
         self._proc, self._conn = proc, parent_conn
+        self._ready = False
+        self._spawned_at = time.monotonic()
+
+    def _ensure_child(self) -> Connection | Measurement:
+        """The live child's pipe, starting a child if needed; INFRA if it cannot start."""
+        if self._proc is None or self._conn is None or not self._proc.is_alive():
+            self._spawn()
+        assert self._proc is not None and self._conn is not None
+        proc, parent_conn = self._proc, self._conn
+        if self._ready:
+            return parent_conn
         error: str
-        if not parent_conn.poll(self.options.start_timeout_s):
+        left = self.options.start_timeout_s - (time.monotonic() - self._spawned_at)
+        if not parent_conn.poll(max(left, 0.0)):
             error = f"trial process did not start within {self.options.start_timeout_s:g} s"
         else:
             try:
@@ -292,6 +318,7 @@ class TrialRunner:
             except (EOFError, OSError):
                 msg = None
             if isinstance(msg, Ready):
+                self._ready = True
                 return parent_conn
             error = (
                 f"trial process could not start: {msg.error}"

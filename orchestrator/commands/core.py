@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import statistics
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -262,7 +261,7 @@ def record(
     file per problem."""
     import os
 
-    from orchestrator.record import record_landscape
+    from orchestrator.record import RecordPace, record_landscape
     from workers.landscape import write_landscape
     from workers.runner import RunnerOptions, TrialRunner
 
@@ -287,17 +286,15 @@ def record(
         for problem in parsed:
             name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
             path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
-            compile_s: list[float] = []
+            pace = RecordPace(time.perf_counter())
 
             def show(
-                i: int, n: int, m: Measurement, label: str = name, sink: list[float] = compile_s
+                i: int, n: int, m: Measurement, label: str = name, on: RecordPace = pace
             ) -> None:
-                if m.compile_s is not None:
-                    sink.append(m.compile_s)
+                on.add(m)
                 if i == n or i % 50 == 0:
                     c.print(f"{label}: {i}/{n} configs, last {m.outcome.value}")
 
-            start = time.perf_counter()
             landscape, complete = record_landscape(
                 spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
@@ -305,14 +302,10 @@ def record(
             best = landscape.best()
             c.print(
                 f"wrote {path}: {len(landscape.results)} configs in "
-                f"{time.perf_counter() - start:.1f} s"
+                f"{time.perf_counter() - pace.start:.1f} s"
                 + (f", best {best.time_ms:.4f} ms" if best and best.time_ms else "")
-                + (
-                    f"; first launch in the trial process: median {statistics.median(compile_s):.3f} s"
-                    if compile_s
-                    else ""
-                )
             )
+            c.print(pace.summary(), soft_wrap=True)
             if not complete:
                 c.print("[bold]interrupted[/]: the file holds the configs finished so far")
                 raise typer.Exit(130)

@@ -1,6 +1,7 @@
 # Triton reads kernel parameter annotations itself, so the kernels stay unannotated.
 # mypy: disallow-untyped-defs=False
-"""Triton kernels of the ``matmul`` spec: a grouped-tile GEMM with optional split-K, and its reduction.
+"""Triton kernels of the ``matmul`` spec: a grouped-tile GEMM (pointer loads or TMA descriptors)
+with optional split-K, and its reduction.
 
 Imported only inside ``MatmulSpec.make_launcher`` (it imports triton); its text is the kernel's source
 for the version hash.
@@ -37,17 +38,9 @@ def matmul_kernel(
     Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), SPLIT_K). Program pid_k reduces the K blocks
     pid_k, pid_k + SPLIT_K, ...; with SPLIT_K == 1, ``c_ptr`` is the output (cast to its dtype),
     otherwise an fp32 workspace [SPLIT_K, M, N] that ``splitk_reduce_kernel`` sums.
-    Tiles are visited in groups of GROUP_M tile rows so that neighbouring programs share B in L2.
     """
-    pid = tl.program_id(0)
+    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
 
     # int64 rows: M*K and M*N may exceed 2**31 elements.
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
@@ -68,7 +61,74 @@ def matmul_kernel(
         acc = tl.dot(a, b, acc)
         a_ptrs += step * stride_ak
         b_ptrs += step * stride_bk
+    _store_tile(
+        c_ptr, acc, pid_m, pid_n, pid_k, M, N, stride_cs, stride_cm, stride_cn, BLOCK_M, BLOCK_N
+    )
 
+
+@triton.jit
+def matmul_tma_kernel(
+    a_desc,
+    b_desc,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_cs,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    """``matmul_kernel`` with A and B tiles loaded through TMA tensor descriptors (Hopper+).
+
+    ``a_desc``/``b_desc`` describe A (MxK, block [BLOCK_M, BLOCK_K]) and B (KxN, block
+    [BLOCK_K, BLOCK_N]); the hardware zero-fills tiles past the edges, so no load is masked.
+    """
+    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_k = tl.program_id(1)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(pid_k * BLOCK_K, K, SPLIT_K * BLOCK_K):
+        a = a_desc.load([off_m, k0])
+        b = b_desc.load([k0, off_n])
+        if DOT_IN_FP32:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+    _store_tile(
+        c_ptr, acc, pid_m, pid_n, pid_k, M, N, stride_cs, stride_cm, stride_cn, BLOCK_M, BLOCK_N
+    )
+
+
+@triton.jit
+def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(tile row, tile column) of this program, visiting tiles in groups of GROUP_M tile rows so
+    that neighbouring programs share B in L2."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _store_tile(
+    c_ptr, acc, pid_m, pid_n, pid_k, M, N, stride_cs, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Store the fp32 tile ``acc`` at (pid_m, pid_n) of slice ``pid_k``, cast to C's dtype."""
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + pid_k * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)

@@ -42,7 +42,11 @@ MAX_K_IN_FLIGHT = 256
 #: Largest tile edge ratio; thinner tiles reload one operand for little reuse.
 MAX_ASPECT = 4
 #: Split-K serves small M, where a BLOCK_M above this only computes padding rows.
-SPLIT_K_MAX_BLOCK_M = 32
+SPLIT_K_MAX_BLOCK_M = 128
+#: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
+TMA_MIN_SM = 90
+#: Where the TMA parameter exists (the interpreter stands in for sm_90, see device_table).
+TMA_VENDORS = frozenset({Vendor.NVIDIA, Vendor.CPU})
 #: Block size of the split-K reduction kernel (fixed: it is not tuned).
 REDUCE_BLOCK = 1024
 
@@ -52,6 +56,12 @@ def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
         c, "BLOCK_N"
     )
     return tile * 2 * int_param(c, "num_stages")
+
+
+def _sm(lim: DeviceLimits) -> int:
+    """The compute capability of an NVIDIA arch such as ``sm_90`` as 90 (0 if not of that form)."""
+    digits = lim.arch.removeprefix("sm_").rstrip("a")
+    return int(digits) if digits.isdigit() else 0
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
@@ -68,6 +78,14 @@ SPACE = Space(
         Param("SPLIT_K", (1, 2, 4, 8), ParamKind.POW2, doc="programs sharing one tile's K"),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
+        Param(
+            "TMA",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=TMA_VENDORS,
+            doc="load A and B tiles through TMA descriptors (sm_90+; rows of A and B must be "
+            "16-byte aligned, else the pointer loads run)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -122,6 +140,12 @@ SPACE = Space(
                 <= min(int_param(c, "BLOCK_M"), int_param(c, "BLOCK_N"))
             ),
         ),
+        Constraint(
+            "tma-arch",
+            f"TMA only on sm_{TMA_MIN_SM}+ (Hopper and later) and in the interpreter",
+            ("TMA",),
+            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or _sm(lim) >= TMA_MIN_SM,
+        ),
         warps_rule(),
         amd_stages_rule(),
     ),
@@ -158,7 +182,8 @@ class MatmulSpec(KernelSpec):
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._matmul_kernels",)
 
     def default_config(self, vendor: Vendor) -> Config:
-        return with_vendor_defaults(dict(DEFAULT), vendor)
+        base: Config = {**DEFAULT, "TMA": False} if vendor in TMA_VENDORS else dict(DEFAULT)
+        return with_vendor_defaults(base, vendor)
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
@@ -189,7 +214,11 @@ class MatmulSpec(KernelSpec):
         import torch
         import triton
 
-        from search_spaces.kernels._matmul_kernels import matmul_kernel, splitk_reduce_kernel
+        from search_spaces.kernels._matmul_kernels import (
+            matmul_kernel,
+            matmul_tma_kernel,
+            splitk_reduce_kernel,
+        )
 
         a, b, out = inputs["a"], inputs["b"], inputs["out"]
         m, k = a.shape
@@ -197,20 +226,32 @@ class MatmulSpec(KernelSpec):
         if not out.is_contiguous() or tuple(out.shape) != (m, n):
             raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
         meta, options = split_launch_options(config)
+        tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b)
         split_k = int(config["SPLIT_K"])
         tiles = triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, int(config["BLOCK_N"]))
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
         dot_in_fp32 = a.device.type == "cpu" and a.dtype == torch.bfloat16
         kernel_args: dict[str, Any] = {**meta, **options, "DOT_IN_FP32": dot_in_fp32}
 
-        operands = (a, b)
-        sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+        kernel: Any = matmul_tma_kernel if tma else matmul_kernel
+        if tma:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            bm, bn, bk = (int(config[p]) for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+            operands: tuple[Any, ...] = (
+                TensorDescriptor.from_tensor(a, [bm, bk]),
+                TensorDescriptor.from_tensor(b, [bk, bn]),
+            )
+            sizes_and_strides: tuple[int, ...] = (m, n, k)
+        else:
+            operands = (a, b)
+            sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
 
         if split_k == 1:
             direct_args = (*operands, out, *sizes_and_strides, 0, out.stride(0), out.stride(1))
 
             def launch_direct() -> None:
-                matmul_kernel[(tiles, 1)](*direct_args, **kernel_args)
+                kernel[(tiles, 1)](*direct_args, **kernel_args)
 
             return launch_direct
 
@@ -219,7 +260,7 @@ class MatmulSpec(KernelSpec):
         reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
 
         def launch_split() -> None:
-            matmul_kernel[(tiles, split_k)](*split_args, **kernel_args)
+            kernel[(tiles, split_k)](*split_args, **kernel_args)
             splitk_reduce_kernel[reduce_grid](
                 workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
             )
@@ -232,6 +273,14 @@ class MatmulSpec(KernelSpec):
         a, b = inputs["a"], inputs["b"]
         wide = torch.float64 if a.device.type == "cpu" else torch.float32
         return a.to(wide) @ b.to(wide)
+
+
+def _tma_ready(a: Any, b: Any) -> bool:
+    """Whether A and B meet TMA's layout rules: unit last stride, 16-byte aligned rows and base."""
+    return all(
+        t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+        for t in (a, b)
+    )
 
 
 SPEC = MatmulSpec()

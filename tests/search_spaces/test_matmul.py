@@ -9,8 +9,17 @@ from search_spaces.kernels.matmul import SPEC
 from tests.search_spaces.kernel_check import checked_launch
 
 
-def cfg(bm: int, bn: int, bk: int = 32, group: int = 1, split: int = 1, warps: int = 2) -> Config:
+def cfg(
+    bm: int,
+    bn: int,
+    bk: int = 32,
+    group: int = 1,
+    split: int = 1,
+    warps: int = 2,
+    tma: bool = False,
+) -> Config:
     return {
+        "TMA": tma,
         "BLOCK_M": bm,
         "BLOCK_N": bn,
         "BLOCK_K": bk,
@@ -30,6 +39,12 @@ CASES: list[tuple[Problem, Config]] = [
     ({"M": 50, "N": 40, "K": 40, "dtype": "bfloat16"}, cfg(16, 32, group=4)),
     ({"M": 33, "N": 47, "K": 130, "dtype": "float32"}, cfg(32, 32, group=8, warps=4)),
     ({"M": 20, "N": 24, "K": 100, "dtype": "float32"}, cfg(32, 16, bk=64, split=8)),
+    # TMA: tiles past the edges of A and B come back zero-filled, no load is masked.
+    ({"M": 33, "N": 48, "K": 80, "dtype": "float16"}, cfg(32, 32, group=4, tma=True)),
+    ({"M": 1, "N": 64, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4, tma=True)),
+    ({"M": 128, "N": 64, "K": 96, "dtype": "float32"}, cfg(64, 32, split=2, tma=True)),
+    # Rows of B (N=20 float16: 40 bytes) break TMA's 16-byte alignment: the pointer loads run.
+    ({"M": 16, "N": 20, "K": 32, "dtype": "float16"}, cfg(16, 32, tma=True)),
 ]
 
 
@@ -38,6 +53,7 @@ CASES: list[tuple[Problem, Config]] = [
     CASES,
     ids=[
         f"{p['M']}x{p['N']}x{p['K']}-{p['dtype']}-bm{c['BLOCK_M']}-split{c['SPLIT_K']}"
+        + ("-tma" if c.get("TMA") else "")
         for p, c in CASES
     ],
 )
@@ -80,3 +96,14 @@ def test_rejects_a_non_contiguous_out() -> None:
     inputs["out"] = inputs["out"].t()
     with pytest.raises(SpecError, match="contiguous 16x16"):
         SPEC.make_launcher(inputs, cfg(16, 32))
+
+
+def test_tma_is_a_hopper_parameter(h200_limits: DeviceLimits) -> None:
+    from workers.device_table import lookup
+
+    a100, mi300x = lookup("A100").limits, lookup("MI300X").limits
+    tma = {**SPEC.default_for(h200_limits), "TMA": True}
+    assert SPEC.space.violation(tma, h200_limits) is None
+    violation = SPEC.space.violation(tma, a100)
+    assert violation is not None and violation.rule == "tma-arch"
+    assert "TMA" not in SPEC.default_for(mi300x)

@@ -163,3 +163,22 @@ class OutOfResourcesSpec(_TorchSpec):
         from triton.runtime.errors import OutOfResources
 
         raise OutOfResources(262144, 232448, "shared memory")
+
+
+class InputWriterSpec(_TorchSpec):
+    """out = 2 * x; with WRITE=1 the kernel then also overwrites its input x."""
+
+    space: ClassVar[Space] = Space((Param("WRITE", (0, 1), ParamKind.INT),))
+
+    def default_config(self, vendor: Vendor) -> Config:
+        return {"WRITE": 0}
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        x, out = inputs["x"], inputs["out"]
+
+        def launch() -> None:
+            out.copy_(x * 2)
+            if config["WRITE"]:
+                x.fill_(7.0)
+
+        return launch
