@@ -15,6 +15,8 @@ Each contender runs as its own process with its own empty TRITON_CACHE_DIR:
              and the seconds from its start to its first trial within 2% of the pipeline best
 Then, in this process on fresh inputs, each winner is timed in interleaved rounds (events, L2
 flushed, median of 25 per round) so the winners are compared within one run.
+--search-only PREV runs the search job alone and takes the pipeline's and autotune's figures from
+the earlier run in PREV (their winners are timed again with the search's, in this process).
 Writes DIR/tuning_time.json and the children's logs; prints a table. Dry run without a GPU:
 TRITON_INTERPRET=1 with a tiny --problem (the autotune side then times on the wall clock).
 """
@@ -150,6 +152,15 @@ def compare_winners(problem_text: str, winners: dict[str, dict[str, Any]]) -> di
     return {name: statistics.median(ms) for name, ms in rounds.items()}
 
 
+def contenders_from(prev: Path) -> tuple[dict[str, Any], Path]:
+    """The report and pipeline landscape of an earlier run in ``prev`` (for --search-only)."""
+    report = prev / "tuning_time.json"
+    land = prev / "pipeline_landscape.json.gz"
+    if not report.exists() or not land.exists():
+        raise SystemExit(f"--search-only {prev}: needs tuning_time.json and {land.name} there")
+    return json.loads(report.read_text()), land
+
+
 def main() -> None:
     from search_spaces import get_spec
     from workers.landscape import read_landscape
@@ -160,6 +171,12 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=None, help="draw N (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--search-trials", type=int, default=48)
+    parser.add_argument(
+        "--search-only",
+        type=Path,
+        help="run only the search job; the pipeline's and autotune's results come from this "
+        "earlier run's folder (its winners are timed again here)",
+    )
     parser.add_argument("--autotune-child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.autotune_child:
@@ -168,76 +185,91 @@ def main() -> None:
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     spec = get_spec("matmul")
-    configs = draw_configs(args.configs, args.seed)
-    (out / "configs.txt").write_text("".join(config_line(c) + "\n" for c in configs))
-    (out / "configs.jsonl").write_text("".join(json.dumps(c) + "\n" for c in configs))
-    drawn = "all" if args.configs is None else f"drawn with seed {args.seed}"
-    print(f"{len(configs)} configs (SPLIT_K=1, {drawn}) for matmul {args.problem}")
-
     py = sys.executable
-    land = out / "pipeline_landscape.json.gz"
-    pipeline_cmd = [py, "-m", "orchestrator", "record", "matmul", "-p", args.problem,
-                    "--configs", str(out / "configs.txt"), "--out", str(land)]  # fmt: skip
-    pipeline_s = run_child(pipeline_cmd, out / "cache_pipeline", out / "pipeline.log")
-    print(f"pipeline: {pipeline_s:.1f} s; {pace_line(out / 'pipeline.log')}", flush=True)
+    commands: dict[str, list[str]] = {}
+    wall: dict[str, float] = {}
+    if args.search_only:
+        earlier, land = contenders_from(args.search_only)
+        args.problem, configs_n = earlier["problem"], earlier["configs"]
+        commands.update({k: v for k, v in earlier["commands"].items() if k != "search"})
+        wall.update({k: v for k, v in earlier["wall_s"].items() if k != "search"})
+        autotune_winner = earlier["winners"]["autotune"]
+        autotune_first_call_s = earlier["autotune_first_call_s"]
+        print(f"pipeline and autotune from {args.search_only}: {wall}")
+    else:
+        configs = draw_configs(args.configs, args.seed)
+        configs_n = len(configs)
+        (out / "configs.txt").write_text("".join(config_line(c) + "\n" for c in configs))
+        (out / "configs.jsonl").write_text("".join(json.dumps(c) + "\n" for c in configs))
+        drawn = "all" if args.configs is None else f"drawn with seed {args.seed}"
+        print(f"{configs_n} configs (SPLIT_K=1, TMA off, {drawn}) for matmul {args.problem}")
 
-    at_out = out / "autotune.json"
-    autotune_cmd = [py, __file__, "--out-dir", str(out), "--problem", args.problem,
-                    "--autotune-child", str(out / "configs.jsonl"), str(at_out)]  # fmt: skip
-    autotune_s = run_child(autotune_cmd, out / "cache_autotune", out / "autotune.log")
-    autotune = json.loads(at_out.read_text())
-    print(f"autotune: {autotune_s:.1f} s ({autotune['tuning_s']:.1f} s in its first call)")
+        land = out / "pipeline_landscape.json.gz"
+        commands["pipeline"] = [py, "-m", "orchestrator", "record", "matmul", "-p", args.problem,
+                                "--configs", str(out / "configs.txt"), "--out", str(land)]  # fmt: skip
+        wall["pipeline"] = run_child(
+            commands["pipeline"], out / "cache_pipeline", out / "pipeline.log"
+        )
+        print(f"pipeline: {wall['pipeline']:.1f} s; {pace_line(out / 'pipeline.log')}", flush=True)
+
+        at_out = out / "autotune.json"
+        commands["autotune"] = [py, __file__, "--out-dir", str(out), "--problem", args.problem,
+                                "--autotune-child", str(out / "configs.jsonl"), str(at_out)]  # fmt: skip
+        wall["autotune"] = run_child(
+            commands["autotune"], out / "cache_autotune", out / "autotune.log"
+        )
+        autotune = json.loads(at_out.read_text())
+        autotune_first_call_s = autotune["tuning_s"]
+        autotune_winner = {**spec.default_for(local_target()[0]), **autotune["winner"]}
+        print(
+            f"autotune: {wall['autotune']:.1f} s ({autotune_first_call_s:.1f} s in its first call)"
+        )
 
     db_url = f"sqlite:///{out / 'search.db'}"
-    search_cmd = [py, "-m", "orchestrator", "tune", "matmul", "-p", args.problem, "--trials",
-                  str(args.search_trials), "--json", "--db", db_url]  # fmt: skip
+    commands["search"] = [py, "-m", "orchestrator", "tune", "matmul", "-p", args.problem, "--trials",
+                          str(args.search_trials), "--json", "--db", db_url]  # fmt: skip
     search_started = time.time()
-    search_s = run_child(search_cmd, out / "cache_search", out / "search.log")
+    wall["search"] = run_child(commands["search"], out / "cache_search", out / "search.log")
     search_winner = json.loads((out / "search.log").read_text())["studies"][0]["best"]["config"]
-    print(f"search ({args.search_trials} trials): {search_s:.1f} s", flush=True)
+    print(f"search ({args.search_trials} trials): {wall['search']:.1f} s", flush=True)
 
     landscape = read_landscape(land)
     best = landscape.best()
     if best is None:
         raise SystemExit("the pipeline found no ok config")
-    winners = {
-        "pipeline": best.config,
-        "autotune": {**spec.default_for(local_target()[0]), **autotune["winner"]},
-        "search": search_winner,
-    }
+    winners = {"pipeline": best.config, "autotune": autotune_winner, "search": search_winner}
     ms = compare_winners(args.problem, winners)
     to_2pct = seconds_to_within(db_url, search_started, best.time_ms or 0.0, 0.02)
     report = {
         "problem": args.problem,
-        "configs": len(configs),
-        "commands": {"pipeline": pipeline_cmd, "autotune": autotune_cmd, "search": search_cmd},
-        "wall_s": {"pipeline": pipeline_s, "autotune": autotune_s, "search": search_s},
-        "autotune_first_call_s": autotune["tuning_s"],
+        "configs": configs_n,
+        "search_only_from": str(args.search_only) if args.search_only else None,
+        "commands": commands,
+        "wall_s": wall,
+        "autotune_first_call_s": autotune_first_call_s,
         "winners": winners,
         "winner_ms": ms,
         "pipeline_ok": sum(r.outcome.value == "ok" for r in landscape.results),
-        "speedup_pipeline_vs_autotune": autotune_s / pipeline_s,
-        "speedup_search_vs_autotune": autotune_s / search_s,
+        "speedup_pipeline_vs_autotune": wall["autotune"] / wall["pipeline"],
+        "speedup_search_vs_autotune": wall["autotune"] / wall["search"],
         "search_s_to_within_2pct_of_pipeline_best": to_2pct,
-        "speedup_to_2pct_vs_autotune": None if to_2pct is None else autotune_s / to_2pct,
+        "speedup_to_2pct_vs_autotune": None if to_2pct is None else wall["autotune"] / to_2pct,
     }
     (out / "tuning_time.json").write_text(json.dumps(report, indent=1))
     print(f"{'contender':<10} {'wall s':>8} {'winner ms':>10} {'vs autotune winner':>19}")
     for name in ("autotune", "pipeline", "search"):
-        print(
-            f"{name:<10} {report['wall_s'][name]:8.1f} {ms[name]:10.4f} "
-            f"{ms['autotune'] / ms[name]:18.3f}x"
-        )
+        print(f"{name:<10} {wall[name]:8.1f} {ms[name]:10.4f} {ms['autotune'] / ms[name]:18.3f}x")
     print(
         f"pipeline {report['speedup_pipeline_vs_autotune']:.1f}x faster than triton.autotune over "
-        f"the same {len(configs)} configs; search job {report['speedup_search_vs_autotune']:.1f}x"
+        f"the same {configs_n} configs; search job {report['speedup_search_vs_autotune']:.1f}x"
     )
     if to_2pct is None:
         print(f"search: no trial within 2% of the pipeline's best in {args.search_trials} trials")
     else:
         print(
             f"search: first trial within 2% of the pipeline's best after {to_2pct:.1f} s "
-            f"(from the process start) = {autotune_s / to_2pct:.1f}x faster than triton.autotune"
+            f"(from the process start) = {wall['autotune'] / to_2pct:.1f}x faster than "
+            "triton.autotune"
         )
 
 

@@ -53,11 +53,16 @@ class WorkerPlan:
     compile_workers: int = 0
 
 
+#: Calls queued per actor without a compile pool (replay, interpreter): one runs, one waits.
+DEFAULT_IN_FLIGHT = 2
+
+
 @dataclass(frozen=True)
 class PoolOptions:
-    """Pool settings: calls queued per actor, crashes in a row before retirement, runner knobs."""
+    """Pool settings: calls queued per actor (None: see ``slots``), crashes in a row before
+    retirement, runner knobs."""
 
-    in_flight: int = 2
+    in_flight: int | None = None
     max_crashes: int = 3
     interpreter_workers: int = 1
     graph: bool = False
@@ -65,6 +70,13 @@ class PoolOptions:
     replay_seed: int = 0
     replay_delay_s: float = 0.0
     start_timeout_s: float = 300.0
+
+    def slots(self, plan: WorkerPlan) -> int:
+        """Calls queued on one actor: ``in_flight`` if set, else one per compile process plus
+        the one on the device (so the pool never waits for the driver), else DEFAULT_IN_FLIGHT."""
+        if self.in_flight is not None:
+            return self.in_flight
+        return plan.compile_workers + 1 if plan.compile_workers else DEFAULT_IN_FLIGHT
 
 
 @dataclass(frozen=True)
@@ -199,6 +211,7 @@ class Done:
 class _Handle:
     actor: Any
     info: WorkerInfo
+    slots: int
     in_flight: dict[Any, Task] = field(default_factory=dict)
     crashes: int = 0
     retired: bool = False
@@ -282,7 +295,7 @@ class WorkerPool:
                 "resources": dict(plan.resources),
                 "max_restarts": 0,
                 # GPU runners are thread-safe: calls in flight compile ahead in the compile pool.
-                "max_concurrency": self.options.in_flight if plan.compile_workers else 1,
+                "max_concurrency": self.options.slots(plan) if plan.compile_workers else 1,
             }
             if plan.node_id is not None:
                 opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
@@ -305,7 +318,10 @@ class WorkerPool:
             raise OrchestratorError(
                 f"a worker failed to start: {str(cause).splitlines()[-1]}"
             ) from None
-        self._handles = [_Handle(a, i) for a, i in zip(actors, infos, strict=True)]
+        self._handles = [
+            _Handle(a, i, self.options.slots(plan))
+            for a, i, plan in zip(actors, infos, plans, strict=True)
+        ]
         self._by_ref: dict[Any, _Handle] = {}
 
     # ----- what the pool has
@@ -334,7 +350,7 @@ class WorkerPool:
 
     def free_slots(self, class_key: str) -> int:
         return sum(
-            max(0, self.options.in_flight - len(h.in_flight))
+            max(0, h.slots - len(h.in_flight))
             for h in self._handles
             if h.info.class_key == class_key and not h.dead and not h.retired
         )

@@ -128,7 +128,8 @@ class JobSpec:
 
     ``device_classes`` is a tuple of class keys (as the user wrote them) or ``("all",)``: every
     class the cluster has. ``devices`` says where workers come from. ``in_flight`` is the number
-    of trials queued per worker so its device never idles while the driver thinks.
+    of trials queued per worker so its device never idles while the driver thinks (None: one per
+    compile process plus one on GPU workers, 2 elsewhere).
     """
 
     kernel: str
@@ -142,7 +143,7 @@ class JobSpec:
     objective: Objective = Objective.KERNEL
     team: str | None = None
     top_k: int = 3
-    in_flight: int = 2
+    in_flight: int | None = None
 
     @property
     def all_classes(self) -> bool:
@@ -231,7 +232,7 @@ class JobSpec:
             objective=objective,
             team=team,
             top_k=_int(data, "top_k", 3, 1) or 3,
-            in_flight=_int(data, "in_flight", 2, 1) or 2,
+            in_flight=_int(data, "in_flight", None, 1),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -113,7 +113,8 @@ def tune(
     in_flight: Annotated[
         int | None,
         typer.Option(
-            "--in-flight", help="Trials queued per worker (2); raise it for --sampler grid."
+            "--in-flight",
+            help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
         ),
     ] = None,
     json_out: JsonOption = False,

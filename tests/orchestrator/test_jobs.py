@@ -16,7 +16,7 @@ def test_defaults_and_round_trip() -> None:
     spec = JobSpec.from_mapping(GOOD)
     assert spec.problems == ({"M": 64, "N": 64, "K": 64, "dtype": "float16"},)
     assert spec.device_classes == (ALL_CLASSES,) and spec.all_classes
-    assert (spec.sampler, spec.trials, spec.top_k, spec.in_flight) == (Sampler.LOCAL, 30, 3, 2)
+    assert (spec.sampler, spec.trials, spec.top_k, spec.in_flight) == (Sampler.LOCAL, 30, 3, None)
     assert JobSpec.from_mapping(spec.to_dict()) == spec
 
 
@@ -102,3 +102,13 @@ def test_device_source_parse(tmp_path: Path) -> None:
     assert DeviceSource.parse(str(replay)) == replay
     with pytest.raises(JobSpecError, match="needs a landscape file"):
         DeviceSource.parse("replay:")
+
+
+def test_in_flight_defaults_to_one_per_compile_process_plus_one() -> None:
+    from orchestrator.dispatch import PoolOptions, WorkerPlan, compile_workers_for
+
+    gpu = WorkerPlan("auto", num_gpus=1.0, compile_workers=compile_workers_for(16, 1))
+    replay = WorkerPlan("replay", replay_paths=("l.json",))
+    assert PoolOptions().slots(gpu) == 16  # 15 compiling ahead, one on the GPU
+    assert PoolOptions().slots(replay) == 2
+    assert PoolOptions(in_flight=5).slots(gpu) == PoolOptions(in_flight=5).slots(replay) == 5
