@@ -21,10 +21,14 @@ with the spec's default config and the best configs of the ``WARM_NEIGHBOURS`` n
 out the landscape's own problem. Seeded configs are measured first and count as trials.
 
 The space: for a shipped kernel whose spec version matches the file and a device in the device
-table, the spec's space on that device (what ``tunefleet tune`` searches); otherwise (or with
+table, the spec's space on that device (what ``tunefleet tune`` searches). A file recorded under
+another spec version whose configs are all valid under the shipped spec (a parameter the file
+predates taken at the spec default's value, and left out of the search) searches the spec's space
+cut to the file's configs (``spec, file's configs``): a config the file lacks is rejected for free
+like a constraint breaker, so the file replays as the space it was recorded in. Otherwise (or with
 ``--space observed``) the configs seen in the file: each parameter's observed values, ordered if all
 are ints, else categorical, no constraints, so an absent combination costs a trial. The space size
-N is the number of valid configs (spec) or of configs in the file (observed).
+N is the number of valid configs (spec) or of configs in the file (cut spec, observed).
 
 Metrics over seeds (median, p90): trials until the best found is within 2% / 5% of the landscape's
 optimum (a seed that does not get there within ``horizon * N`` trials, or whose study ends first,
@@ -68,7 +72,17 @@ from orchestrator.search import (
     startup_trials,
 )
 from search_spaces.registry import get_spec
-from search_spaces.space import DeviceLimits, Param, ParamKind, Space, Vendor, config_key
+from search_spaces.space import (
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    config_key,
+)
+from search_spaces.spec import KernelSpec
 from workers.device_table import find
 from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
 from workers.measurement import Outcome
@@ -91,6 +105,14 @@ class Bench:
     constrained: bool  # spec space: constraint-breaking configs are rejected before a trial
     size: int
     optimum: float
+    in_file: bool = False  # spec space restricted to the file's configs (older spec version)
+
+    @property
+    def kind(self) -> str:
+        """The space's label: "spec", "spec, file's configs" or "observed"."""
+        if not self.constrained:
+            return "observed"
+        return "spec, file's configs" if self.in_file else "spec"
 
 
 def _observed_space(landscape: Landscape) -> Space:
@@ -104,18 +126,63 @@ def _observed_space(landscape: Landscape) -> Space:
     return Space(tuple(params))
 
 
-def _spec_space(landscape: Landscape) -> tuple[Space, DeviceLimits] | None:
-    """The shipped spec's space and the device's limits, if both apply to this file."""
+def _pin(constraint: Constraint, pinned: Mapping[str, Value]) -> Constraint:
+    """``constraint`` over the parameters not in ``pinned``, which it reads at their fixed value."""
+    if not set(constraint.uses) & set(pinned):
+        return constraint
+    check = constraint.check
+    return Constraint(
+        constraint.name,
+        constraint.text,
+        tuple(u for u in constraint.uses if u not in pinned),
+        lambda c, lim: check({**pinned, **c}, lim),
+    )
+
+
+def _as_recorded(spec: KernelSpec, limits: DeviceLimits, landscape: Landscape) -> Space | None:
+    """The spec's space as a file of another spec version was recorded in it, or None when a
+    config of the file, completed with the spec default's value of every parameter the file
+    lacks, is not valid under the spec: those parameters are fixed at the default (left out of
+    the search) and one more rule keeps exactly the file's configs."""
+    present = spec.space.params_for(limits.vendor)
+    default = spec.default_for(limits)
+    pinned = {
+        p.name: default[p.name]
+        for p in present
+        if all(p.name not in r.config for r in landscape.results)
+    }
+    if any(spec.space.violation({**pinned, **r.config}, limits) for r in landscape.results):
+        return None
+    keys = frozenset(config_key(r.config) for r in landscape.results)
+    rule = Constraint(
+        "in-landscape",
+        "config recorded in the landscape (recorded under an older spec version)",
+        tuple(p.name for p in present if p.name not in pinned),
+        lambda c, _lim: config_key(c) in keys,
+    )
+    return Space(
+        tuple(p for p in spec.space.params if p.name not in pinned),
+        (*(_pin(c, pinned) for c in spec.space.constraints), rule),
+    )
+
+
+def _spec_space(landscape: Landscape) -> tuple[Space, DeviceLimits, bool] | None:
+    """The shipped spec's space and the device's limits, if both apply to this file, and whether
+    the space is cut to the file's configs (:func:`_as_recorded`: the file has another spec
+    version)."""
     try:
         spec = get_spec(landscape.kernel)
     except Exception:  # not a shipped kernel (or its spec does not import): observed space
         return None
     known = find(landscape.device_name)
-    if known is None or spec.version_hash() != landscape.kernel_version:
+    if known is None:
         return None
+    if spec.version_hash() != landscape.kernel_version:
+        space = _as_recorded(spec, known.limits, landscape)
+        return None if space is None else (space, known.limits, True)
     if any(spec.space.violation(r.config, known.limits) for r in landscape.results):
         return None
-    return spec.space, known.limits
+    return spec.space, known.limits, False
 
 
 def load_bench(path: str | Path, observed: bool = False) -> Bench:
@@ -134,8 +201,8 @@ def load_bench(path: str | Path, observed: bool = False) -> Bench:
         limits = DeviceLimits(Vendor.NVIDIA, landscape.device_name, "unknown", 0, 0, 32, 0)
         size = len(times)
     else:
-        space, limits = spec
-        size = space.count(limits)
+        space, limits, in_file = spec
+        size = len(times) if in_file else space.count(limits)
     name = Path(path).name.removesuffix(".gz").removesuffix(".json")
     return Bench(
         name=name,
@@ -146,6 +213,7 @@ def load_bench(path: str | Path, observed: bool = False) -> Bench:
         constrained=spec is not None,
         size=size,
         optimum=min(ok),
+        in_file=spec is not None and spec[2],
     )
 
 
@@ -349,7 +417,9 @@ def warm_configs(path: Path, pool: Sequence[Path]) -> list[dict[str, Any]]:
     configs = [dict(c) for d, c in near[:WARM_NEIGHBOURS] if math.isfinite(d)]
     known = _spec_space(target)
     if known is not None:
-        configs.insert(0, get_spec(target.kernel).default_for(known[1]))
+        space, limits, _ = known
+        default = get_spec(target.kernel).default_for(limits)
+        configs.insert(0, {p.name: default[p.name] for p in space.params_for(limits.vendor)})
     return list({config_key(c): c for c in configs}.values())
 
 
@@ -393,7 +463,7 @@ def summarize(
         "real": not bench.synthetic,
         "sampler": sampler,
         "space": bench.size,
-        "space_kind": "spec" if bench.constrained else "observed",
+        "space_kind": bench.kind,
         "seeds": len(runs),
         "horizon_trials": math.ceil(horizon * bench.size),
     }

@@ -6,7 +6,7 @@
 #     bf16, against the pipeline/autotune run of h200_tuning_time_full.sh (its folder in the repo);
 #  2. a TMA sanity check: one config with TMA off and on, 4096^3 bf16 (`tunefleet trial`);
 #  3. issue 4 item 5: benchmarks/kernels.py: one `tunefleet tune` job per kernel over its suite
-#     (120 trials per problem, in_flight 12), winners = the fastest of the job's and the
+#     (100 trials per problem, in_flight 12), winners = the fastest of the job's and the
 #     recorded landscapes' (older matmul space, exhaustive), then each winner against cuBLAS /
 #     torch rms_norm / torch.compile / a same-size copy.
 # Everything lands in $OUT/results.tgz (the device returns at most 8 files).
@@ -24,7 +24,7 @@ for tma in False True; do
   echo "trial TMA=$tma rc=$?"; grep -E "outcome|median" "$R/trial_tma_$tma.txt"
 done
 timeout 380 python3 benchmarks/kernels.py --out-dir "$R/kernels" --kernels matmul rmsnorm \
-  --trials 120 --in-flight 12 --best-landscape benchmarks/landscapes/h200 \
+  --trials 100 --in-flight 12 --best-landscape benchmarks/landscapes/h200 \
   > "$R/kernels/log.txt" 2>&1
 echo "kernels rc=$?"
 tar czf "$OUT/results.tgz" -C "$R" .

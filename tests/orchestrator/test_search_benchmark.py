@@ -5,19 +5,29 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import random
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler
+from optuna.distributions import BaseDistribution, IntDistribution
+from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
-from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Space, Vendor
-from workers.landscape import Landscape, LandscapeResult, write_landscape
+from search_spaces.registry import get_spec
+from search_spaces.space import (
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Vendor,
+    config_key,
+)
+from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
 from workers.measurement import Outcome
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "search.py"
@@ -165,3 +175,113 @@ def test_warm_rows_are_held_to_the_warm_target() -> None:
     assert bench_mod.meets_target(
         {**row, "sampler": "local+warm", "trials_to_2pct": {"median": 20, "p90": 999}}
     )
+
+
+H200_4096 = _PATH.parent / "landscapes" / "h200" / "matmul_M4096_N4096_K4096_bfloat16.json.gz"
+
+
+def _matmul_landscape(path: Path, version: str) -> Path:
+    """The recorded 4096^3 H200 landscape, relabelled with kernel version ``version``."""
+    recorded = read_landscape(H200_4096)
+    return write_landscape(
+        path,
+        Landscape(recorded.kernel, version, recorded.problem, recorded.device, recorded.results),
+    )
+
+
+def test_an_older_spec_versions_landscape_searches_the_spec_space_cut_to_its_configs(
+    tmp_path: Path,
+) -> None:
+    spec = get_spec("matmul")
+    limits = bench_mod.find("NVIDIA H200").limits
+    old = bench_mod.load_bench(_matmul_landscape(tmp_path / "old.json.gz", "older"))
+    assert (old.size, old.kind, old.constrained) == (1176, "spec, file's configs", True)
+    assert old.space.count(limits) == 1176 < spec.space.count(limits)
+    assert all(old.space.violation(json.loads(key), limits) is None for key in old.times)
+    # A config of the spec's space that the file lacks is rejected for free, never a trial.
+    names = [p.name for p in old.space.params_for(limits.vendor)]
+    cut = ({n: c[n] for n in names} for c in spec.space.iter_valid(limits))
+    absent = next(c for c in cut if config_key(c) not in old.times)
+    assert old.space.violation(absent, limits) is not None
+    assert bench_mod.warm_configs(H200_4096, [])[0] == {
+        n: spec.default_for(limits)[n] for n in names
+    }
+
+
+def test_a_landscape_of_the_shipped_spec_version_searches_the_whole_spec_space(
+    tmp_path: Path,
+) -> None:
+    spec = get_spec("matmul")
+    limits = bench_mod.find("NVIDIA H200").limits
+    recorded = read_landscape(H200_4096)
+    results = [
+        LandscapeResult({**spec.default_for(limits), **r.config}, r.outcome, r.time_ms)
+        for r in recorded.results
+    ]
+    path = write_landscape(
+        tmp_path / "cur.json.gz",
+        Landscape("matmul", spec.version_hash(), recorded.problem, recorded.device, results),
+    )
+    current = bench_mod.load_bench(path)
+    assert (current.size, current.kind) == (spec.space.count(limits), "spec")
+
+
+class _RecordedLocal(BaseSampler):
+    """``local`` as it was when the H200 suite was first recorded (one-step neighbours of the best,
+    in random order), to check that the cut space replays the recorded numbers."""
+
+    def __init__(self, distributions: Mapping[str, BaseDistribution], seed: int, startup: int):
+        self._distributions = dict(distributions)
+        self._rng = random.Random(seed)
+        self._random = RandomSampler(seed=seed)
+        self._startup = startup
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def _neighbours(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name, dist in self._distributions.items():
+            if isinstance(dist, IntDistribution):
+                steps = [params[name] + d for d in (-1, 1)]
+                others = [v for v in steps if dist.low <= v <= dist.high]
+            else:
+                others = [v for v in getattr(dist, "choices", ()) if v != params[name]]
+            out.extend({**params, name: v} for v in others)
+        self._rng.shuffle(out)
+        return out
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        trials = study.get_trials(deepcopy=False)
+        done = [t for t in trials if t.state is TrialState.COMPLETE and t.value is not None]
+        if len(done) < self._startup:
+            return {}
+        names = sorted(self._distributions)
+        seen = {tuple(t.params.get(n) for n in names) for t in trials if t.number != trial.number}
+        for best in sorted(done, key=lambda t: float(t.value or 0.0)):
+            for candidate in self._neighbours(best.params):
+                if tuple(candidate[n] for n in names) not in seen:
+                    return candidate
+        return {}
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, name: str, dist: BaseDistribution
+    ) -> Any:
+        return self._random.sample_independent(study, trial, name, dist)
+
+
+def test_the_cut_space_replays_the_numbers_recorded_in_the_older_space() -> None:
+    """benchmarks/results/search/ (before the split-K rule widened the space): ``local`` on
+    4096^3, 20 seeds, batch 4: trials to 2% median 28, p90 45.1."""
+    bench = bench_mod.load_bench(H200_4096)
+
+    def factory(seed: int, budget: int, enc: Any) -> BaseSampler:
+        return _RecordedLocal(enc.distributions(), seed, bench_mod.startup_trials(budget))
+
+    runs = [bench_mod.run_seed(bench, factory, False, seed) for seed in range(20)]
+    row = bench_mod.summarize(bench, "local", runs, 1.0)
+    assert row["trials_to_2pct"] == {"median": 28.0, "p90": 45.1, "reached": 20}
