@@ -119,7 +119,8 @@ class TrialWorker:
             replay_keys=keys,
         )
 
-    def _new_runner(self) -> Any:
+    def _new_runner(self, compile_ahead: bool = True) -> Any:
+        """A runner for this actor's device; ``compile_ahead`` False: without a compile pool."""
         if self._plan.backend == SourceKind.REPLAY.value:
             from workers.replay import ReplayOptions, ReplayRunner
 
@@ -139,7 +140,7 @@ class TrialWorker:
         options = RunnerOptions.for_backend(
             fp.backend,
             graph=self._options.graph and gpu,
-            compile_workers=self._plan.compile_workers if gpu else 0,
+            compile_workers=self._plan.compile_workers if gpu and compile_ahead else 0,
         )
         runner = TrialRunner(options, fingerprint=fp)
         runner.start()
@@ -160,13 +161,14 @@ class TrialWorker:
     def retime(
         self, kernel: str, problem: dict[str, Any], configs: list[Config], rounds: int
     ) -> list[list[float]]:
-        """Time ``configs`` again in a fresh runner, interleaved (A B C A B C ...).
+        """Time ``configs`` again in a fresh runner, interleaved (A B C A B C ...); it has no
+        compile pool, as the trials that chose ``configs`` compiled them into this node's cache.
 
         Returns each config's medians, one per round that ended ``ok``.
         """
         from workers.runner import TrialRequest
 
-        runner = self._new_runner()
+        runner = self._new_runner(compile_ahead=False)
         medians: list[list[float]] = [[] for _ in configs]
         try:
             for _ in range(rounds):
