@@ -19,6 +19,7 @@ flushed, median of 25 per round) so the winners are compared within one run.
 the earlier run in PREV (their winners are timed again with the search's, in this process).
 Writes DIR/tuning_time.json and the children's logs; prints a table. Dry run without a GPU:
 TRITON_INTERPRET=1 with a tiny --problem (the autotune side then times on the wall clock).
+`--timeline DIR` prints where an earlier run's search job spent its wall time (CPU only).
 """
 
 from __future__ import annotations
@@ -74,18 +75,62 @@ def pace_line(log: Path) -> str:
     return lines[-1] if lines else "(no pace line in the log)"
 
 
-def seconds_to_within(db_url: str, started: float, best_ms: float, within: float) -> float | None:
-    """Seconds from ``started`` (epoch) until the search job stored its first trial within
-    ``within`` (0.02 = 2%) of ``best_ms``; None if none got there."""
+def _job_and_trials(db_url: str) -> tuple[Any, list[Any]]:
+    """The search database's (only) job and its trials in the order they were stored."""
     from db import Database, repository
 
     database = Database(db_url)
     with database.session() as s:
-        jobs = repository.list_jobs(s)
-        trials = [t for j in jobs for st in repository.studies_for_job(s, j.id)
+        job = repository.list_jobs(s)[0]
+        trials = [t for st in repository.studies_for_job(s, job.id)
                   for t in repository.trials_for_study(s, st.id)]  # fmt: skip
+    return job, sorted(trials, key=lambda t: t.created_at)
+
+
+def seconds_to_within(db_url: str, started: float, best_ms: float, within: float) -> float | None:
+    """Seconds from ``started`` (epoch) until the search job stored its first trial within
+    ``within`` (0.02 = 2%) of ``best_ms``; None if none got there."""
+    _, trials = _job_and_trials(db_url)
     close = [t.created_at for t in trials if t.median_ms and t.median_ms <= best_ms * (1 + within)]
     return min(close).timestamp() - started if close else None
+
+
+def pipeline_best_ms(folder: Path, report: dict[str, Any]) -> float:
+    """The best time in the pipeline's landscape of the run in ``folder`` (or the run it took
+    the pipeline from)."""
+    from workers.landscape import read_landscape
+
+    if "pipeline_best_ms" in report:
+        return float(report["pipeline_best_ms"])
+    source = Path(report["search_only_from"]) if report.get("search_only_from") else folder
+    best = read_landscape(source / "pipeline_landscape.json.gz").best()
+    if best is None or best.time_ms is None:
+        raise SystemExit(f"{source}: the pipeline's landscape has no ok config")
+    return best.time_ms
+
+
+def timeline(folder: Path) -> list[str]:
+    """Where the search job's wall time went, from a run's tuning_time.json and search.db:
+    seconds from the process start to the job row, its first and last trial, and its end."""
+    report = json.loads((folder / "tuning_time.json").read_text())
+    job, trials = _job_and_trials(f"sqlite:///{folder / 'search.db'}")
+    started = report.get("search_started_epoch")
+    to_2pct = report["search_s_to_within_2pct_of_pipeline_best"]
+    if started is None:  # runs before the start was recorded: back from the first trial within 2%
+        if to_2pct is None:
+            raise SystemExit(f"{folder}: no start time and no trial within 2%")
+        best_ms = pipeline_best_ms(folder, report)
+        close = [t for t in trials if t.median_ms and t.median_ms <= best_ms * 1.02]
+        started = close[0].created_at.timestamp() - to_2pct
+    marks = [
+        ("job row written", job.created_at),
+        (f"first trial stored (of {len(trials)})", trials[0].created_at),
+        ("last trial stored", trials[-1].created_at),
+        ("job finished (after re-timing the top configs)", job.finished_at),
+    ]
+    lines = [f"{label:<50} {when.timestamp() - started:6.1f} s" for label, when in marks if when]
+    lines.append(f"{'process exited':<50} {report['wall_s']['search']:6.1f} s")
+    return lines
 
 
 def _wall_clock_bench(fn: Any, quantiles: Any = None) -> list[float]:
@@ -166,7 +211,7 @@ def main() -> None:
     from workers.landscape import read_landscape
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--out-dir", type=Path)
     parser.add_argument("--problem", default="M=4096,N=4096,K=4096,dtype=bfloat16")
     parser.add_argument("--configs", type=int, default=None, help="draw N (default: all)")
     parser.add_argument("--seed", type=int, default=0)
@@ -177,11 +222,19 @@ def main() -> None:
         help="run only the search job; the pipeline's and autotune's results come from this "
         "earlier run's folder (its winners are timed again here)",
     )
+    parser.add_argument(
+        "--timeline", type=Path, help="print where an earlier run's search job spent its time"
+    )
     parser.add_argument("--autotune-child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.timeline:
+        print("\n".join(timeline(args.timeline)))
+        return
     if args.autotune_child:
         autotune_child(args.problem, *args.autotune_child)
         return
+    if args.out_dir is None:
+        parser.error("--out-dir is required (except with --timeline)")
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     spec = get_spec("matmul")
@@ -252,6 +305,8 @@ def main() -> None:
         "pipeline_ok": sum(r.outcome.value == "ok" for r in landscape.results),
         "speedup_pipeline_vs_autotune": wall["autotune"] / wall["pipeline"],
         "speedup_search_vs_autotune": wall["autotune"] / wall["search"],
+        "search_started_epoch": search_started,
+        "pipeline_best_ms": best.time_ms,
         "search_s_to_within_2pct_of_pipeline_best": to_2pct,
         "speedup_to_2pct_vs_autotune": None if to_2pct is None else wall["autotune"] / to_2pct,
     }
