@@ -62,8 +62,8 @@ def tune_job(
 def best_from(
     kernel: str, databases: Sequence[Path], landscapes: Sequence[Path] = ()
 ) -> dict[str, dict[str, Any]]:
-    """Problem key -> best config of ``kernel``: the fastest stored time over the databases and
-    the landscape files (a folder stands for its ``*.json.gz`` files)."""
+    """Problem key -> best config of ``kernel``: the fastest stored time over the databases (best
+    configs and ok trials) and the landscape files (a folder stands for its ``*.json.gz`` files)."""
     from db import Database, repository
     from workers.landscape import read_landscape
 
@@ -85,9 +85,20 @@ def best_from(
             continue
         database = Database(f"sqlite:///{path}")
         with database.session(readonly=True) as s:
-            for row in repository.get_best(s, kernel):
-                if row.problem_key not in best or row.time_ms < best[row.problem_key][0]:
-                    best[row.problem_key] = (row.time_ms, row.config)
+            found = [(r.problem_key, r.time_ms, r.config) for r in repository.get_best(s, kernel)]
+            # Trials too: a job cut short stored its trials but not yet its best configs.
+            for job in repository.list_jobs(s, limit=10_000):
+                if job.kernel_name != kernel:
+                    continue
+                for study in repository.studies_for_job(s, job.id):
+                    found += [
+                        (study.problem_key, t.median_ms, t.config)
+                        for t in repository.trials_for_study(s, study.id)
+                        if t.outcome.value == "ok" and t.median_ms is not None
+                    ]
+        for key, ms, config in found:
+            if key not in best or ms < best[key][0]:
+                best[key] = (ms, config)
         database.close()
     return {key: config for key, (_, config) in best.items()}
 
