@@ -43,6 +43,7 @@ order without replacement, and it is too slow on this space to benchmark.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -494,7 +495,13 @@ def _one(
     path, observed, sampler, seed, batch, horizon, warm = args
     factory, numeric = SAMPLERS[sampler]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return run_seed(load_bench(path, observed), factory, numeric, seed, batch, horizon, warm)
+    return run_seed(_cached_bench(path, observed), factory, numeric, seed, batch, horizon, warm)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_bench(path: str, observed: bool) -> Bench:
+    """:func:`load_bench`, once per process and file (seeds share its space and valid configs)."""
+    return load_bench(path, observed)
 
 
 def synthesize(path: str | Path, out_dir: Path, seed: int = 0) -> list[Path]:

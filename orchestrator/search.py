@@ -6,9 +6,9 @@ powers of two is already log-spaced in its index); BOOL and CATEGORICAL paramete
 categorical, except under CMA-ES, which needs numbers: there every parameter is an index.
 
 Samplers (``make_sampler``): ``local`` (the default: random startup, then unasked neighbours of the
-best measured configs — the only strategy that met issue 4's target on the recorded H200 landscape,
-benchmarks/results/search/TABLE.md), Optuna's TPE (multivariate, constant liar), GP, random,
-grid and CMA-ES.
+best measured configs, constraint-breaking moves repaired, chosen by an additive model — see
+:class:`LocalSearchSampler` and issue 4's results, benchmarks/results/search/TABLE.md), Optuna's TPE
+(multivariate, constant liar), GP, random, grid and CMA-ES.
 
 Told states: an ``ok`` trial is COMPLETE with its median time (ms, minimized); a config that breaks
 a constraint or did not produce a valid time is PRUNED, which TPE counts among the bad trials
@@ -24,12 +24,14 @@ resume, they are rejected again for free.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler, RandomSampler
@@ -77,6 +79,11 @@ class Encoding:
             config[p.name] = p.values[int(raw)] if self._indexed[p.name] else raw
         return config
 
+    def valid_params(self) -> list[dict[str, Any]]:
+        """The Optuna params of every valid config of the space on the device."""
+        out = (self.encode(c) for c in valid_configs(self.space, self.limits))
+        return [p for p in out if p is not None]
+
     def encode(self, config: Mapping[str, Value]) -> dict[str, Any] | None:
         """Optuna params for ``config``, or None if it has a value outside the space."""
         out: dict[str, Any] = {}
@@ -99,50 +106,172 @@ def startup_trials(budget: int) -> int:
     return max(3, min(10, budget // 4))
 
 
+@functools.lru_cache(maxsize=16)
+def valid_configs(space: Space, limits: DeviceLimits) -> tuple[Config, ...]:
+    """Every valid config of ``space`` on ``limits`` (cached: do not mutate them)."""
+    return tuple(space.iter_valid(limits))
+
+
+#: Configs whose unasked neighbours ``local`` weighs against each other (the best ones with any).
+LOCAL_PARENTS = 2
+#: Ridge penalty of ``local``'s model (per one-hot coefficient, on centred log times).
+LOCAL_RIDGE = 1.0
+
+
 class LocalSearchSampler(BaseSampler):
-    """Random startup, then an unasked neighbour of the best measured config (one parameter one
-    index step away; for a categorical, any other value); when every neighbour of the best is
-    known, the next best's; random when all are known. Asked-but-pending configs count as known."""
+    """Random startup, then an unasked neighbour of the best measured configs.
+
+    A neighbour moves one parameter one index step (a categorical: to any other value). Given
+    the space's valid points (``valid``, Optuna params), a move that breaks a constraint is
+    repaired: the neighbour is the valid point with the moved value nearest to the config (fewest
+    index steps in the other parameters; every tie), so coupled parameters move together (a
+    larger BLOCK_K with fewer stages, split-K with the BLOCK_M and GROUP_M it allows) instead of
+    the move being rejected. Among the unasked neighbours of the ``LOCAL_PARENTS`` best configs
+    that have any, the one predicted fastest is asked: its parent's measured log time plus the
+    change an additive model (ridge over one-hot parameter values, fitted to the measured log
+    times) predicts for the move; ties are broken at random. A second parent keeps a plateau of
+    near-equal configs around the best from hiding a nearby better region. Random when every
+    neighbour is known. Asked-but-pending configs count as known."""
 
     def __init__(
-        self, distributions: Mapping[str, BaseDistribution], seed: int, startup: int
+        self,
+        distributions: Mapping[str, BaseDistribution],
+        seed: int,
+        startup: int,
+        valid: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
     ) -> None:
+        """``valid`` returns the space's valid points; it is called once, when first needed."""
         self._distributions = dict(distributions)
+        self._names = list(self._distributions)
         self._rng = random.Random(seed)
         self._random = RandomSampler(seed=seed)
         self._startup = startup
+        self._load_valid = valid
+        self._valid: np.ndarray | None = None  # valid points as index positions, one per row
+        self._sizes = [_size(d) for d in self._distributions.values()]
+        self._offsets = np.cumsum([0, *self._sizes[:-1]])
+        self._ordered = np.array(
+            [isinstance(d, IntDistribution) for d in self._distributions.values()]
+        )
+        self._neighbour_cache: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        self._model: tuple[int, np.ndarray] = (-1, np.zeros(sum(self._sizes)))
+        self._positions: dict[int, tuple[int, ...]] = {}
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         return dict(self._distributions)
 
-    def _neighbours(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _position(self, params: Mapping[str, Any]) -> tuple[int, ...] | None:
+        """Index of each parameter's value (None if one is missing)."""
+        out = []
         for name, dist in self._distributions.items():
-            if isinstance(dist, IntDistribution):
-                steps = [params[name] + d for d in (-1, 1)]
-                others = [v for v in steps if dist.low <= v <= dist.high]
+            if name not in params:
+                return None
+            if isinstance(dist, CategoricalDistribution):
+                out.append(dist.choices.index(params[name]))
             else:
-                others = [v for v in getattr(dist, "choices", ()) if v != params[name]]
-            out.extend({**params, name: v} for v in others)
-        self._rng.shuffle(out)
+                out.append(int(params[name]) - int(getattr(dist, "low", 0)))
+        return tuple(out)
+
+    def _params(self, position: Sequence[int]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for (name, dist), i in zip(self._distributions.items(), position, strict=True):
+            if isinstance(dist, CategoricalDistribution):
+                out[name] = dist.choices[i]
+            else:
+                out[name] = int(getattr(dist, "low", 0)) + int(i)
         return out
+
+    def _trial_position(self, trial: FrozenTrial) -> tuple[int, ...] | None:
+        """:meth:`_position` of a trial's params (cached once complete: fixed once asked; a
+        queued trial has none yet)."""
+        x = self._positions.get(trial.number)
+        if x is None:
+            x = self._position(trial.params)
+            if x is not None:
+                self._positions[trial.number] = x
+        return x
+
+    def _neighbours(self, x: tuple[int, ...]) -> list[tuple[int, ...]]:
+        if x in self._neighbour_cache:
+            return self._neighbour_cache[x]
+        moves = [
+            (j, v)
+            for j, size in enumerate(self._sizes)
+            for v in ((x[j] - 1, x[j] + 1) if self._ordered[j] else range(size))
+            if 0 <= v < size and v != x[j]
+        ]
+        out: list[tuple[int, ...]] = []
+        if self._valid is None:
+            out = [(*x[:j], v, *x[j + 1 :]) for j, v in moves]
+        else:
+            points = self._valid
+            steps = np.where(self._ordered, np.abs(points - np.array(x)), points != np.array(x))
+            total = steps.sum(axis=1)
+            for j, v in moves:
+                moved = points[:, j] == v
+                others = (total - steps[:, j])[moved]
+                if others.size:
+                    nearest = points[moved][others == others.min()]
+                    out.extend(tuple(int(i) for i in row) for row in nearest)
+        out = list(dict.fromkeys(out))
+        self._neighbour_cache[x] = out
+        return out
+
+    def _fit(self, done: Sequence[tuple[tuple[int, ...], float]]) -> np.ndarray:
+        """Ridge coefficients per one-hot parameter value for the measured log times (cached by
+        how many configs were measured)."""
+        if self._model[0] == len(done):
+            return self._model[1]
+        features = np.zeros((len(done), sum(self._sizes)))
+        rows = np.arange(len(done))
+        positions = np.array([x for x, _ in done])
+        for j, offset in enumerate(self._offsets):
+            features[rows, offset + positions[:, j]] = 1.0
+        logs = np.log([max(v, 1e-300) for _, v in done])
+        gram = features.T @ features + LOCAL_RIDGE * np.eye(features.shape[1])
+        coef = np.linalg.solve(gram, features.T @ (logs - logs.mean()))
+        self._model = (len(done), coef)
+        return coef
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         trials = study.get_trials(deepcopy=False)
-        done = [t for t in trials if t.state is TrialState.COMPLETE and t.value is not None]
+        done = []
+        for t in trials:
+            if t.state is TrialState.COMPLETE and t.value is not None:
+                x = self._trial_position(t)
+                if x is not None:
+                    done.append((x, float(t.value)))
         if len(done) < self._startup:
             return {}
-        names = sorted(self._distributions)
-        seen = {tuple(t.params.get(n) for n in names) for t in trials if t.number != trial.number}
-        for best in sorted(done, key=lambda t: float(t.value or 0.0)):
-            for candidate in self._neighbours(best.params):
-                if tuple(candidate[n] for n in names) not in seen:
-                    return candidate
-        return {}
+        if self._valid is None and self._load_valid is not None:
+            points = [self._position(p) for p in self._load_valid()]
+            valid = np.array([x for x in points if x is not None], dtype=np.int64)
+            self._valid = valid.reshape(-1, len(self._names))
+        seen = {self._trial_position(t) for t in trials if t.number != trial.number}
+        coef = self._fit(done)
+        best: tuple[float, tuple[int, ...]] | None = None
+        parents = 0
+        for x, value in sorted(done, key=lambda xv: xv[1]):
+            unseen = [y for y in self._neighbours(x) if y not in seen]
+            if not unseen:
+                continue
+            self._rng.shuffle(unseen)
+            base = np.log(max(value, 1e-300)) - self._predict(coef, x)
+            for y in unseen:
+                score = base + self._predict(coef, y)
+                if best is None or score < best[0]:
+                    best = (score, y)
+            parents += 1
+            if parents == LOCAL_PARENTS:
+                break
+        return {} if best is None else self._params(best[1])
+
+    def _predict(self, coef: np.ndarray, x: Sequence[int]) -> float:
+        return float(coef[self._offsets + np.asarray(x)].sum())
 
     def sample_independent(
         self,
@@ -152,6 +281,12 @@ class LocalSearchSampler(BaseSampler):
         param_distribution: BaseDistribution,
     ) -> Any:
         return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+
+def _size(dist: BaseDistribution) -> int:
+    if isinstance(dist, IntDistribution):
+        return dist.high - dist.low + 1
+    return len(getattr(dist, "choices", ()))
 
 
 def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
@@ -170,7 +305,9 @@ def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -
         if sampler is Sampler.GRID:
             return optuna.samplers.GridSampler(encoding.grid(), seed=seed)
         if sampler is Sampler.LOCAL:
-            return LocalSearchSampler(encoding.distributions(), seed, startup)
+            return LocalSearchSampler(
+                encoding.distributions(), seed, startup, encoding.valid_params
+            )
         return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup)
 
 
@@ -244,7 +381,7 @@ class SearchStudy:
             return True
         if self._valid is None:
             enc = self.encoding
-            self._valid = [(config_key(c), c) for c in enc.space.iter_valid(enc.limits)]
+            self._valid = [(config_key(c), c) for c in valid_configs(enc.space, enc.limits)]
         unseen = [c for key, c in self._valid if not any(key in k for k in known)]
         if not unseen:
             return False

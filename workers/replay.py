@@ -2,8 +2,10 @@
 
 :class:`ReplayRunner` has the trial runner's interface (``run(request) -> Measurement``,
 ``close()``). It returns each config's recorded outcome and time, optionally with seeded
-multiplicative noise; a config absent from the landscape is ``invalid``. Its device class is
-``replay:<recorded device name>`` so a replayed time is never stored as a real measurement.
+multiplicative noise; a config absent from the landscape is ``invalid``. A parameter that the
+kernel's space gained after the recording is answered for its default value only (the recording
+ran with the default). Its device class is ``replay:<recorded device name>`` so a replayed time is
+never stored as a real measurement.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from search_spaces import get_spec
 from search_spaces.problem import problem_key
-from search_spaces.space import DeviceLimits, Vendor, config_key
+from search_spaces.space import Config, DeviceLimits, Vendor, config_key
 from workers.device import Backend, Fingerprint
 from workers.device_table import DeviceClass, find
 from workers.landscape import Landscape, LandscapeError, LandscapeResult, read_landscape
@@ -106,9 +109,32 @@ class ReplayRunner:
         )
         self.device_class: DeviceClass = self.fingerprint.device_class
         self._table: dict[tuple[str, str], dict[str, LandscapeResult]] = {}
+        self._names: dict[tuple[str, str], set[str]] = {}
         for ls in self.landscapes:
-            self._table.setdefault((ls.kernel, ls.problem_key), {}).update(ls.by_config())
+            key = (ls.kernel, ls.problem_key)
+            self._table.setdefault(key, {}).update(ls.by_config())
+            self._names.setdefault(key, set()).update(n for r in ls.results for n in r.config)
+        self._defaults: dict[str, Config | None] = {}
         self.calls: list[tuple[str, str, str]] = []
+
+    def _recorded_without_new_params(
+        self, request: TrialLike, results: Mapping[str, LandscapeResult]
+    ) -> LandscapeResult | None:
+        """The recorded result of ``request.config`` less the parameters the recording lacks,
+        if each of those has the kernel spec's default value here; else None."""
+        names = self._names[(request.kernel, problem_key(request.problem))]
+        extra = {k: v for k, v in request.config.items() if k not in names}
+        if not extra:
+            return None
+        if request.kernel not in self._defaults:
+            try:
+                self._defaults[request.kernel] = get_spec(request.kernel).default_for(self.limits)
+            except Exception:  # not a spec this process can load: nothing to compare with
+                self._defaults[request.kernel] = None
+        default = self._defaults[request.kernel]
+        if default is None or any(default.get(k) != v for k, v in extra.items()):
+            return None
+        return results.get(config_key({k: v for k, v in request.config.items() if k in names}))
 
     def covers(self, kernel: str, problem: Mapping[str, Any]) -> bool:
         """Whether a landscape for ``kernel`` on ``problem`` is loaded."""
@@ -131,7 +157,7 @@ class ReplayRunner:
                 Outcome.INVALID,
                 error=f"replay has no landscape for {request.kernel} on {pkey}",
             )
-        recorded = results.get(ckey)
+        recorded = results.get(ckey) or self._recorded_without_new_params(request, results)
         if recorded is None:
             return Measurement(Outcome.INVALID, error="config is not in the recorded landscape")
         if recorded.outcome is not Outcome.OK or recorded.time_ms is None:

@@ -364,7 +364,10 @@ def child_main(conn: Connection, settings: ChildSettings) -> None:
         conn.send(Fatal(describe(exc)))
         return
     state = _State(settings, device)
-    conn.send(Ready(os.getpid()))
+    try:
+        conn.send(Ready(os.getpid()))
+    except (BrokenPipeError, ConnectionResetError):
+        return  # started ahead, and the runner closed before it needed this process
     while True:
         try:
             job = conn.recv()

@@ -1,11 +1,19 @@
-"""The default sampler: random startup trials, then unasked neighbours of the best config."""
+"""The default sampler: random startup trials, then unasked neighbours of the best configs; with
+the space's valid points, constraint-breaking moves are repaired and a model picks among the
+neighbours of the two best configs."""
 
 from __future__ import annotations
+
+import itertools
+from typing import Any
 
 import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from orchestrator.search import LocalSearchSampler
+from orchestrator.jobs import Sampler
+from orchestrator.search import Encoding, LocalSearchSampler, make_sampler
+from search_spaces import get_spec
+from workers.device_table import lookup
 
 DISTRIBUTIONS = {
     "a": IntDistribution(0, 9),
@@ -35,3 +43,63 @@ def test_climbs_to_the_optimum_and_never_repeats_a_config() -> None:
         assert any(
             sum(t.params[k] != u.params[k] for k in DISTRIBUTIONS) == 1 for u in trials[: t.number]
         )
+
+
+COUPLED = {
+    "a": IntDistribution(0, 5),
+    "b": IntDistribution(0, 5),
+    "c": CategoricalDistribution(["x", "y"]),
+}
+#: Valid points of COUPLED: a + b <= 5, so raising a from a point on the edge needs a lower b.
+VALID = [
+    {"a": a, "b": b, "c": c}
+    for a, b, c in itertools.product(range(6), range(6), "xy")
+    if a + b <= 5
+]
+
+
+def coupled_cost(params: dict[str, Any]) -> float:
+    """Best at a=4, b=1, c=y, reached from a=2, b=3 only along the a + b <= 5 edge."""
+    a, b = int(params["a"]), int(params["b"])
+    return 1.0 + abs(a - 4) + 0.5 * abs(b - 1) + (0 if params["c"] == "y" else 2) - 0.3 * (a + b)
+
+
+def test_a_move_that_breaks_a_constraint_is_repaired_to_the_nearest_valid_point() -> None:
+    sampler = LocalSearchSampler(COUPLED, seed=0, startup=1, valid=lambda: VALID)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=sampler)
+    study.enqueue_trial({"a": 2, "b": 3, "c": "x"})
+    study.tell(study.ask(COUPLED), 5.0)
+    study.ask(COUPLED)  # loads the valid points
+    pos = sampler._neighbours((2, 3, 0))
+    assert (3, 2, 0) in pos  # a up one step, b down one to stay valid
+    assert (2, 2, 0) in pos and (1, 3, 0) in pos and (2, 3, 1) in pos
+    assert all(a + b <= 5 for a, b, _ in pos) and (2, 4, 0) not in pos
+
+
+def test_only_valid_unasked_configs_are_proposed_and_the_optimum_is_reached() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = LocalSearchSampler(COUPLED, seed=1, startup=3, valid=lambda: VALID)
+    study = optuna.create_study(sampler=sampler)
+    seen = set()
+    for i in range(40):
+        trial = study.ask(COUPLED)
+        key = (trial.params["a"], trial.params["b"], trial.params["c"])
+        assert key not in seen
+        seen.add(key)
+        if i >= 3:  # after the random startup, every proposal is valid
+            assert key[0] + key[1] <= 5
+        study.tell(trial, coupled_cost(trial.params) if key[0] + key[1] <= 5 else 99.0)
+        if study.best_params == {"a": 4, "b": 1, "c": "y"}:
+            break
+    assert study.best_params == {"a": 4, "b": 1, "c": "y"}
+
+
+def test_the_product_sampler_takes_the_spec_space_valid_points() -> None:
+    spec, limits = get_spec("matmul"), lookup("H200").limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    sampler = make_sampler(Sampler.LOCAL, seed=0, budget=60, encoding=encoding)
+    assert isinstance(sampler, LocalSearchSampler)
+    params = encoding.valid_params()
+    assert len(params) == spec.space.count(limits)
+    assert all(spec.space.violation(encoding.decode(p), limits) is None for p in params[:50])

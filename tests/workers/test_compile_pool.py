@@ -34,19 +34,14 @@ def test_unsubmitted_wait_returns_none_without_starting_processes() -> None:
 
 @needs_gpu
 def test_pool_compiles_ahead_and_trials_still_measure() -> None:
+    from search_spaces import get_spec
     from workers.device import detect
 
-    backend = detect("auto")[0].backend
+    fingerprint = detect("auto")[0]
+    backend = fingerprint.backend
+    default = get_spec("matmul").default_for(fingerprint.limits())
     configs = [
-        {
-            "BLOCK_M": bm,
-            "BLOCK_N": bn,
-            "BLOCK_K": 32,
-            "GROUP_M": 8,
-            "SPLIT_K": 1,
-            "num_warps": 4,
-            "num_stages": 3,
-        }
+        {**default, "BLOCK_M": bm, "BLOCK_N": bn, "GROUP_M": 8, "SPLIT_K": 1}
         for bm, bn in ((32, 32), (64, 32), (64, 64), (32, 64))
     ]
     options = RunnerOptions.for_backend(backend, compile_workers=2)

@@ -105,3 +105,14 @@ def test_unknown_device_and_mixed_devices(tmp_path: Path) -> None:
     h200 = write_landscape(tmp_path / "h.json", _landscape())
     with pytest.raises(LandscapeError, match="share a device name"):
         ReplayRunner([odd, h200])
+
+
+def test_a_parameter_added_after_the_recording_is_answered_at_its_default(tmp_path: Path) -> None:
+    # The landscape's matmul configs lack TMA (recorded before the space had it): TMA=False, the
+    # spec's default, is what ran then; TMA=True was never recorded.
+    path = write_landscape(tmp_path / "l.json", _landscape())
+    runner = ReplayRunner([path])
+    default_tma = Req("matmul", PROBLEM, {**FAST, "TMA": False})
+    assert runner.run(default_tma).median_ms == 0.5
+    m = runner.run(Req("matmul", PROBLEM, {**FAST, "TMA": True}))
+    assert m.outcome is Outcome.INVALID and "not in the recorded landscape" in (m.error or "")
