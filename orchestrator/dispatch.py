@@ -7,6 +7,10 @@ no CPU and form ``replay:<recorded device>``. Each actor runs one trial at a tim
 calls); the pool keeps up to ``in_flight`` calls queued per actor so its device never idles while
 the driver thinks.
 
+Kept workers (``PoolOptions.keep``, on a running Ray cluster): actors are named, detached and
+found again by the next job with the same plan and options, so their trial processes, compile
+pools and CUDA contexts stay warm between jobs; ``stop_kept_workers`` ends them.
+
 Faults: a call that fails with a RayActorError means the actor (or its node) is gone: every trial
 in flight on it comes back as ``lost`` (the driver records ``infra`` and re-dispatches it once
 more on another actor of the class). An actor whose trials crash ``max_crashes`` times in a row is
@@ -16,12 +20,14 @@ retired: it gets no new trials and is killed once its queue drains.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
@@ -36,6 +42,10 @@ from workers.device import Fingerprint
 from workers.measurement import Measurement, Outcome
 
 ACCELERATOR_PREFIX = "accelerator_type:"
+#: Trials a worker remembers for ``call_log`` (a kept worker lives across many jobs).
+CALL_LOG_LENGTH = 100_000
+#: Ray namespace of kept (named, detached) worker actors.
+KEPT_NAMESPACE = "tunefleet"
 #: Share of a node's accelerator_type resource one actor asks for (Ray gives each node 1.0).
 ACCELERATOR_SHARE = 0.001
 
@@ -60,7 +70,8 @@ DEFAULT_IN_FLIGHT = 2
 @dataclass(frozen=True)
 class PoolOptions:
     """Pool settings: calls queued per actor (None: see ``slots``), crashes in a row before
-    retirement, runner knobs."""
+    retirement, runner knobs; ``keep``: leave the actors running for the next job (see the
+    module docstring)."""
 
     in_flight: int | None = None
     max_crashes: int = 3
@@ -70,6 +81,7 @@ class PoolOptions:
     replay_seed: int = 0
     replay_delay_s: float = 0.0
     start_timeout_s: float = 300.0
+    keep: bool = False
 
     def slots(self, plan: WorkerPlan) -> int:
         """Calls queued on one actor: ``in_flight`` if set, else one per compile process plus
@@ -103,7 +115,7 @@ class TrialWorker:
         self._plan = plan
         self._options = options
         self._runner = self._new_runner()
-        self._log: list[str] = []
+        self._log: deque[str] = deque(maxlen=CALL_LOG_LENGTH)
         node_id = ray.get_runtime_context().get_node_id()
         fp: Fingerprint = self._runner.fingerprint
         keys = None
@@ -181,7 +193,8 @@ class TrialWorker:
         return medians
 
     def call_log(self) -> list[str]:
-        """``kernel|problem key|config key`` of every trial this actor was asked to run."""
+        """``kernel|problem key|config key`` of the trials this actor was asked to run (the last
+        CALL_LOG_LENGTH)."""
         return list(self._log)
 
     def close(self) -> None:
@@ -302,6 +315,13 @@ class WorkerPool:
             if plan.node_id is not None:
                 opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
                     plan.node_id, soft=False
+                )
+            if self.options.keep:
+                opts.update(
+                    name=kept_name(plan, self.options),
+                    namespace=KEPT_NAMESPACE,
+                    lifetime="detached",
+                    get_if_exists=True,
                 )
             actors.append(remote.options(**opts).remote(plan, self.options))
         try:
@@ -462,7 +482,13 @@ class WorkerPool:
         return {h.info.worker: log for h, log in zip(live, logs, strict=True)}
 
     def shutdown(self, grace_s: float = 10.0) -> None:
-        """Close every runner (ending its child process), then stop the actors."""
+        """Close every runner (ending its child process), then stop the actors; kept workers
+        are left running."""
+        if self.options.keep:
+            for h in self._handles:
+                h.dead = True
+            self._by_ref.clear()
+            return
         live = [h for h in self._handles if not h.dead]
         if live:
             ray.wait([h.actor.close.remote() for h in live], num_returns=len(live), timeout=grace_s)
@@ -472,3 +498,26 @@ class WorkerPool:
                     ray.kill(h.actor)
                 h.dead = True
         self._by_ref.clear()
+
+
+def kept_name(plan: WorkerPlan, options: PoolOptions) -> str:
+    """The Ray name of the kept actor for ``plan`` under ``options``: a job with another plan or
+    other options (noise, graph timing, slots, ...) gets its own actor."""
+    digest = hashlib.sha1(repr((plan, replace(options, keep=False))).encode()).hexdigest()
+    return f"worker-{plan.backend}-{digest[:16]}"
+
+
+def stop_kept_workers(grace_s: float = 10.0) -> int:
+    """Close and kill every kept worker actor of the connected cluster; how many there were."""
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a.get("namespace") == KEPT_NAMESPACE
+    ]
+    actors = [ray.get_actor(name, namespace=KEPT_NAMESPACE) for name in names]
+    if actors:
+        ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=grace_s)
+    for actor in actors:
+        with contextlib.suppress(Exception):  # already gone
+            ray.kill(actor)
+    return len(actors)

@@ -6,6 +6,7 @@ stays light.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -49,20 +50,48 @@ RayOption = Annotated[
 ]
 
 
+KeepOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-workers",
+        help="Leave the worker actors running on the Ray cluster for the next job "
+        "(warm trial processes and compile pools); `tunefleet workers stop` ends them.",
+    ),
+]
+
+
+def _cluster_address(ray_address: str | None) -> str:
+    address = ray_address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        raise OrchestratorError(
+            "kept workers need a running Ray cluster: start one with `ray start --head` and give "
+            "--ray-address or RAY_ADDRESS (a local Ray ends with the command)"
+        )
+    return address
+
+
 def _run(
-    database: Database, spec: JobSpec, job_id: int | None, ray_address: str | None, json_out: bool
+    database: Database,
+    spec: JobSpec,
+    job_id: int | None,
+    ray_address: str | None,
+    json_out: bool,
+    keep: bool = False,
 ) -> int:
-    """Start workers, submit (or resume) the job, drive it, print the summary; return its id."""
+    """Start (or, with ``keep``, find) workers, submit (or resume) the job, drive it, print the
+    summary; return its id."""
     import ray
 
     from orchestrator.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
     from orchestrator.driver import Driver, submit_job
     from orchestrator.progress import reporter_for
 
-    started = ensure_ray(ray_address)
+    started = ensure_ray(_cluster_address(ray_address) if keep else ray_address)
     pool = None
     try:
-        options = PoolOptions(in_flight=spec.in_flight, graph=spec.objective is Objective.GRAPH)
+        options = PoolOptions(
+            in_flight=spec.in_flight, graph=spec.objective is Objective.GRAPH, keep=keep
+        )
         pool = WorkerPool(plans_for(spec.devices, options), options)
         if job_id is None:
             job_id = submit_job(database, spec, pool)
@@ -117,6 +146,7 @@ def tune(
             help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
         ),
     ] = None,
+    keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
@@ -146,20 +176,42 @@ def tune(
                 f"give at least one problem, e.g. -p {','.join(f'{k}={v}' for k, v in example.items())}"
             )
         spec = JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
-    _run(open_database(db), spec, None, ray_address, json_out)
+    if keep_workers:
+        _cluster_address(ray_address)  # fail before touching the database
+    _run(open_database(db), spec, None, ray_address, json_out, keep_workers)
 
 
 def resume(
     job: JobArgument,
     ray_address: RayOption = None,
     db: DbOption = None,
+    keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
+    if keep_workers:
+        _cluster_address(ray_address)
     database = open_database(db)
     with database.session(readonly=True) as s:
         record = repository.get_job(s, job)
-    _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out)
+    _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out, keep_workers)
+
+
+workers_app = typer.Typer(help="Manage worker actors kept on a Ray cluster.", no_args_is_help=True)
+
+
+@workers_app.command("stop")
+def workers_stop(ray_address: RayOption = None) -> None:
+    """End every worker kept by `tune --keep-workers` on the cluster."""
+    import ray
+
+    from orchestrator.dispatch import ensure_ray, stop_kept_workers
+
+    ensure_ray(_cluster_address(ray_address))
+    try:
+        print(f"stopped {stop_kept_workers()} kept worker(s)")
+    finally:
+        ray.shutdown()
 
 
 def cancel(job: JobArgument, db: DbOption = None) -> None:
@@ -311,3 +363,4 @@ def register(app: typer.Typer) -> None:
     """Add the job commands to ``app``."""
     for command in (tune, jobs, job, cancel, resume, best, pull, plot):
         app.command()(command)
+    app.add_typer(workers_app, name="workers")

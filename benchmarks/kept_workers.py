@@ -1,0 +1,93 @@
+"""Start-up of a tuning job with workers kept warm between jobs (`tune --keep-workers`) against
+fresh ones, on one Ray head started here on 127.0.0.1.
+
+Usage (repo root): python benchmarks/kept_workers.py [--problem P] [--trials 12] [--jobs 3]
+Starts `ray start --head` (loopback, token auth off, its own temp dir), then runs `tunefleet
+tune matmul` --jobs times with --keep-workers (the first creates the worker actor, the others find
+it: its trial process, compile pool and device context are already up), then the same number of
+times without (each job starts and ends its own actor). Every job gets its own SQLite database, so
+nothing is answered from an earlier job's trials. Per job: the command's wall seconds and the
+seconds from its start to its first stored trial. Ends the kept workers and the Ray head. On a GPU
+machine it measures the GPU worker; without one, Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def first_trial_epoch(db: Path) -> float:
+    with sqlite3.connect(db) as c:
+        (first,) = c.execute("SELECT min(created_at) FROM tf_trials").fetchone()
+    return datetime.fromisoformat(first).replace(tzinfo=timezone.utc).timestamp()
+
+
+def one_job(
+    env: dict[str, str], problem: str, trials: int, keep: bool, db: Path
+) -> tuple[float, float]:
+    """(wall seconds, seconds to the first stored trial) of one `tunefleet tune` job."""
+    cmd = [sys.executable, "-m", "orchestrator", "tune", "matmul", "-p", problem, "--trials",
+           str(trials), "--db", f"sqlite:///{db}", *(["--keep-workers"] if keep else [])]  # fmt: skip
+    started = time.time()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.time() - started
+    if done.returncode != 0:
+        raise SystemExit(f"tune failed ({done.returncode}): {done.stderr[-2000:]}")
+    return wall, first_trial_epoch(db) - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--problem", default="M=64,N=64,K=64,dtype=float16")
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=3)
+    args = parser.parse_args()
+    port = free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    with tempfile.TemporaryDirectory() as tmp:
+        start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                 "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}/ray"]  # fmt: skip
+        subprocess.run(start, env=env, check=True, capture_output=True)
+        try:
+            rows = []
+            for keep in (True, False):
+                for i in range(args.jobs):
+                    wall, first = one_job(
+                        env, args.problem, args.trials, keep, Path(tmp) / f"{keep}{i}.db"
+                    )
+                    rows.append((keep, i, wall, first))
+                    label = "kept " if keep else "fresh"
+                    print(
+                        f"{label} job {i + 1}: wall {wall:5.1f} s, first trial after {first:5.1f} s",
+                        flush=True,
+                    )
+            subprocess.run(
+                [sys.executable, "-m", "orchestrator", "workers", "stop"], env=env, check=True
+            )
+        finally:
+            subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True)
+    warm = [first for keep, i, _, first in rows if keep and i > 0]
+    fresh = [first for keep, _, _, first in rows if not keep]
+    print(f"first trial: kept workers (jobs 2+) median {statistics.median(warm):.1f} s, "
+          f"fresh workers median {statistics.median(fresh):.1f} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

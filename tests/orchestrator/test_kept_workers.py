@@ -1,0 +1,76 @@
+"""Kept workers: a real Ray head on loopback (``ray start``), two `tunefleet tune` jobs with
+--keep-workers served by the same actor, then `tunefleet workers stop`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PROBLEMS = ("M=32,N=32,K=32,dtype=float16", "M=16,N=32,K=32,dtype=float16")
+TIMEOUT_S = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The environment of a process that talks to a fresh two-CPU Ray head on 127.0.0.1."""
+    temp = tmp_path_factory.mktemp("ray")
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    env.pop("TRITON_INTERPRET", None)
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
+             f"--temp-dir={temp}"]  # fmt: skip
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=TIMEOUT_S)
+    try:
+        yield env
+    finally:
+        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=TIMEOUT_S)
+
+
+def _tunefleet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "orchestrator", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def _workers(db: Path) -> set[str]:
+    with sqlite3.connect(db) as c:
+        return {row[0] for row in c.execute("SELECT DISTINCT worker FROM tf_trials")}
+
+
+def test_a_second_job_reuses_the_kept_worker_and_stop_ends_it(
+    cluster_env: dict[str, str], tmp_path: Path
+) -> None:
+    dbs = [tmp_path / "a.db", tmp_path / "b.db"]
+    for problem, db in zip(PROBLEMS, dbs, strict=True):
+        done = _tunefleet(cluster_env, "tune", "matmul", "-p", problem, "--trials", "3",
+                          "--keep-workers", "--db", f"sqlite:///{db}")  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    first, second = (_workers(db) for db in dbs)
+    assert len(first) == 1 and first == second  # one actor (node/pid) measured both jobs
+    stopped = _tunefleet(cluster_env, "workers", "stop")
+    assert stopped.returncode == 0 and "stopped 1 kept worker" in stopped.stdout
+    again = _tunefleet(cluster_env, "workers", "stop")
+    assert "stopped 0 kept worker" in again.stdout
+
+
+def test_keep_workers_without_a_cluster_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = _tunefleet(env, "tune", "matmul", "-p", PROBLEMS[0], "--keep-workers",
+                      "--db", f"sqlite:///{tmp_path / 'x.db'}")  # fmt: skip
+    assert done.returncode != 0
+    assert "kept workers need a running Ray cluster" in done.stderr
+    assert not (tmp_path / "x.db").exists()
