@@ -83,8 +83,8 @@ SPACE = Space(
             (False, True),
             ParamKind.BOOL,
             vendors=TMA_VENDORS,
-            doc="load A and B tiles through TMA descriptors (sm_90+; rows of A and B must be "
-            "16-byte aligned, else the pointer loads run)",
+            doc="load A and B tiles through TMA descriptors (sm_90+, triton >= 3.4; rows of A and "
+            "B must be 16-byte aligned, else the pointer loads run)",
         ),
         *AMD_PARAMS,
     ),
@@ -226,7 +226,7 @@ class MatmulSpec(KernelSpec):
         if not out.is_contiguous() or tuple(out.shape) != (m, n):
             raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
         meta, options = split_launch_options(config)
-        tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b)
+        tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
         split_k = int(config["SPLIT_K"])
         tiles = triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, int(config["BLOCK_N"]))
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
@@ -235,8 +235,7 @@ class MatmulSpec(KernelSpec):
 
         kernel: Any = matmul_tma_kernel if tma else matmul_kernel
         if tma:
-            from triton.tools.tensor_descriptor import TensorDescriptor
-
+            TensorDescriptor = _tensor_descriptor()
             bm, bn, bk = (int(config[p]) for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
             operands: tuple[Any, ...] = (
                 TensorDescriptor.from_tensor(a, [bm, bk]),
@@ -273,6 +272,15 @@ class MatmulSpec(KernelSpec):
         a, b = inputs["a"], inputs["b"]
         wide = torch.float64 if a.device.type == "cpu" else torch.float32
         return a.to(wide) @ b.to(wide)
+
+
+def _tensor_descriptor() -> Any:
+    """Triton's host-side TensorDescriptor class, or None before triton 3.4 (no TMA there)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
 
 
 def _tma_ready(a: Any, b: Any) -> bool:
