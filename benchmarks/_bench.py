@@ -4,13 +4,18 @@ time a callable the way the workers do."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +188,27 @@ def tune_suite(
             flush=True,
         )
     return job, best_from(kernel, [*args.best_db, db_path], args.best_landscape)
+
+
+@contextlib.contextmanager
+def ray_head(extra_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """A Ray head on 127.0.0.1 (token auth off, its files in a short-lived temp folder) for the
+    duration; the environment of a process that talks to it. Worker actors inherit the head's
+    environment, ``extra_env`` included (e.g. TRITON_CACHE_DIR). Kept workers end with the head."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, **(extra_env or {}), "RAY_AUTH_MODE": "disabled",
+           "RAY_ADDRESS": f"127.0.0.1:{port}"}  # fmt: skip
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    temp = tempfile.mkdtemp(prefix="tf-ray-")  # short: Ray's socket paths must fit 107 bytes
+    start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]  # fmt: skip
+    subprocess.run(start, env=env, check=True, capture_output=True)
+    try:
+        yield env
+    finally:
+        subprocess.run([sys.executable, "-m", "orchestrator", "workers", "stop"], env=env,
+                       capture_output=True)  # fmt: skip
+        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)

@@ -14,8 +14,6 @@ machine it measures the GPU worker; without one, Triton's interpreter.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -25,11 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from _bench import ray_head  # this folder (run as a script)
 
 
 def first_trial_epoch(db: Path) -> float:
@@ -58,31 +52,18 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=3)
     args = parser.parse_args()
-    port = free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": f"127.0.0.1:{port}"}
-    ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    with tempfile.TemporaryDirectory() as tmp:
-        start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-                 "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}/ray"]  # fmt: skip
-        subprocess.run(start, env=env, check=True, capture_output=True)
-        try:
-            rows = []
-            for keep in (True, False):
-                for i in range(args.jobs):
-                    wall, first = one_job(
-                        env, args.problem, args.trials, keep, Path(tmp) / f"{keep}{i}.db"
-                    )
-                    rows.append((keep, i, wall, first))
-                    label = "kept " if keep else "fresh"
-                    print(
-                        f"{label} job {i + 1}: wall {wall:5.1f} s, first trial after {first:5.1f} s",
-                        flush=True,
-                    )
-            subprocess.run(
-                [sys.executable, "-m", "orchestrator", "workers", "stop"], env=env, check=True
-            )
-        finally:
-            subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp, ray_head() as env:
+        rows = []
+        for keep in (True, False):
+            for i in range(args.jobs):
+                db = Path(tmp) / f"{keep}{i}.db"
+                wall, first = one_job(env, args.problem, args.trials, keep, db)
+                rows.append((keep, i, wall, first))
+                label = "kept " if keep else "fresh"
+                print(
+                    f"{label} job {i + 1}: wall {wall:5.1f} s, first trial after {first:5.1f} s",
+                    flush=True,
+                )
     warm = [first for keep, i, _, first in rows if keep and i > 0]
     fresh = [first for keep, _, _, first in rows if not keep]
     print(f"first trial: kept workers (jobs 2+) median {statistics.median(warm):.1f} s, "

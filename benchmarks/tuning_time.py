@@ -20,11 +20,15 @@ the earlier run in PREV (their winners are timed again with the search's, in thi
 Writes DIR/tuning_time.json and the children's logs; prints a table. Dry run without a GPU:
 TRITON_INTERPRET=1 with a tiny --problem (the autotune side then times on the wall clock).
 `--timeline DIR` prints where an earlier run's search job spent its wall time (CPU only).
+`--warm-workers` runs the search job on a Ray head started here whose worker actor (trial process,
+compile pool, device context, Triton's launcher stubs) a 1-trial job on another dtype started
+first; no kernel of the measured problem is compiled before it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -35,9 +39,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _bench import local_target, timed  # this folder (run as a script)
+from _bench import local_target, ray_head, timed  # this folder (run as a script)
 
 ROUNDS = 5
+#: The --warm-workers warm-up job's problem: another dtype, so no kernel of the measured problem
+#: is compiled by it.
+WARMUP_PROBLEM = "M=256,N=256,K=256,dtype=float16"
 
 
 def config_line(config: dict[str, Any]) -> str:
@@ -56,10 +63,11 @@ def draw_configs(n: int | None, seed: int) -> list[dict[str, Any]]:
     return sorted(chosen, key=config_line)
 
 
-def run_child(cmd: list[str], cache: Path, log: Path) -> float:
-    """Wall seconds of ``cmd`` run with an empty Triton cache at ``cache``; its stdout goes to
-    ``log``, its stderr to ``log`` with the suffix ``.err``."""
-    env = {**os.environ, "TRITON_CACHE_DIR": str(cache)}
+def run_child(cmd: list[str], cache: Path, log: Path, base: dict[str, str] | None = None) -> float:
+    """Wall seconds of ``cmd`` run with an empty Triton cache at ``cache`` (and ``base`` as its
+    environment, default this one's); its stdout goes to ``log``, its stderr to ``log`` with the
+    suffix ``.err``."""
+    env = {**(base or os.environ), "TRITON_CACHE_DIR": str(cache)}
     start = time.perf_counter()
     with log.open("w") as sink, log.with_suffix(".err").open("w") as err:
         proc = subprocess.run(cmd, env=env, stdout=sink, stderr=err)
@@ -223,6 +231,12 @@ def main() -> None:
         "earlier run's folder (its winners are timed again here)",
     )
     parser.add_argument(
+        "--warm-workers",
+        action="store_true",
+        help="run the search job on a Ray head started here, with its worker kept warm by a "
+        "1-trial job on another dtype first (`tune --keep-workers`)",
+    )
+    parser.add_argument(
         "--timeline", type=Path, help="print where an earlier run's search job spent its time"
     )
     parser.add_argument("--autotune-child", nargs=2, type=Path, help=argparse.SUPPRESS)
@@ -281,8 +295,18 @@ def main() -> None:
     db_url = f"sqlite:///{out / 'search.db'}"
     commands["search"] = [py, "-m", "orchestrator", "tune", "matmul", "-p", args.problem, "--trials",
                           str(args.search_trials), "--json", "--db", db_url]  # fmt: skip
-    search_started = time.time()
-    wall["search"] = run_child(commands["search"], out / "cache_search", out / "search.log")
+    cache = out / "cache_search"
+    with contextlib.ExitStack() as stack:
+        env = None
+        if args.warm_workers:
+            env = stack.enter_context(ray_head({"TRITON_CACHE_DIR": str(cache)}))
+            commands["search"].append("--keep-workers")
+            commands["warmup"] = [py, "-m", "orchestrator", "tune", "matmul", "-p", WARMUP_PROBLEM,
+                                  "--trials", "1", "--keep-workers", "--db",
+                                  f"sqlite:///{out / 'warmup.db'}"]  # fmt: skip
+            run_child(commands["warmup"], cache, out / "warmup.log", env)
+        search_started = time.time()
+        wall["search"] = run_child(commands["search"], cache, out / "search.log", env)
     search_winner = json.loads((out / "search.log").read_text())["studies"][0]["best"]["config"]
     print(f"search ({args.search_trials} trials): {wall['search']:.1f} s", flush=True)
 
@@ -297,6 +321,7 @@ def main() -> None:
         "problem": args.problem,
         "configs": configs_n,
         "search_only_from": str(args.search_only) if args.search_only else None,
+        "search_warm_workers": args.warm_workers,
         "commands": commands,
         "wall_s": wall,
         "autotune_first_call_s": autotune_first_call_s,
