@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -303,6 +303,7 @@ class WorkerPool:
         self.options = options or PoolOptions()
         remote: Any = ray.remote(TrialWorker)
         actors: list[Any] = []
+        copies: Counter[str] = Counter()
         for plan in plans:
             opts: dict[str, Any] = {
                 "num_cpus": plan.num_cpus,
@@ -317,8 +318,9 @@ class WorkerPool:
                     plan.node_id, soft=False
                 )
             if self.options.keep:
+                copies[repr(plan)] += 1
                 opts.update(
-                    name=kept_name(plan, self.options),
+                    name=kept_name(plan, self.options, copies[repr(plan)] - 1),
                     namespace=KEPT_NAMESPACE,
                     lifetime="detached",
                     get_if_exists=True,
@@ -500,11 +502,12 @@ class WorkerPool:
         self._by_ref.clear()
 
 
-def kept_name(plan: WorkerPlan, options: PoolOptions) -> str:
-    """The Ray name of the kept actor for ``plan`` under ``options``: a job with another plan or
-    other options (noise, graph timing, slots, ...) gets its own actor."""
+def kept_name(plan: WorkerPlan, options: PoolOptions, copy: int = 0) -> str:
+    """The Ray name of the kept actor for the ``copy``-th of a job's equal ``plan``s (one per GPU
+    of a node) under ``options``: a job with another plan or other options (noise, graph timing,
+    slots, ...) gets its own actor."""
     digest = hashlib.sha1(repr((plan, replace(options, keep=False))).encode()).hexdigest()
-    return f"worker-{plan.backend}-{digest[:16]}"
+    return f"worker-{plan.backend}-{digest[:16]}-{copy}"
 
 
 def stop_kept_workers(grace_s: float = 10.0) -> int:

@@ -35,7 +35,7 @@ from orchestrator.dispatch import Done, Task, WorkerInfo, WorkerPool
 from orchestrator.errors import JobSpecError, JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
 from orchestrator.progress import Reporter, SilentReporter
-from orchestrator.search import SearchStudy, study_name
+from orchestrator.search import SearchStudy, study_name, valid_configs
 from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
 from search_spaces.spec import KernelSpec
@@ -47,7 +47,7 @@ ASKS_PER_STEP = 20
 #: Times a trial is dispatched before a lost worker is taken as the config's fault.
 MAX_ATTEMPTS = 3
 #: Best configs of other problems / classes enqueued as warm start, per source.
-WARM_NEIGHBOURS = 3
+WARM_NEIGHBOURS = 5
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def plan_job(spec: JobSpec, kernel: KernelSpec, pool: WorkerPool) -> list[StudyP
     plans = []
     for class_key in dict.fromkeys(chosen):
         info = present[class_key]
-        valid = kernel.space.count(info.limits)
+        valid = len(valid_configs(kernel.space, info.limits))
         if valid == 0:
             raise JobSpecError(
                 f"the {kernel.name} space has no valid config on {class_key}; "

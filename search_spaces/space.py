@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -99,8 +98,9 @@ class Constraint:
     """A rule over several parameters (and the device's limits) that a valid config must keep.
 
     ``check(config, limits)`` returns True when the config is allowed. ``uses`` names the parameters
-    read, so the rule is skipped on vendors where one of them is absent. ``text`` says the rule to a
-    person and goes into the space's hash: change it whenever the rule changes.
+    read, and ``check`` reads no other (enumeration checks a rule as soon as its last one is set);
+    the rule is skipped on vendors where one of them is absent. ``text`` says the rule to a person
+    and goes into the space's hash: change it whenever the rule changes.
     """
 
     name: str
@@ -197,12 +197,29 @@ class Space:
     def iter_valid(self, limits: DeviceLimits) -> Iterator[Config]:
         """Every valid config on ``limits``, in a deterministic (lexicographic) order."""
         present = self.params_for(limits.vendor)
-        names = [p.name for p in present]
-        active = [c for c in self.constraints if set(c.uses) <= set(names)]
-        for combo in itertools.product(*(p.values for p in present)):
-            config = dict(zip(names, combo, strict=True))
-            if all(c.check(config, limits) for c in active):
-                yield config
+        depth = {p.name: i for i, p in enumerate(present)}
+        # Each constraint is checked as soon as its last parameter is set: whole subtrees of the
+        # product are skipped, and the order stays that of itertools.product.
+        due: list[list[Constraint]] = [[] for _ in present]
+        for c in self.constraints:
+            if not c.uses:  # a rule of the device alone
+                if not c.check({}, limits):
+                    return
+            elif set(c.uses) <= set(depth):
+                due[max(depth[u] for u in c.uses)].append(c)
+        config: Config = {}
+
+        def extend(i: int) -> Iterator[Config]:
+            if i == len(present):
+                yield dict(config)
+                return
+            for value in present[i].values:
+                config[present[i].name] = value
+                if all(c.check(config, limits) for c in due[i]):
+                    yield from extend(i + 1)
+            del config[present[i].name]
+
+        yield from extend(0)
 
     def enumerate(self, limits: DeviceLimits) -> list[Config]:
         return list(self.iter_valid(limits))

@@ -40,6 +40,9 @@ def _init_process(device_index: int | None) -> None:
 
     if device_index is not None:
         torch.cuda.set_device(device_index)
+    # The GPU context now, while the pool waits for work: its first compile then only compiles
+    # (a fresh kept worker's processes would otherwise create 15 contexts on its first trials).
+    torch.zeros(1, device="cuda")
     launch = JITFunction.run
 
     def compile_only(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:

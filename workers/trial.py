@@ -172,7 +172,7 @@ def _prepare(settings: ChildSettings) -> str:
             f"device_index {index} is out of range: {torch.cuda.device_count()} GPUs are visible"
         )
     torch.cuda.set_device(index)
-    torch.cuda.init()
+    torch.zeros(1, device="cuda")  # creates the GPU context before the first trial arrives
     return "cuda"
 
 

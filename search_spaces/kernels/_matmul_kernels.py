@@ -1,7 +1,8 @@
 # Triton reads kernel parameter annotations itself, so the kernels stay unannotated.
 # mypy: disallow-untyped-defs=False
 """Triton kernels of the ``matmul`` spec: a grouped-tile GEMM (pointer loads or TMA descriptors)
-with optional split-K, and its reduction.
+with optional split-K (reduced in the same launch by the last program to finish each tile, or by a
+second kernel), and a persistent TMA variant.
 
 Imported only inside ``MatmulSpec.make_launcher`` (it imports triton); its text is the kernel's source
 for the version hash.
@@ -16,6 +17,8 @@ def matmul_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    ws_ptr,
+    arrivals_ptr,
     M,
     N,
     K,
@@ -23,23 +26,26 @@ def matmul_kernel(
     stride_ak,
     stride_bk,
     stride_bn,
-    stride_cs,
     stride_cm,
     stride_cn,
+    stride_ws,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    FUSED_REDUCE: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
-    """C[pid_k] = A[:, K-slice pid_k] @ B[K-slice pid_k, :], fp32 accumulation.
+    """C = A @ B, fp32 accumulation, C cast to its dtype.
 
     Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), SPLIT_K). Program pid_k reduces the K blocks
-    pid_k, pid_k + SPLIT_K, ...; with SPLIT_K == 1, ``c_ptr`` is the output (cast to its dtype),
-    otherwise an fp32 workspace [SPLIT_K, M, N] that ``splitk_reduce_kernel`` sums.
+    pid_k, pid_k + SPLIT_K, ...; with SPLIT_K > 1 see ``_finish_tile`` for ``ws_ptr`` (fp32
+    [SPLIT_K, M, N], rows contiguous, slices ``stride_ws`` apart) and ``arrivals_ptr`` (int32, one
+    per tile, zero before the launch and after it; not read without FUSED_REDUCE). With
+    SPLIT_K == 1 neither is read.
     """
-    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
 
     # int64 rows: M*K and M*N may exceed 2**31 elements.
@@ -61,9 +67,10 @@ def matmul_kernel(
         acc = tl.dot(a, b, acc)
         a_ptrs += step * stride_ak
         b_ptrs += step * stride_bk
-    _store_tile(
-        c_ptr, acc, pid_m, pid_n, pid_k, M, N, stride_cs, stride_cm, stride_cn, BLOCK_M, BLOCK_N
-    )
+    _finish_tile(
+        c_ptr, ws_ptr, arrivals_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, stride_ws,
+        BLOCK_M, BLOCK_N, SPLIT_K, FUSED_REDUCE,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -71,17 +78,20 @@ def matmul_tma_kernel(
     a_desc,
     b_desc,
     c_ptr,
+    ws_ptr,
+    arrivals_ptr,
     M,
     N,
     K,
-    stride_cs,
     stride_cm,
     stride_cn,
+    stride_ws,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    FUSED_REDUCE: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     """``matmul_kernel`` with A and B tiles loaded through TMA tensor descriptors (Hopper+).
@@ -89,7 +99,7 @@ def matmul_tma_kernel(
     ``a_desc``/``b_desc`` describe A (MxK, block [BLOCK_M, BLOCK_K]) and B (KxN, block
     [BLOCK_K, BLOCK_N]); the hardware zero-fills tiles past the edges, so no load is masked.
     """
-    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
@@ -101,16 +111,58 @@ def matmul_tma_kernel(
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc)
-    _store_tile(
-        c_ptr, acc, pid_m, pid_n, pid_k, M, N, stride_cs, stride_cm, stride_cn, BLOCK_M, BLOCK_N
-    )
+    _finish_tile(
+        c_ptr, ws_ptr, arrivals_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, stride_ws,
+        BLOCK_M, BLOCK_N, SPLIT_K, FUSED_REDUCE,
+    )  # fmt: skip
 
 
 @triton.jit
-def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """(tile row, tile column) of this program, visiting tiles in groups of GROUP_M tile rows so
-    that neighbouring programs share B in L2."""
-    pid = tl.program_id(0)
+def matmul_tma_persistent_kernel(
+    a_desc,
+    b_desc,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_cm,
+    stride_cn,
+    PROGRAMS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    """``matmul_tma_kernel`` without split-K as a persistent kernel.
+
+    Grid: (PROGRAMS,), one per SM at most; program p computes tiles p, p + PROGRAMS, ... Triton
+    flattens the tile and K loops into one software pipeline, so the next tile's loads overlap
+    this tile's epilogue.
+    """
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([off_m, k0])
+            b = b_desc.load([k0, off_n])
+            if DOT_IN_FP32:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        _finish_tile(
+            c_ptr, c_ptr, c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, 0,
+            BLOCK_M, BLOCK_N, 1, False,
+        )  # fmt: skip
+
+
+@triton.jit
+def _tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(tile row, tile column) of tile ``pid``, visiting tiles in groups of GROUP_M tile rows so
+    that neighbouring tiles share B in L2."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_pid_in_group = GROUP_M * num_pid_n
@@ -122,16 +174,39 @@ def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.conste
 
 
 @triton.jit
-def _store_tile(
-    c_ptr, acc, pid_m, pid_n, pid_k, M, N, stride_cs, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def _finish_tile(
+    c_ptr, ws_ptr, arrivals_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, stride_ws,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
+    FUSED_REDUCE: tl.constexpr,
 ):  # fmt: skip
-    """Store the fp32 tile ``acc`` at (pid_m, pid_n) of slice ``pid_k``, cast to C's dtype."""
+    """Write the fp32 tile ``acc`` of (pid_m, pid_n) to C, cast to C's dtype.
+
+    With SPLIT_K > 1, ``acc`` is the partial sum of K-slice pid_k: it goes to the workspace, which
+    ``splitk_reduce_kernel`` sums afterwards; with FUSED_REDUCE the program that arrives last at
+    this tile sums all SPLIT_K slices in slice order (the same bits whichever program that is),
+    writes C and resets the tile's arrival count to zero.
+    """
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + pid_k * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        ws_ptrs = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
+        tl.store(ws_ptrs + tl.program_id(1).to(tl.int64) * stride_ws, acc, mask=mask)
+        if FUSED_REDUCE:
+            # Every thread's partial is stored before the release below publishes it.
+            tl.debug_barrier()
+            arrived = tl.atomic_add(arrivals_ptr + tl.program_id(0), 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                # .cg: read the other programs' partials from L2, never a stale L1 line.
+                total = tl.load(ws_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+                for _ in tl.static_range(1, SPLIT_K):
+                    ws_ptrs += stride_ws
+                    total += tl.load(ws_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
+                tl.atomic_xchg(arrivals_ptr + tl.program_id(0), 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -144,7 +219,7 @@ def splitk_reduce_kernel(
 ):
     """c[i] = sum over s of ws[s, i] for contiguous ``ws`` [SPLIT_K, MN] (fp32) and ``c`` [MN].
 
-    Sums in a fixed order, so the result is deterministic.
+    Sums in slice order, as the fused reduction does, so both give the same bits.
     """
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN

@@ -1,4 +1,5 @@
-"""Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM and optional split-K.
+"""Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM, optional split-K (reduced in
+the same launch or by a second kernel) and a persistent TMA variant.
 
 Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels``.
 """
@@ -43,12 +44,12 @@ MAX_K_IN_FLIGHT = 256
 MAX_ASPECT = 4
 #: Split-K serves small M, where a BLOCK_M above this only computes padding rows.
 SPLIT_K_MAX_BLOCK_M = 128
+#: Block size of the split-K reduction kernel (fixed: it is not tuned).
+REDUCE_BLOCK = 1024
 #: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
 TMA_MIN_SM = 90
 #: Where the TMA parameter exists (the interpreter stands in for sm_90, see device_table).
 TMA_VENDORS = frozenset({Vendor.NVIDIA, Vendor.CPU})
-#: Block size of the split-K reduction kernel (fixed: it is not tuned).
-REDUCE_BLOCK = 1024
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
@@ -76,6 +77,13 @@ SPACE = Space(
         Param("BLOCK_K", (32, 64, 128), ParamKind.POW2, doc="K elements per loop step"),
         Param("GROUP_M", (1, 4, 8), ParamKind.POW2, doc="tile rows per L2-sharing group"),
         Param("SPLIT_K", (1, 2, 4, 8), ParamKind.POW2, doc="programs sharing one tile's K"),
+        Param(
+            "FUSED_REDUCE",
+            (False, True),
+            ParamKind.BOOL,
+            doc="with split-K: the last program at each tile sums the slices in the same launch "
+            "(else a second kernel does)",
+        ),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
         Param(
@@ -85,6 +93,14 @@ SPACE = Space(
             vendors=TMA_VENDORS,
             doc="load A and B tiles through TMA descriptors (sm_90+, triton >= 3.4; rows of A and "
             "B must be 16-byte aligned, else the pointer loads run)",
+        ),
+        Param(
+            "PERSISTENT",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=TMA_VENDORS,
+            doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
+            "tile's loads overlap this tile's epilogue)",
         ),
         *AMD_PARAMS,
     ),
@@ -146,6 +162,20 @@ SPACE = Space(
             ("TMA",),
             lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or _sm(lim) >= TMA_MIN_SM,
         ),
+        Constraint(
+            "fused-reduce-split-k",
+            "FUSED_REDUCE only with SPLIT_K > 1",
+            ("FUSED_REDUCE", "SPLIT_K"),
+            lambda c, _lim: not c["FUSED_REDUCE"] or int_param(c, "SPLIT_K") > 1,
+        ),
+        Constraint(
+            "persistent-tma",
+            "PERSISTENT only with TMA and SPLIT_K == 1",
+            ("PERSISTENT", "TMA", "SPLIT_K"),
+            lambda c, _lim: (
+                not c["PERSISTENT"] or (bool(c["TMA"]) and int_param(c, "SPLIT_K") == 1)
+            ),
+        ),
         warps_rule(),
         amd_stages_rule(),
     ),
@@ -157,6 +187,7 @@ DEFAULT: Config = {
     "BLOCK_K": 32,
     "GROUP_M": 8,
     "SPLIT_K": 1,
+    "FUSED_REDUCE": False,
     "num_warps": 4,
     "num_stages": 3,
 }
@@ -182,7 +213,9 @@ class MatmulSpec(KernelSpec):
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._matmul_kernels",)
 
     def default_config(self, vendor: Vendor) -> Config:
-        base: Config = {**DEFAULT, "TMA": False} if vendor in TMA_VENDORS else dict(DEFAULT)
+        base: Config = dict(DEFAULT)
+        if vendor in TMA_VENDORS:
+            base.update(TMA=False, PERSISTENT=False)
         return with_vendor_defaults(base, vendor)
 
     def flops(self, problem: Problem) -> float:
@@ -217,6 +250,7 @@ class MatmulSpec(KernelSpec):
         from search_spaces.kernels._matmul_kernels import (
             matmul_kernel,
             matmul_tma_kernel,
+            matmul_tma_persistent_kernel,
             splitk_reduce_kernel,
         )
 
@@ -227,10 +261,12 @@ class MatmulSpec(KernelSpec):
             raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
         meta, options = split_launch_options(config)
         tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
+        persistent = bool(meta.pop("PERSISTENT", False)) and tma
         split_k = int(config["SPLIT_K"])
         tiles = triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, int(config["BLOCK_N"]))
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
         dot_in_fp32 = a.device.type == "cpu" and a.dtype == torch.bfloat16
+        fused = bool(meta.pop("FUSED_REDUCE", False))
         kernel_args: dict[str, Any] = {**meta, **options, "DOT_IN_FP32": dot_in_fp32}
 
         kernel: Any = matmul_tma_kernel if tma else matmul_kernel
@@ -245,26 +281,38 @@ class MatmulSpec(KernelSpec):
         else:
             operands = (a, b)
             sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+        if persistent:
+            del kernel_args["SPLIT_K"]
+            programs = min(tiles, _programs_per_launch(a.device))
+            persistent_args = (*operands, out, *sizes_and_strides, *out.stride(), programs)
 
+            def launch_persistent() -> None:
+                matmul_tma_persistent_kernel[(programs,)](*persistent_args, **kernel_args)
+
+            return launch_persistent
         if split_k == 1:
-            direct_args = (*operands, out, *sizes_and_strides, 0, out.stride(0), out.stride(1))
+            workspace, arrivals = out, out  # not read with SPLIT_K == 1
+        else:
+            workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
+            arrivals = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+        args = (*operands, out, workspace, arrivals, *sizes_and_strides, *out.stride(), m * n)
+        grid = (tiles, split_k)
+        kernel_args["FUSED_REDUCE"] = fused
+        if split_k == 1 or fused:
 
-            def launch_direct() -> None:
-                kernel[(tiles, 1)](*direct_args, **kernel_args)
+            def launch() -> None:
+                kernel[grid](*args, **kernel_args)
 
-            return launch_direct
-
-        workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
-        split_args = (*operands, workspace, *sizes_and_strides, *workspace.stride())
+            return launch
         reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
 
-        def launch_split() -> None:
-            kernel[(tiles, split_k)](*split_args, **kernel_args)
+        def launch_and_reduce() -> None:
+            kernel[grid](*args, **kernel_args)
             splitk_reduce_kernel[reduce_grid](
                 workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
             )
 
-        return launch_split
+        return launch_and_reduce
 
     def reference(self, inputs: Inputs) -> Any:
         import torch
@@ -281,6 +329,15 @@ def _tensor_descriptor() -> Any:
     except ImportError:
         return None
     return TensorDescriptor
+
+
+def _programs_per_launch(device: Any) -> int:
+    """Programs of a persistent launch: the GPU's SM count (4 in the interpreter)."""
+    import torch
+
+    if device.type != "cuda":
+        return 4
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
 
 def _tma_ready(a: Any, b: Any) -> bool:

@@ -305,3 +305,24 @@ def test_a_stuck_sampler_still_spends_the_budget(
         assert len(trials) == 15 and len({t.config_key for t in trials}) == 15
     finally:
         pool.shutdown()
+
+
+def test_kept_workers_of_equal_plans_are_distinct_actors(
+    nodes: dict[str, list[str]], landscapes: dict[str, list[Path]]
+) -> None:
+    """Equal plans (one per GPU of a node) must not share one kept actor: a second job finds
+    every one of them again, and stopping ends them all."""
+    from orchestrator.dispatch import stop_kept_workers
+
+    node = nodes["A"][0]
+    plan = WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]), node_id=node)
+    options = PoolOptions(keep=True)
+    first = WorkerPool([plan, plan], options)
+    pids = {w.pid for w in first.workers()}
+    first.shutdown()
+    again = WorkerPool([plan, plan], options)
+    try:
+        assert len(pids) == 2 and {w.pid for w in again.workers()} == pids
+    finally:
+        again.shutdown()
+        assert stop_kept_workers() == 2

@@ -1,4 +1,5 @@
-"""matmul in Triton's interpreter: every element written, within tolerance, split-K deterministic."""
+"""matmul in Triton's interpreter: every element written, within tolerance, split-K deterministic;
+on a GPU, split-K's in-launch reduction under real concurrency."""
 
 import pytest
 import torch
@@ -6,6 +7,7 @@ import torch
 from search_spaces import Config, DeviceLimits, Problem, SpecError, Vendor
 from search_spaces.kernels._common import max_rel_error
 from search_spaces.kernels.matmul import SPEC
+from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import checked_launch
 
 
@@ -15,16 +17,20 @@ def cfg(
     bk: int = 32,
     group: int = 1,
     split: int = 1,
+    fused: bool = False,
     warps: int = 2,
     tma: bool = False,
+    persistent: bool = False,
 ) -> Config:
     return {
         "TMA": tma,
+        "PERSISTENT": persistent,
         "BLOCK_M": bm,
         "BLOCK_N": bn,
         "BLOCK_K": bk,
         "GROUP_M": group,
         "SPLIT_K": split,
+        "FUSED_REDUCE": fused,
         "num_warps": warps,
         "num_stages": 2,
     }
@@ -35,14 +41,20 @@ CASES: list[tuple[Problem, Config]] = [
     ({"M": 64, "N": 64, "K": 64, "dtype": "float16"}, cfg(16, 32, split=2)),
     ({"M": 1, "N": 100, "K": 72, "dtype": "float16"}, cfg(16, 64)),
     # K=72 has three 32-wide K blocks: with SPLIT_K=4 one slice gets none and must still write zeros.
-    ({"M": 1, "N": 100, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4)),
+    ({"M": 1, "N": 100, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4, fused=True)),
     ({"M": 50, "N": 40, "K": 40, "dtype": "bfloat16"}, cfg(16, 32, group=4)),
     ({"M": 33, "N": 47, "K": 130, "dtype": "float32"}, cfg(32, 32, group=8, warps=4)),
-    ({"M": 20, "N": 24, "K": 100, "dtype": "float32"}, cfg(32, 16, bk=64, split=8)),
+    ({"M": 20, "N": 24, "K": 100, "dtype": "float32"}, cfg(32, 16, bk=64, split=8, fused=True)),
     # TMA: tiles past the edges of A and B come back zero-filled, no load is masked.
     ({"M": 33, "N": 48, "K": 80, "dtype": "float16"}, cfg(32, 32, group=4, tma=True)),
     ({"M": 1, "N": 64, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4, tma=True)),
-    ({"M": 128, "N": 64, "K": 96, "dtype": "float32"}, cfg(64, 32, split=2, tma=True)),
+    ({"M": 128, "N": 64, "K": 96, "dtype": "float32"}, cfg(64, 32, split=2, fused=True, tma=True)),
+    # Persistent: 4 programs in the interpreter walk 12 and 3 tiles, edges included.
+    (
+        {"M": 90, "N": 100, "K": 80, "dtype": "float16"},
+        cfg(32, 32, group=4, tma=True, persistent=True),
+    ),
+    ({"M": 33, "N": 64, "K": 64, "dtype": "bfloat16"}, cfg(16, 64, tma=True, persistent=True)),
     # Rows of B (N=20 float16: 40 bytes) break TMA's 16-byte alignment: the pointer loads run.
     ({"M": 16, "N": 20, "K": 32, "dtype": "float16"}, cfg(16, 32, tma=True)),
 ]
@@ -53,7 +65,9 @@ CASES: list[tuple[Problem, Config]] = [
     CASES,
     ids=[
         f"{p['M']}x{p['N']}x{p['K']}-{p['dtype']}-bm{c['BLOCK_M']}-split{c['SPLIT_K']}"
+        + ("-fused" if c.get("FUSED_REDUCE") else "")
         + ("-tma" if c.get("TMA") else "")
+        + ("-persistent" if c.get("PERSISTENT") else "")
         for p, c in CASES
     ],
 )
@@ -74,14 +88,37 @@ def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
     assert max_rel_error(inputs["out"], ref) == float("inf")
 
 
-def test_split_k_is_deterministic_and_relaunchable(cpu_limits: DeviceLimits) -> None:
+def test_split_k_reductions_give_the_same_bits_on_every_launch(cpu_limits: DeviceLimits) -> None:
     problem: Problem = {"M": 8, "N": 32, "K": 128, "dtype": "float32"}
     _, inputs = checked_launch(SPEC, problem, cfg(16, 32, split=4), cpu_limits)
     first = inputs["out"].clone()
-    launcher = SPEC.make_launcher(inputs, cfg(16, 32, split=4))
-    inputs["out"].fill_(float("nan"))
+    for fused in (False, True):
+        launcher = SPEC.make_launcher(inputs, cfg(16, 32, split=4, fused=fused))
+        for _ in range(2):  # a second fused launch needs the first to reset its arrival counts
+            inputs["out"].fill_(float("nan"))
+            launcher()
+            assert torch.equal(inputs["out"], first)
+
+
+@needs_gpu
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("split", [2, 8])
+def test_split_k_reduction_is_race_free_on_gpu(split: int, tma: bool) -> None:
+    """200 launches on the same inputs give the same bits each time, within tolerance: a program
+    summing the slices before every partial is visible would change them."""
+    problem: Problem = {"M": 128, "N": 4096, "K": 4096, "dtype": "bfloat16"}
+    config = {**cfg(64, 64, bk=64, split=split, fused=True, warps=4, tma=tma), "num_stages": 3}
+    inputs = SPEC.build_inputs(problem, "cuda")
+    launcher = SPEC.make_launcher(inputs, config)
     launcher()
-    assert torch.equal(inputs["out"], first)
+    first = inputs["out"].clone()
+    assert max_rel_error(first, SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+    mismatches = 0
+    for _ in range(200):
+        inputs["out"].fill_(float("nan"))
+        launcher()
+        mismatches += not torch.equal(inputs["out"], first)
+    assert mismatches == 0
 
 
 def test_fresh_inputs_every_call() -> None:
