@@ -15,9 +15,9 @@ them) / (GPUs x window), i.e. the time each GPU's process sat waiting on Ray, Op
 database or the compile pool.
 `--warm-workers` runs each measured job (`warm_N`; `cold` stays as it is) with `--keep-workers` on
 a Ray head started here on 127.0.0.1 for that GPU count (CUDA_VISIBLE_DEVICES = the first N GPUs,
-TRITON_CACHE_DIR = the shared cache, so Ray sees N GPUs), after a 1-trial `--keep-workers` warm-up
-job from the same job file on the first problem in another dtype (so none of the measured kernels is
-compiled by it): the same head, in-flight and options give the same worker plans, hence the same
+TRITON_CACHE_DIR = the shared cache, so Ray sees N GPUs), after a `--keep-workers` warm-up job of
+one trial per GPU (each lands on another worker) from the same job file on the first problem in
+another dtype (so none of the measured kernels is compiled by it): the same head, in-flight and options give the same worker plans, hence the same
 kept actors (trial process, compile pool, CUDA context already up), and worker start-up is taken
 out of the measured job. The head and its kept workers are stopped after each measured job.
 Writes DIR/scaling.json (with whether warm workers were used, each warm-up's command and whether
@@ -182,14 +182,15 @@ def run_warm(
     out: Path, name: str, gpus: int, job_path: Path, cache: Path, warmup: str
 ) -> dict[str, Any]:
     """``run_job`` with --keep-workers on a Ray head of its own that sees the first ``gpus`` GPUs,
-    after a 1-trial --keep-workers job on ``warmup`` started the same worker actors there; the head
+    after a --keep-workers job of one trial per GPU on ``warmup`` started the same worker actors
+    there and ran a trial on each (a trial goes to the least busy worker); the head
     (kept workers included) is stopped afterwards."""
     with ray_head(gpu_env(gpus, cache)) as env:
         resources, visible = head_resources(env)
         seen = int(resources.get("GPU", 0))
         if seen != visible or visible not in (0, gpus):  # 0: no GPU, the interpreter dry run
             raise SystemExit(f"{name}: the Ray head sees {seen} GPUs, torch {visible}, not {gpus}")
-        extra = ["-p", warmup, "--trials", "1", "--keep-workers"]
+        extra = ["-p", warmup, "--trials", str(max(1, gpus)), "--keep-workers"]
         cmd, _, wall = tune(out, f"warmup_{gpus}", job_path, env, extra)
         kept = kept_workers(env)
         stats = run_job(out, name, gpus, job_path, cache, env, ["--keep-workers"])
@@ -202,7 +203,7 @@ def run_warm(
         on_kept_workers=set(stats["workers"]) <= set(kept),
     )
     print(
-        f"{name}: warm-up ({warmup}, 1 trial) {wall:.1f} s left {len(kept)} kept worker(s); "
+        f"{name}: warm-up ({warmup}, {max(1, gpus)} trials) {wall:.1f} s left {len(kept)} kept worker(s); "
         f"the measured job ran on them only: {'yes' if stats['on_kept_workers'] else 'NO'}",
         flush=True,
     )
@@ -221,7 +222,7 @@ def main() -> None:
         "--warm-workers",
         action="store_true",
         help="run each measured job with --keep-workers on a Ray head started here for its GPU "
-        "count, its workers kept warm by a 1-trial job on another dtype first",
+        "count, its workers kept warm by a job of one trial per GPU on another dtype first",
     )
     args = parser.parse_args()
     out = args.out_dir

@@ -2,19 +2,20 @@
 # One nvidia-h200-x2 device call (repo root, wheels installed, PYTHONPATH set): issue 4 item 7 with
 # kept workers: benchmarks/scaling.py --warm-workers (the job of h200_x2_scaling_final.sh, 60
 # trials a study; `cold` fills the Triton cache as before, then for 1 and for 2 GPUs a Ray head on
-# 127.0.0.1 that sees those GPUs, a 1-trial --keep-workers warm-up job on float16, and the measured
-# job with --keep-workers on the warm-up's worker actors, so worker start-up is out of it);
-# then issue 4 item 6, search row with kept workers on GPU 0 (tuning_time.py --search-only
-# --warm-workers), a third sample after the space enumeration got faster (job start-up).
-# Ran three times in session 4: (1) one kept actor served both GPUs' plans (equal plans got one
-# name: 2 GPUs measured 1.00x); (2) after the fix, the second GPU's actor returned its first trial
-# 5.2 s into the job; (3) after its compile-pool processes and trial process create their GPU
-# context at start, with the wheels byte-compiled first (they are installed --no-compile, and how
-# long a driver takes to import them is part of every job's start).
+# 127.0.0.1 that sees those GPUs, a --keep-workers warm-up job on float16, and the measured job with
+# --keep-workers on the warm-up's worker actors, so worker start-up is out of it); then issue 4
+# item 6, search row with kept workers on GPU 0 (tuning_time.py --search-only --warm-workers).
+# Session 4 ran it twice: (1) one kept actor served both GPUs' plans (equal plans got one name:
+# 2 GPUs measured 1.00x; without the tuning_time step); (2) after that fix, the second GPU's actor
+# returned its first trial 5.2 s into the job (its warm-up ran 1 trial, on the other actor). Since
+# then the pool processes and the trial process create their GPU context at start, and the
+# warm-up runs one trial per GPU; a third run was refused (no two-GPU machine lent) and is next.
 # Everything lands in $OUT/results.tgz (the device returns at most 8 files).
 set -u
 R=$OUT/r
 mkdir -p "$R/scaling_warm"
+# The device sets PYTHONDONTWRITEBYTECODE=1 and the wheels are installed --no-compile: byte-compile
+# them once, as a pip install would, so no process compiles Ray or SQLAlchemy at every start.
 echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
 TIMEFORMAT="compileall %R s"; time python3 -m compileall -q -j 0 /tmp/site > /dev/null
 TIMEFORMAT="driver imports %R s"
