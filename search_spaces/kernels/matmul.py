@@ -267,7 +267,12 @@ class MatmulSpec(KernelSpec):
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
         dot_in_fp32 = a.device.type == "cpu" and a.dtype == torch.bfloat16
         fused = bool(meta.pop("FUSED_REDUCE", False))
-        kernel_args: dict[str, Any] = {**meta, **options, "DOT_IN_FP32": dot_in_fp32}
+        kernel_args: dict[str, Any] = {
+            **meta,
+            **options,
+            "FUSED_REDUCE": fused,
+            "DOT_IN_FP32": dot_in_fp32,
+        }
 
         kernel: Any = matmul_tma_kernel if tma else matmul_kernel
         if tma:
@@ -282,7 +287,7 @@ class MatmulSpec(KernelSpec):
             operands = (a, b)
             sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
         if persistent:
-            del kernel_args["SPLIT_K"]
+            del kernel_args["SPLIT_K"], kernel_args["FUSED_REDUCE"]
             programs = min(tiles, _programs_per_launch(a.device))
             persistent_args = (*operands, out, *sizes_and_strides, *out.stride(), programs)
 
@@ -290,14 +295,13 @@ class MatmulSpec(KernelSpec):
                 matmul_tma_persistent_kernel[(programs,)](*persistent_args, **kernel_args)
 
             return launch_persistent
-        if split_k == 1:
-            workspace, arrivals = out, out  # not read with SPLIT_K == 1
-        else:
+        workspace, arrivals = out, out  # read only with SPLIT_K > 1, and with FUSED_REDUCE
+        if split_k > 1:
             workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
-            arrivals = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+            if fused:
+                arrivals = torch.zeros(tiles, dtype=torch.int32, device=a.device)
         args = (*operands, out, workspace, arrivals, *sizes_and_strides, *out.stride(), m * n)
         grid = (tiles, split_k)
-        kernel_args["FUSED_REDUCE"] = fused
         if split_k == 1 or fused:
 
             def launch() -> None:
