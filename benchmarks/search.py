@@ -16,9 +16,11 @@ costs one trial; a config the landscape lacks is ``invalid`` (PRUNED).
 
 Warm start (``--warm-from FILE ...``, rows labelled ``SAMPLER+warm``): as ``tunefleet tune`` does for
 a new problem when the database holds other problems' winners on the device, the study is seeded
-with the spec's default config and the best configs of the ``WARM_NEIGHBOURS`` nearest problems
+with the spec's default config, the best configs of the ``WARM_NEIGHBOURS`` nearest problems
 (``orchestrator.driver.problem_distance``) among the given landscapes of the same kernel, leaving
-out the landscape's own problem. Seeded configs are measured first and count as trials.
+out the landscape's own problem, then the nearest one's next fastest configs up to its
+``WARM_NEAREST_TOP`` fastest (from its whole landscape; a real job has only what an earlier job
+measured there). Seeded configs are measured first and count as trials.
 
 The space: for a shipped kernel whose spec version matches the file and a device in the device
 table, the spec's space on that device (what ``tunefleet tune`` searches). A file recorded under
@@ -64,7 +66,7 @@ from optuna.samplers import BaseSampler, TPESampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.driver import WARM_NEIGHBOURS, problem_distance
+from orchestrator.driver import WARM_NEAREST_TOP, WARM_NEIGHBOURS, problem_distance
 from orchestrator.jobs import Sampler
 from orchestrator.search import (
     Encoding,
@@ -403,19 +405,24 @@ def run_seed(
 
 
 def warm_configs(path: Path, pool: Sequence[Path]) -> list[dict[str, Any]]:
-    """What ``tunefleet tune`` would seed the study of ``path``'s problem with, given the winners
-    of the landscapes in ``pool``: the spec's default, then the best configs of the nearest other
-    problems of the same kernel (see the module docstring)."""
+    """What ``tunefleet tune`` would seed the study of ``path``'s problem with, given the
+    landscapes in ``pool``: the spec's default, the best configs of the nearest other problems of
+    the same kernel, then the nearest one's next fastest (see the module docstring)."""
     target = read_landscape(path)
     near = []
     for other_path in pool:
         other = read_landscape(other_path)
-        top = other.best()
-        if other.kernel != target.kernel or other.problem_key == target.problem_key or not top:
+        ranked = sorted(
+            (r for r in other.results if r.time_ms is not None), key=lambda r: r.time_ms
+        )
+        if other.kernel != target.kernel or other.problem_key == target.problem_key or not ranked:
             continue
-        near.append((problem_distance(target.problem, other.problem), top.config))
+        near.append((problem_distance(target.problem, other.problem), [r.config for r in ranked]))
     near.sort(key=lambda dc: dc[0])
-    configs = [dict(c) for d, c in near[:WARM_NEIGHBOURS] if math.isfinite(d)]
+    near = [(d, ranked) for d, ranked in near if math.isfinite(d)]
+    configs = [dict(ranked[0]) for _, ranked in near[:WARM_NEIGHBOURS]]
+    if near:
+        configs += [dict(c) for c in near[0][1][1:WARM_NEAREST_TOP]]
     known = _spec_space(target)
     if known is not None:
         space, limits, _ = known

@@ -48,6 +48,8 @@ ASKS_PER_STEP = 20
 MAX_ATTEMPTS = 3
 #: Best configs of other problems / classes enqueued as warm start, per source.
 WARM_NEIGHBOURS = 5
+#: Fastest configs of the nearest problem enqueued as warm start (its best among them).
+WARM_NEAREST_TOP = 8
 
 
 @dataclass(frozen=True)
@@ -251,21 +253,31 @@ class Driver:
         budget: int,
     ) -> list[Config]:
         """Warm start, in order: configs measured for this key by any job (fastest first, at most
-        the budget), the spec's default, the best configs of the nearest problems on this class,
-        the best configs of this problem on other classes. Deduplicated."""
+        the budget), the spec's default, the best configs of the ``WARM_NEIGHBOURS`` nearest
+        problems on this class, the next fastest configs measured for the nearest one (up to its
+        ``WARM_NEAREST_TOP`` fastest), the best configs of this problem on other classes.
+        Deduplicated."""
         configs = [c for c, _ in _measured_for_key(s, kernel_id, plan.problem_key, class_id)]
         configs = configs[:budget]
         configs.append(kernel.default_for(plan.info.limits))
         bests = repository.get_best(s, kernel.name, kernel_version=version)
         near = sorted(
             (
-                (problem_distance(plan.problem, dict(json.loads(b.problem_key))), b.config)
+                (
+                    problem_distance(plan.problem, dict(json.loads(b.problem_key))),
+                    b.problem_key,
+                    b.config,
+                )
                 for b in bests
                 if b.device_class_key == plan.class_key and b.problem_key != plan.problem_key
             ),
-            key=lambda dc: dc[0],
+            key=lambda dkc: dkc[0],
         )
-        configs.extend(c for d, c in near[:WARM_NEIGHBOURS] if math.isfinite(d))
+        near = [dkc for dkc in near if math.isfinite(dkc[0])]
+        configs.extend(c for _, _, c in near[:WARM_NEIGHBOURS])
+        if near:
+            nearest = _measured_for_key(s, kernel_id, near[0][1], class_id)
+            configs.extend(c for c, ms in nearest[:WARM_NEAREST_TOP] if ms is not None)
         others = sorted(
             (
                 b

@@ -326,3 +326,23 @@ def test_kept_workers_of_equal_plans_are_distinct_actors(
     finally:
         again.shutdown()
         assert stop_kept_workers() == 2
+
+
+def test_warm_start_seeds_the_nearest_problems_fastest_configs(
+    nodes: dict[str, list[str]], landscapes: dict[str, list[Path]], database: Database
+) -> None:
+    from orchestrator.driver import WARM_NEAREST_TOP
+
+    pool = make_pool(nodes, landscapes)
+    try:
+        first = run(database, pool, spec(problems=[SMALL], device_classes=[H200_CLASS], trials=12))
+        small = sorted(
+            (t for t in rows(database, first.job_id) if t.median_ms is not None),
+            key=lambda t: t.median_ms or 0.0,
+        )
+        top = {config_key(t.config) for t in small[:WARM_NEAREST_TOP]}
+        second = run(database, pool, spec(problems=[BIG], device_classes=[H200_CLASS], trials=12))
+        seeds = [config_key(t.config) for t in rows(database, second.job_id)][: len(top) + 1]
+        assert top <= set(seeds)  # measured first: the default, then the nearest's fastest
+    finally:
+        pool.shutdown()

@@ -17,6 +17,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from orchestrator.driver import WARM_NEAREST_TOP
 from search_spaces.registry import get_spec
 from search_spaces.space import (
     Constraint,
@@ -165,7 +166,13 @@ def test_warm_start_takes_the_nearest_other_problems_winners(tmp_path: Path) -> 
     far = _toy(tmp_path / "n64.json", 64, (2, 1))
     other_kernel = _toy(tmp_path / "x.json", 2, (2, 2), kernel="other")
     warm = bench_mod.warm_configs(own, [far, other_kernel, own, near])
-    assert warm == [{"a": 1, "b": 2}, {"a": 2, "b": 1}]
+    # The winners, nearest first; then the nearest's next fastest (2 + a + b: (0, 0) first) up
+    # to its WARM_NEAREST_TOP fastest, which leaves out only its slowest, (2, 2).
+    assert WARM_NEAREST_TOP == 8
+    assert warm[:3] == [{"a": 1, "b": 2}, {"a": 2, "b": 1}, {"a": 0, "b": 0}]
+    assert sorted((c["a"], c["b"]) for c in warm) == [
+        (a, b) for a in range(3) for b in range(3) if (a, b) != (2, 2)
+    ]
 
 
 def test_warm_rows_are_held_to_the_warm_target() -> None:
