@@ -7,10 +7,7 @@
 set -u
 R=$OUT/r
 mkdir -p "$R"
-echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
-TIMEFORMAT="compileall %R s"; time python3 -m compileall -q -j 0 /tmp/site > /dev/null
-TIMEFORMAT="driver imports %R s"
-for _ in 1 2; do time python3 -c "import orchestrator.cli, orchestrator.driver, ray, optuna"; done
+bash benchmarks/runs/byte_compile_wheels.sh
 timeout 120 python3 benchmarks/tuning_time.py --out-dir "$R/tt_warm" --search-trials 100 \
   --search-only benchmarks/results/h200/tuning_time/full_888 --warm-workers > "$R/tt_warm_log.txt" 2>&1
 echo "search-only warm rc=$?"; tail -n 2 "$R/tt_warm_log.txt"

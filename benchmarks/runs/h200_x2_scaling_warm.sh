@@ -14,12 +14,7 @@
 set -u
 R=$OUT/r
 mkdir -p "$R/scaling_warm"
-# The device sets PYTHONDONTWRITEBYTECODE=1 and the wheels are installed --no-compile: byte-compile
-# them once, as a pip install would, so no process compiles Ray or SQLAlchemy at every start.
-echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
-TIMEFORMAT="compileall %R s"; time python3 -m compileall -q -j 0 /tmp/site > /dev/null
-TIMEFORMAT="driver imports %R s"
-for _ in 1 2; do time python3 -c "import orchestrator.cli, orchestrator.driver, ray, optuna"; done
+bash benchmarks/runs/byte_compile_wheels.sh
 timeout 300 python3 benchmarks/scaling.py --out-dir "$R/scaling_warm" --trials 60 --warm-workers \
   > "$R/scaling_warm/log.txt" 2>&1
 rc=$?; echo "scaling --warm-workers rc=$rc"
