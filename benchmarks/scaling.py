@@ -1,8 +1,10 @@
 """Issue 4 item 7: the same tuning job on 1 and on 2 GPUs of one host (nvidia-h200-x2).
 
 Usage (GPU machine with 2 GPUs, repo root):
-    python benchmarks/scaling.py --out-dir DIR [--gpus 1 2] [--trials 40] [--in-flight 12]
+    python benchmarks/scaling.py --out-dir DIR [--gpus 1 2] [--trials 40] [--in-flight N]
         [--problems P ...] [--warm-workers]
+(--in-flight: trials queued per worker; default tune's own, one per compile process + 1; the
+session-2/3 rows used 12.)
 Runs `tunefleet tune JOB.json` (matmul, the Llama-3-8B shapes at M = 1024 and 4096: 8 studies,
 default sampler, same seed) once per GPU count, each with a fresh SQLite database and
 CUDA_VISIBLE_DEVICES set to the first N GPUs. A first run on all GPUs fills the Triton cache
@@ -215,7 +217,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--gpus", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--trials", type=int, default=40)
-    parser.add_argument("--in-flight", type=int, default=12)
+    parser.add_argument("--in-flight", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--problems", nargs="*", default=PROBLEMS)
     parser.add_argument(
@@ -227,13 +229,14 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    job = {
+    job: dict[str, Any] = {
         "kernel": "matmul",
         "problems": args.problems,
         "trials": args.trials,
         "seed": args.seed,
-        "in_flight": args.in_flight,
     }
+    if args.in_flight is not None:
+        job["in_flight"] = args.in_flight
     job_path = out / "scaling_job.json"
     job_path.write_text(json.dumps(job, indent=1))
     cache = out / "triton_cache"

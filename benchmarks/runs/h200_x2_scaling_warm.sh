@@ -9,7 +9,8 @@
 # 2 GPUs measured 1.00x; without the tuning_time step); (2) after that fix, the second GPU's actor
 # returned its first trial 5.2 s into the job (its warm-up ran 1 trial, on the other actor). Since
 # then the pool processes and the trial process create their GPU context at start, and the
-# warm-up runs one trial per GPU; a third run was refused (no two-GPU machine lent) and is next.
+# warm-up runs one trial per GPU, and scaling.py leaves in_flight to tune's default (one per compile
+# process + 1; runs 1 and 2 had 12); a third run was refused (no two-GPU machine lent) and is next.
 # Everything lands in $OUT/results.tgz (the device returns at most 8 files).
 set -u
 R=$OUT/r
