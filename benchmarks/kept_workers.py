@@ -6,7 +6,8 @@ Starts `ray start --head` (loopback, token auth off, its own temp dir), then run
 tune matmul` --jobs times with --keep-workers (the first creates the worker actor, the others find
 it: its trial process, compile pool and device context are already up), then the same number of
 times without (each job starts and ends its own actor). Every job gets its own SQLite database, so
-nothing is answered from an earlier job's trials. Per job: the command's wall seconds and the
+nothing is answered from an earlier job's trials. Between the two, a job on a kept worker that had
+started but not yet run a trial (see ``idle_kept_job``). Per job: the command's wall seconds and the
 seconds from its start to its first stored trial. Ends the kept workers and the Ray head. On a GPU
 machine it measures the GPU worker; without one, Triton's interpreter.
 """
@@ -64,10 +65,28 @@ def main() -> None:
                     f"{label} job {i + 1}: wall {wall:5.1f} s, first trial after {first:5.1f} s",
                     flush=True,
                 )
+            if keep:
+                idle = idle_kept_job(env, args.problem, args.trials, Path(tmp))
+                print(f"idle kept worker (started, no trial yet): first trial after {idle:5.1f} s")
+                stop_kept(env)  # the fresh jobs' actors need the GPU the kept one holds
     warm = [first for keep, i, _, first in rows if keep and i > 0]
     fresh = [first for keep, _, _, first in rows if not keep]
     print(f"first trial: kept workers (jobs 2+) median {statistics.median(warm):.1f} s, "
           f"fresh workers median {statistics.median(fresh):.1f} s")  # fmt: skip
+
+
+def stop_kept(env: dict[str, str]) -> None:
+    cmd = [sys.executable, "-m", "orchestrator", "workers", "stop"]
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+
+
+def idle_kept_job(env: dict[str, str], problem: str, trials: int, tmp: Path) -> float:
+    """Seconds to the first trial of a job whose kept worker had started but run no trial: the
+    kept workers are stopped, the first kept job is run again on its own database (every trial
+    answered from it, so its new kept actor runs none), then a job on a fresh database."""
+    stop_kept(env)
+    one_job(env, problem, trials, True, tmp / "True0.db")
+    return one_job(env, problem, trials, True, tmp / "idle.db")[1]
 
 
 if __name__ == "__main__":
