@@ -208,7 +208,12 @@ def ray_head(extra_env: dict[str, str] | None = None) -> Iterator[dict[str, str]
     try:
         yield env
     finally:
-        subprocess.run([sys.executable, "-m", "orchestrator", "workers", "stop"], env=env,
-                       capture_output=True)  # fmt: skip
+        stop_kept_workers(env, check=False)
         subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def stop_kept_workers(env: dict[str, str], check: bool = True) -> None:
+    """`tunefleet workers stop` on the Ray cluster at env's RAY_ADDRESS."""
+    cmd = [sys.executable, "-m", "orchestrator", "workers", "stop"]
+    subprocess.run(cmd, env=env, check=check, capture_output=True)

@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _bench import ray_head  # this folder (run as a script)
+from _bench import ray_head, stop_kept_workers  # this folder (run as a script)
 
 
 def first_trial_epoch(db: Path) -> float:
@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=3)
     args = parser.parse_args()
+    if args.jobs < 2:
+        parser.error("--jobs must be at least 2: the first kept job starts the kept worker")
     with tempfile.TemporaryDirectory() as tmp, ray_head() as env:
         rows = []
         for keep in (True, False):
@@ -68,23 +70,18 @@ def main() -> None:
             if keep:
                 idle = idle_kept_job(env, args.problem, args.trials, Path(tmp))
                 print(f"idle kept worker (started, no trial yet): first trial after {idle:5.1f} s")
-                stop_kept(env)  # the fresh jobs' actors need the GPU the kept one holds
+                stop_kept_workers(env)  # the fresh jobs' actors need the GPU the kept one holds
     warm = [first for keep, i, _, first in rows if keep and i > 0]
     fresh = [first for keep, _, _, first in rows if not keep]
     print(f"first trial: kept workers (jobs 2+) median {statistics.median(warm):.1f} s, "
           f"fresh workers median {statistics.median(fresh):.1f} s")  # fmt: skip
 
 
-def stop_kept(env: dict[str, str]) -> None:
-    cmd = [sys.executable, "-m", "orchestrator", "workers", "stop"]
-    subprocess.run(cmd, env=env, check=True, capture_output=True)
-
-
 def idle_kept_job(env: dict[str, str], problem: str, trials: int, tmp: Path) -> float:
     """Seconds to the first trial of a job whose kept worker had started but run no trial: the
     kept workers are stopped, the first kept job is run again on its own database (every trial
     answered from it, so its new kept actor runs none), then a job on a fresh database."""
-    stop_kept(env)
+    stop_kept_workers(env)
     one_job(env, problem, trials, True, tmp / "True0.db")
     return one_job(env, problem, trials, True, tmp / "idle.db")[1]
 

@@ -156,28 +156,30 @@ def warmup_problem(problems: list[str]) -> str:
     return ",".join(f"{k}={v}" for k, v in {**fields[0], "dtype": dtype}.items())
 
 
+def probe(env: dict[str, str], code: str) -> Any:
+    """What ``code``, run by a fresh Python with ``env``, prints as JSON on its last line."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def head_resources(env: dict[str, str]) -> tuple[dict[str, float], int]:
     """The resources the Ray cluster at env's RAY_ADDRESS offers (CPU, GPU, ...) and the number of
     GPUs torch sees in ``env``."""
-    probe = ("import json, ray, torch; ray.init(); "
-             "print(json.dumps([ray.cluster_resources(), torch.cuda.device_count()]))")  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
-    )
-    resources, visible = json.loads(done.stdout.strip().splitlines()[-1])
+    code = ("import json, ray, torch; ray.init(); "
+            "print(json.dumps([ray.cluster_resources(), torch.cuda.device_count()]))")  # fmt: skip
+    resources, visible = probe(env, code)
     return resources, int(visible)
 
 
 def kept_workers(env: dict[str, str]) -> list[str]:
     """The kept worker actors ("<node id>/<pid>") on the Ray cluster at env's RAY_ADDRESS."""
-    probe = ("import json, ray; from orchestrator.dispatch import KEPT_NAMESPACE as NS; ray.init(); "
-             "names = [a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
-             "if a.get('namespace') == NS]; print(json.dumps(sorted(ray.get("
-             "ray.get_actor(n, namespace=NS).info.remote()).worker for n in names)))")  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
-    )
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    code = ("import json, ray; from orchestrator.dispatch import KEPT_NAMESPACE as NS; ray.init(); "
+            "names = [a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
+            "if a.get('namespace') == NS]; print(json.dumps(sorted(ray.get("
+            "ray.get_actor(n, namespace=NS).info.remote()).worker for n in names)))")  # fmt: skip
+    return list(probe(env, code))
 
 
 def run_warm(
@@ -205,8 +207,9 @@ def run_warm(
         on_kept_workers=set(stats["workers"]) <= set(kept),
     )
     print(
-        f"{name}: warm-up ({warmup}, {max(1, gpus)} trials) {wall:.1f} s left {len(kept)} kept worker(s); "
-        f"the measured job ran on them only: {'yes' if stats['on_kept_workers'] else 'NO'}",
+        f"{name}: warm-up ({warmup}, {max(1, gpus)} trials) {wall:.1f} s left {len(kept)} kept "
+        f"worker(s); the measured job ran on them only: "
+        f"{'yes' if stats['on_kept_workers'] else 'NO'}",
         flush=True,
     )
     return stats
