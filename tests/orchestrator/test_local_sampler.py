@@ -5,10 +5,12 @@ neighbours of the two best configs."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import Trial
 
 from orchestrator.jobs import Sampler
 from orchestrator.search import Encoding, LocalSearchSampler, make_sampler
@@ -22,6 +24,17 @@ DISTRIBUTIONS = {
 }
 
 
+def ask_new(
+    study: optuna.Study, dists: Mapping[str, BaseDistribution], seen: set[tuple[Any, ...]]
+) -> tuple[Trial, tuple[Any, ...]]:
+    """Ask ``study`` for a trial; fail if its config was asked before; add it to ``seen``."""
+    trial = study.ask(dict(dists))
+    key = tuple(trial.params[n] for n in dists)
+    assert key not in seen
+    seen.add(key)
+    return trial, key
+
+
 def cost(params: dict[str, object]) -> float:
     return abs(int(params["a"]) - 7) + abs(int(params["b"]) - 2) + (0 if params["c"] else 3) + 1.0
 
@@ -29,12 +42,9 @@ def cost(params: dict[str, object]) -> float:
 def test_climbs_to_the_optimum_and_never_repeats_a_config() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(sampler=LocalSearchSampler(DISTRIBUTIONS, seed=3, startup=5))
-    seen = set()
+    seen: set[tuple[Any, ...]] = set()
     for _ in range(60):
-        trial = study.ask(DISTRIBUTIONS)
-        key = (trial.params["a"], trial.params["b"], trial.params["c"])
-        assert key not in seen
-        seen.add(key)
+        trial, _key = ask_new(study, DISTRIBUTIONS, seen)
         study.tell(trial, cost(trial.params))
     assert study.best_value == 1.0  # a=7, b=2, c=True
     # After the startup trials, every proposal is one step from an earlier config.
@@ -81,12 +91,9 @@ def test_only_valid_unasked_configs_are_proposed_and_the_optimum_is_reached() ->
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     sampler = LocalSearchSampler(COUPLED, seed=1, startup=3, valid=lambda: VALID)
     study = optuna.create_study(sampler=sampler)
-    seen = set()
+    seen: set[tuple[Any, ...]] = set()
     for i in range(40):
-        trial = study.ask(COUPLED)
-        key = (trial.params["a"], trial.params["b"], trial.params["c"])
-        assert key not in seen
-        seen.add(key)
+        trial, key = ask_new(study, COUPLED, seen)
         if i >= 3:  # after the random startup, every proposal is valid
             assert key[0] + key[1] <= 5
         study.tell(trial, coupled_cost(trial.params) if key[0] + key[1] <= 5 else 99.0)
