@@ -342,7 +342,9 @@ def test_warm_start_seeds_the_nearest_problems_fastest_configs(
         )
         top = {config_key(t.config) for t in small[:WARM_NEAREST_TOP]}
         second = run(database, pool, spec(problems=[BIG], device_classes=[H200_CLASS], trials=12))
-        seeds = [config_key(t.config) for t in rows(database, second.job_id)][: len(top) + 1]
-        assert top <= set(seeds)  # measured first: the default, then the nearest's fastest
+        # Enqueued first (after the default and the nearest's best), so within the 12-trial
+        # budget; rows are stored as results arrive from two workers, so not necessarily first.
+        measured = {config_key(t.config) for t in rows(database, second.job_id)}
+        assert top <= measured
     finally:
         pool.shutdown()
