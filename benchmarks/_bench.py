@@ -88,7 +88,11 @@ def best_from(
     for path in databases:
         if not path.exists():
             continue
-        database = Database(f"sqlite:///{path}")
+        # A copy brought to the current schema: recorded databases stay as they were written.
+        copy = Path(tempfile.mkdtemp(prefix="tunefleet-best-")) / path.name
+        shutil.copyfile(path, copy)
+        database = Database(f"sqlite:///{copy}")
+        database.upgrade()
         with database.session(readonly=True) as s:
             found = [(r.problem_key, r.time_ms, r.config) for r in repository.get_best(s, kernel)]
             # Trials too: a job cut short stored its trials but not yet its best configs.
@@ -105,6 +109,7 @@ def best_from(
             if key not in best or ms < best[key][0]:
                 best[key] = (ms, config)
         database.close()
+        shutil.rmtree(copy.parent)
     return {key: config for key, (_, config) in best.items()}
 
 
@@ -118,6 +123,25 @@ def timed(fn: Callable[[], Any], backend: Any) -> float:
     return statistics.median(
         time_launcher(fn, backend, warmup=5 if gpu else 1, reps=25 if gpu else 2, flush=flush)
     )
+
+
+def ceilings(backend: Any) -> dict[str, float]:
+    """Copy bandwidth (GB/s, read + written) and bf16 GEMM rate (TFLOP/s) measured here."""
+    import torch
+
+    device = "cuda" if backend.value != "interpreter" else "cpu"
+    n = (1 << 31) if device == "cuda" else (1 << 22)
+    src = torch.randn(n, dtype=torch.bfloat16, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = timed(lambda: dst.copy_(src), backend)
+    size = 8192 if device == "cuda" else 256
+    a = torch.randn(size, size, dtype=torch.bfloat16, device=device)
+    b = torch.randn(size, size, dtype=torch.bfloat16, device=device)
+    gemm_ms = timed(lambda: torch.matmul(a, b), backend)
+    return {
+        "copy_gbps": 2 * src.numel() * src.element_size() / copy_ms / 1e6,
+        "gemm_tflops": 2 * size**3 / gemm_ms / 1e9,
+    }
 
 
 def local_target() -> tuple[Any, Any, str]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from _bench import (  # this folder (run as a script)
     add_job_args,
+    ceilings,
     geomean,
     local_target,
     time_tuned_and_default,
@@ -86,25 +87,6 @@ BASELINES: dict[str, dict[str, Callable[[dict[str, Any], dict[str, Any]], Callab
     "matmul": {"torch.matmul (cuBLAS)": matmul_baseline},
     "rmsnorm": {"torch rms_norm": rmsnorm_eager, "torch.compile": rmsnorm_compiled},
 }
-
-
-def ceilings(backend: Any) -> dict[str, float]:
-    """Copy bandwidth (GB/s, read + written) and bf16 GEMM rate (TFLOP/s) measured here."""
-    import torch
-
-    device = "cuda" if backend.value != "interpreter" else "cpu"
-    n = (1 << 31) if device == "cuda" else (1 << 22)
-    src = torch.randn(n, dtype=torch.bfloat16, device=device)
-    dst = torch.empty_like(src)
-    copy_ms = timed(lambda: dst.copy_(src), backend)
-    size = 8192 if device == "cuda" else 256
-    a = torch.randn(size, size, dtype=torch.bfloat16, device=device)
-    b = torch.randn(size, size, dtype=torch.bfloat16, device=device)
-    gemm_ms = timed(lambda: torch.matmul(a, b), backend)
-    return {
-        "copy_gbps": 2 * src.numel() * src.element_size() / copy_ms / 1e6,
-        "gemm_tflops": 2 * size**3 / gemm_ms / 1e9,
-    }
 
 
 def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from db.errors import (
     SchemaOutOfDate,
     SchemaTooNew,
 )
-from db.models import JobStatus, StudyStatus, TrialOutcome
+from db.models import JobStatus, Objective, StudyStatus, TrialOutcome
 from db.repository import (
     BestRecord,
     DeviceClassRecord,
@@ -47,6 +47,7 @@ __all__ = [
     "JobStatus",
     "MeasuredRecord",
     "NotFound",
+    "Objective",
     "SchemaOutOfDate",
     "SchemaTooNew",
     "StudyRecord",

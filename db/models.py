@@ -69,6 +69,13 @@ class TrialOutcome(str, enum.Enum):
     INFRA = "infra"
 
 
+class Objective(str, enum.Enum):
+    """What a trial's time means. Times of different objectives are never compared or mixed."""
+
+    KERNEL = "kernel"  # one launch alone: events around it, L2 flushed before it
+    GRAPH = "graph"  # per launch, in a CUDA graph of back-to-back launches over rotating inputs
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -219,6 +226,7 @@ class Trial(Base):
         ),
         sa.Index("ix_tf_trials_study_id", "study_id"),
         sa.CheckConstraint(_in_check("outcome", TrialOutcome), name="outcome"),
+        sa.CheckConstraint(_in_check("objective", Objective), name="objective"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -231,6 +239,9 @@ class Trial(Base):
     config: Mapped[dict[str, Any]]
     config_key: Mapped[str] = mapped_column(sa.Text)
     outcome: Mapped[TrialOutcome] = mapped_column(_enum_column(TrialOutcome))
+    objective: Mapped[Objective] = mapped_column(
+        _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value
+    )
     samples_ms: Mapped[list[float] | None] = mapped_column(sa.JSON)
     median_ms: Mapped[float | None]
     iqr_ms: Mapped[float | None]
@@ -244,19 +255,25 @@ class Trial(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+#: The columns that name a best config: one row per value of them.
+BEST_KEY = (
+    "kernel_name",
+    "kernel_version",
+    "problem_key",
+    "device_class_key",
+    "triton_minor",
+    "objective",
+)
+
+
 class BestConfig(Base):
-    """The fastest known config per (kernel, version, problem, device class, triton major.minor)."""
+    """The fastest known config per (kernel, version, problem, device class, triton major.minor,
+    objective)."""
 
     __tablename__ = "tf_best_configs"
     __table_args__ = (
-        sa.UniqueConstraint(
-            "kernel_name",
-            "kernel_version",
-            "problem_key",
-            "device_class_key",
-            "triton_minor",
-            name="uq_tf_best_configs_key",
-        ),
+        sa.UniqueConstraint(*BEST_KEY, name="uq_tf_best_configs_key"),
+        sa.CheckConstraint(_in_check("objective", Objective), name="objective"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -265,6 +282,9 @@ class BestConfig(Base):
     problem_key: Mapped[str] = mapped_column(sa.Text)
     device_class_key: Mapped[str] = mapped_column(sa.String(200))
     triton_minor: Mapped[str] = mapped_column(sa.String(16))
+    objective: Mapped[Objective] = mapped_column(
+        _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value
+    )
     config: Mapped[dict[str, Any]]
     time_ms: Mapped[float]
     trial_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_trials.id"))

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from db.errors import InvalidRecord, InvalidTransition, NotFound
 from db.models import (
+    BEST_KEY,
     JOB_TRANSITIONS,
     BestConfig,
     DeviceClass,
@@ -29,6 +30,7 @@ from db.models import (
     Job,
     JobStatus,
     Kernel,
+    Objective,
     Study,
     StudyStatus,
     Trial,
@@ -75,6 +77,7 @@ class TrialRecord:
     config: dict[str, Any]
     config_key: str
     outcome: TrialOutcome
+    objective: Objective
     samples_ms: list[float] | None
     median_ms: float | None
     iqr_ms: float | None
@@ -98,6 +101,7 @@ class BestRecord:
     problem_key: str
     device_class_key: str
     triton_minor: str
+    objective: Objective
     config: dict[str, Any]
     time_ms: float
     trial_id: int | None
@@ -404,8 +408,10 @@ def record_trial(
     worker: str | None = None,
     host: str | None = None,
     reused: bool = False,
+    objective: Objective | str = Objective.KERNEL,
 ) -> int:
-    """Write one trial and return its id; ``outcome`` is an Outcome value (``"ok"``, ``"infra"``, ...).
+    """Write one trial and return its id; ``outcome`` is an Outcome value (``"ok"``, ``"infra"``, ...),
+    ``objective`` what its times mean.
 
     ``config_key`` must be the caller's canonical JSON of ``config`` (search_spaces.space.config_key).
     The row is flushed, and committed when the caller's session block ends.
@@ -420,6 +426,7 @@ def record_trial(
         config=dict(config),
         config_key=config_key,
         outcome=_coerce(TrialOutcome, outcome, "trial outcome"),
+        objective=_coerce(Objective, objective, "objective"),
         samples_ms=list(samples_ms) if samples_ms is not None else None,
         median_ms=median_ms,
         iqr_ms=iqr_ms,
@@ -437,9 +444,15 @@ def record_trial(
 
 
 def find_measured(
-    s: Session, kernel_id: int, problem_key: str, device_class_id: int, config_key: str
+    s: Session,
+    kernel_id: int,
+    problem_key: str,
+    device_class_id: int,
+    config_key: str,
+    objective: Objective = Objective.KERNEL,
 ) -> TrialRecord | None:
-    """The newest trial of this config on this key whose outcome is not ``infra``, or None.
+    """The newest trial of this config on this key and objective whose outcome is not ``infra``,
+    or None.
 
     Any other outcome (ok, wrong, compile_error, ...) is a measurement that need not be repeated.
     """
@@ -450,6 +463,7 @@ def find_measured(
             Trial.problem_key == problem_key,
             Trial.device_class_id == device_class_id,
             Trial.config_key == config_key,
+            Trial.objective == objective,
             Trial.outcome != TrialOutcome.INFRA,
         )
         .order_by(Trial.id.desc())
@@ -459,9 +473,14 @@ def find_measured(
 
 
 def measured_for_key(
-    s: Session, kernel_id: int, problem_key: str, device_class_id: int
+    s: Session,
+    kernel_id: int,
+    problem_key: str,
+    device_class_id: int,
+    objective: Objective = Objective.KERNEL,
 ) -> list[MeasuredRecord]:
-    """Every trial on this key by any job whose outcome is not ``infra``, oldest first.
+    """Every trial on this key and objective by any job whose outcome is not ``infra``, oldest
+    first.
 
     Only the columns warm start needs are read (no samples), so a key with many trials stays cheap.
     """
@@ -471,6 +490,7 @@ def measured_for_key(
             Trial.kernel_id == kernel_id,
             Trial.problem_key == problem_key,
             Trial.device_class_id == device_class_id,
+            Trial.objective == objective,
             Trial.outcome != TrialOutcome.INFRA,
         )
         .order_by(Trial.id)
@@ -498,7 +518,6 @@ def outcome_counts(s: Session, study_id: int) -> dict[str, int]:
 
 
 _BEST = cast(sa.Table, BestConfig.__table__)
-_BEST_KEY = ("kernel_name", "kernel_version", "problem_key", "device_class_key", "triton_minor")
 
 
 def upsert_best(
@@ -513,8 +532,10 @@ def upsert_best(
     trial_id: int | None,
     job_id: int | None,
     environment_id: int | None,
+    objective: Objective = Objective.KERNEL,
 ) -> bool:
-    """Store ``config`` as the best for its key if the key is new or ``time_ms`` is strictly faster.
+    """Store ``config`` as the best for its key (``objective`` included) if the key is new or
+    ``time_ms`` is strictly faster.
 
     One atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE stored > new, so concurrent writers can
     never replace a faster time with a slower one. Returns True if the row was written.
@@ -528,6 +549,7 @@ def upsert_best(
         "problem_key": problem_key,
         "device_class_key": device_class_key,
         "triton_minor": triton_minor,
+        "objective": Objective(objective).value,
         "config": dict(config),
         "time_ms": float(time_ms),
         "trial_id": trial_id,
@@ -538,9 +560,9 @@ def upsert_best(
     dialect = s.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     new = insert(_BEST).values(values)
-    updated = {name: new.excluded[name] for name in values if name not in _BEST_KEY}
+    updated = {name: new.excluded[name] for name in values if name not in BEST_KEY}
     upsert = new.on_conflict_do_update(
-        index_elements=list(_BEST_KEY),
+        index_elements=list(BEST_KEY),
         set_=updated,
         where=_BEST.c.time_ms > new.excluded.time_ms,
     ).returning(_BEST.c.id)
@@ -554,14 +576,17 @@ def get_best(
     device_class_key: str | None = None,
     kernel_version: str | None = None,
     triton_minor: str | None = None,
+    objective: Objective | None = Objective.KERNEL,
 ) -> list[BestRecord]:
-    """Best-config rows of ``kernel_name`` matching every filter given (None: any), in key order."""
+    """Best-config rows of ``kernel_name`` matching every filter given (None: any), in key order;
+    by default those of the kernel objective."""
     query = sa.select(BestConfig).where(BestConfig.kernel_name == kernel_name)
     filters = (
         (BestConfig.problem_key, problem_key),
         (BestConfig.device_class_key, device_class_key),
         (BestConfig.kernel_version, kernel_version),
         (BestConfig.triton_minor, triton_minor),
+        (BestConfig.objective, objective),
     )
     for column, value in filters:
         if value is not None:
@@ -571,17 +596,27 @@ def get_best(
         BestConfig.device_class_key,
         BestConfig.triton_minor,
         BestConfig.problem_key,
+        BestConfig.objective,
     )
     return [_record(BestRecord, b) for b in s.scalars(query)]
 
 
 def best_for_kernel(
-    s: Session, kernel_name: str, kernel_version: str, triton_minor: str
+    s: Session,
+    kernel_name: str,
+    kernel_version: str,
+    triton_minor: str,
+    objective: Objective = Objective.KERNEL,
 ) -> dict[str, dict[str, BestRecord]]:
-    """For export: device class key -> problem key -> best row, for one kernel version and triton."""
+    """For export: device class key -> problem key -> best row, for one kernel version, triton and
+    objective."""
     out: dict[str, dict[str, BestRecord]] = {}
     for record in get_best(
-        s, kernel_name, kernel_version=kernel_version, triton_minor=triton_minor
+        s,
+        kernel_name,
+        kernel_version=kernel_version,
+        triton_minor=triton_minor,
+        objective=objective,
     ):
         out.setdefault(record.device_class_key, {})[record.problem_key] = record
     return out

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from db import Database, repository
+from db import Database, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
 from orchestrator.vllm_export import write_vllm_files
@@ -77,13 +77,14 @@ def native_bundle(
     default: dict[str, Any],
     environment: dict[str, Any],
 ) -> dict[str, Any]:
-    """The ``tunefleet-bundle/1`` document for one class and triton minor."""
+    """The ``tunefleet-bundle/1`` document for one class, triton minor and objective (the rows')."""
     return {
         "format": BUNDLE_FORMAT,
         "kernel": kernel.name,
         "kernel_version": version,
         "device_class": class_key,
         "triton_minor": minor,
+        "objective": rows[0].objective.value,
         "environment": environment,
         "default": default,
         "problem_fields": list(kernel.schema.names),
@@ -150,8 +151,10 @@ def export(
     out_dir: str | Path,
     device_classes: Sequence[str] = (),
     fmt: BundleFormat = BundleFormat.NATIVE,
+    objective: Objective = Objective.KERNEL,
 ) -> list[Path]:
-    """Write one file per (class, triton minor) for the installed version of ``kernel_name``."""
+    """Write one file per (class, triton minor) for the installed version of ``kernel_name``,
+    from the best configs of ``objective`` (a file name says a non-kernel objective)."""
     kernel = get_spec(kernel_name)
     if fmt is BundleFormat.VLLM and kernel.name != "fused_moe":
         raise BundleExportError(
@@ -159,14 +162,15 @@ def export(
         )
     version = kernel.version_hash()
     with database.session(readonly=True) as s:
-        rows = repository.get_best(s, kernel.name, kernel_version=version)
+        rows = repository.get_best(s, kernel.name, kernel_version=version, objective=objective)
         if device_classes:
             wanted = {c.casefold() for c in device_classes}
             rows = [r for r in rows if r.device_class_key.casefold() in wanted]
         if not rows:
             where = f" on {', '.join(device_classes)}" if device_classes else ""
             raise BundleExportError(
-                f"no best configs for {kernel.name} version {version}{where}; run `tunefleet tune` first"
+                f"no best configs for {kernel.name} version {version}{where} (objective "
+                f"{objective.value}); run `tunefleet tune` first"
             )
         groups: dict[tuple[str, str], list[BestRecord]] = {}
         for r in rows:
@@ -200,6 +204,8 @@ def export(
         paths = []
         for doc in docs:
             stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{doc['triton_minor']}"
+            if objective is not Objective.KERNEL:
+                stem += f"-{objective.value}"
             if fmt is BundleFormat.VLLM:
                 entries = [(e["problem"], e["config"]) for e in doc["entries"]]
                 paths.extend(write_vllm_files(entries, device_names[doc["device_class"]], out))

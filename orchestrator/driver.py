@@ -8,7 +8,7 @@ against the budget) and goes on.
 
 Per study, a suggested config is, in order: rejected without dispatch if it breaks the space's
 constraints on the class (told PRUNED, no row); answered from this study if already known; answered
-from the database if measured for the same (kernel version, problem, class) by any job (a
+from the database if measured for the same (kernel version, problem, class, objective) by any job (a
 ``reused`` row, counts toward the budget); else dispatched. Budget = rows of the study that are not
 ``infra``. A study ends early only when every valid config is known. After ``IDLE_LIMIT``
 suggestions in a row that needed no new measurement (the sampler keeps proposing known or
@@ -30,7 +30,7 @@ import optuna
 from optuna.trial import Trial as OptunaTrial
 from sqlalchemy.orm import Session
 
-from db import Database, JobStatus, StudyStatus, TrialOutcome, repository
+from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
 from orchestrator.dispatch import Done, Task, WorkerInfo, WorkerPool
 from orchestrator.errors import JobSpecError, JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
@@ -39,6 +39,7 @@ from orchestrator.search import SearchStudy, study_name, valid_configs
 from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
 from search_spaces.spec import KernelSpec
+from workers.device import Backend
 from workers.device_table import canonical_class_key
 from workers.measurement import Measurement, Outcome
 
@@ -76,9 +77,13 @@ def _match_class(wanted: str, present: Sequence[str]) -> str | None:
     return folded.get(wanted.casefold()) or folded.get(canonical_class_key(wanted).casefold())
 
 
+GPU_BACKENDS = (Backend.CUDA, Backend.ROCM)
+
+
 def plan_job(spec: JobSpec, kernel: KernelSpec, pool: WorkerPool) -> list[StudyPlan]:
     """The studies of ``spec`` on ``pool``'s classes; raises before anything is written when a
-    class is missing, a space is empty on a class, or a replay device lacks a problem."""
+    class is missing, a space is empty on a class, a replay device lacks a problem, or the graph
+    objective meets a class without a GPU."""
     present = pool.classes()
     names = sorted(present)
     if spec.all_classes:
@@ -95,6 +100,11 @@ def plan_job(spec: JobSpec, kernel: KernelSpec, pool: WorkerPool) -> list[StudyP
     plans = []
     for class_key in dict.fromkeys(chosen):
         info = present[class_key]
+        if spec.objective is Objective.GRAPH and info.fingerprint.backend not in GPU_BACKENDS:
+            raise JobSpecError(
+                f"objective graph times launches inside CUDA graphs, and {class_key} is "
+                f"{info.fingerprint.backend.value}, not a GPU: use objective kernel there"
+            )
         valid = len(valid_configs(kernel.space, info.limits))
         if valid == 0:
             raise JobSpecError(
@@ -135,11 +145,11 @@ def triton_minor(version: str | None) -> str:
 
 
 def _measured_for_key(
-    s: Session, kernel_id: int, pkey: str, class_id: int
+    s: Session, kernel_id: int, pkey: str, class_id: int, objective: Objective
 ) -> list[tuple[Config, float | None]]:
     # Configs measured for this key by any job (not infra): ok ones fastest first, then the rest.
     seen: dict[str, tuple[Config, float | None]] = {}
-    for row in repository.measured_for_key(s, kernel_id, pkey, class_id):
+    for row in repository.measured_for_key(s, kernel_id, pkey, class_id, objective):
         value = row.median_ms if row.outcome is TrialOutcome.OK else None
         seen.setdefault(config_key(row.config), (dict(row.config), value))
     return sorted(seen.values(), key=lambda cv: (cv[1] is None, cv[1] or 0.0))
@@ -223,6 +233,7 @@ class Driver:
         self._job_id = 0
         self._kernel: KernelSpec | None = None
         self._kernel_name = ""
+        self._objective = Objective.KERNEL
 
     # ----- setup
     def _environment(self, s: Session, info: WorkerInfo, class_id: int) -> int:
@@ -257,10 +268,13 @@ class Driver:
         problems on this class, the next fastest configs measured for the nearest one (up to its
         ``WARM_NEAREST_TOP`` fastest), the best configs of this problem on other classes.
         Deduplicated."""
-        configs = [c for c, _ in _measured_for_key(s, kernel_id, plan.problem_key, class_id)]
+        measured = _measured_for_key(s, kernel_id, plan.problem_key, class_id, self._objective)
+        configs = [c for c, _ in measured]
         configs = configs[:budget]
         configs.append(kernel.default_for(plan.info.limits))
-        bests = repository.get_best(s, kernel.name, kernel_version=version)
+        bests = repository.get_best(
+            s, kernel.name, kernel_version=version, objective=self._objective
+        )
         near = sorted(
             (
                 (
@@ -276,7 +290,7 @@ class Driver:
         near = [dkc for dkc in near if math.isfinite(dkc[0])]
         configs.extend(c for _, _, c in near[:WARM_NEIGHBOURS])
         if near:
-            nearest = _measured_for_key(s, kernel_id, near[0][1], class_id)
+            nearest = _measured_for_key(s, kernel_id, near[0][1], class_id, self._objective)
             configs.extend(c for c, ms in nearest[:WARM_NEAREST_TOP] if ms is not None)
         others = sorted(
             (
@@ -308,6 +322,7 @@ class Driver:
         spec, kernel, kernel_id, version = self._open(job_id)
         plans = plan_job(spec, kernel, self.pool)
         self._job_id, self._kernel, self._kernel_name = job_id, kernel, spec.kernel
+        self._objective = spec.objective
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna").setLevel(logging.WARNING)
         warm: list[list[Config]] = []
@@ -471,7 +486,9 @@ class Driver:
                 st.search.note(new=False)
                 continue
             with self.database.session() as s:
-                prior = repository.find_measured(s, kernel_id, plan.problem_key, st.class_id, key)
+                prior = repository.find_measured(
+                    s, kernel_id, plan.problem_key, st.class_id, key, self._objective
+                )
                 if prior is not None:
                     row_id = repository.record_trial(
                         s,
@@ -492,6 +509,7 @@ class Driver:
                         worker=prior.worker,
                         host=prior.host,
                         reused=True,
+                        objective=self._objective,
                     )
             if prior is not None:
                 ok = prior.outcome is TrialOutcome.OK
@@ -554,6 +572,7 @@ class Driver:
                 error=m.error,
                 worker=m.worker,
                 host=m.host,
+                objective=self._objective,
             )
         if lost:
             if done.task.attempt + 1 < MAX_ATTEMPTS:
@@ -619,6 +638,7 @@ class Driver:
                     st.trial_ids[winner],
                     job_id,
                     self._environment(s, info, st.class_id),
+                    self._objective,
                 )
                 result.winners[st.study_id] = (st.configs[winner], times[winner], promoted)
         return result

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from db import Objective
 from orchestrator.errors import JobSpecError
 from search_spaces.errors import SpecError
 from search_spaces.problem import Problem
@@ -37,13 +38,6 @@ class Sampler(str, enum.Enum):
     RANDOM = "random"
     GRID = "grid"
     CMAES = "cmaes"
-
-
-class Objective(str, enum.Enum):
-    """What a trial's time means: one launch (``kernel``) or a launch inside a CUDA graph."""
-
-    KERNEL = "kernel"
-    GRAPH = "graph"
 
 
 class SourceKind(str, enum.Enum):
@@ -217,6 +211,12 @@ class JobSpec:
             raise JobSpecError(
                 f"unknown objective {data.get('objective')!r}; choose kernel or graph"
             ) from None
+        cpu_only = [d for d in devices if d.kind is not SourceKind.AUTO]
+        if objective is Objective.GRAPH and cpu_only:
+            raise JobSpecError(
+                f"objective graph times launches inside CUDA graphs on a GPU; device "
+                f"{cpu_only[0].kind.value} has none: use objective kernel or --device auto"
+            )
         team = data.get("team")
         if team is not None and not isinstance(team, str):
             raise JobSpecError(f"team must be a string, got {team!r}")

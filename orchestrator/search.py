@@ -289,6 +289,21 @@ def _size(dist: BaseDistribution) -> int:
     return len(getattr(dist, "choices", ()))
 
 
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """Optuna's GridSampler without its stop request once the grid is used up: ``Study.stop``
+    raises outside ``optimize``, and the driver ends a study itself when every valid config is
+    known."""
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        return None
+
+
 def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
     """The Optuna sampler for ``sampler``; startup (random) trials scale with the budget."""
     startup = startup_trials(budget)
@@ -303,7 +318,7 @@ def make_sampler(sampler: Sampler, seed: int, budget: int, encoding: Encoding) -
         if sampler is Sampler.RANDOM:
             return optuna.samplers.RandomSampler(seed=seed)
         if sampler is Sampler.GRID:
-            return optuna.samplers.GridSampler(encoding.grid(), seed=seed)
+            return AskTellGridSampler(encoding.grid(), seed=seed)
         if sampler is Sampler.LOCAL:
             return LocalSearchSampler(
                 encoding.distributions(), seed, startup, encoding.valid_params

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from db import Database, TrialOutcome, repository
+from db import Database, Objective, TrialOutcome, repository
 from db.repository import JobRecord
 from orchestrator.bundle_export import default_config
 from search_spaces.registry import get_spec
@@ -50,13 +50,19 @@ def collect(database: Database, job_id: int) -> dict[str, Any]:
     with database.session(readonly=True) as s:
         job: JobRecord = repository.get_job(s, job_id)
         kernel = get_spec(str(job.spec.get("kernel", job.kernel_name)))
+        objective = Objective(str(job.spec.get("objective", Objective.KERNEL.value)))
         studies = []
         for study in repository.studies_for_job(s, job_id):
             cls = study.device_class
             trials = repository.trials_for_study(s, study.id)
             ok = {t.config_key: t for t in trials if t.outcome is TrialOutcome.OK and t.median_ms}
             bests = repository.get_best(
-                s, job.kernel_name, study.problem_key, cls.key, job.kernel_version
+                s,
+                job.kernel_name,
+                study.problem_key,
+                cls.key,
+                job.kernel_version,
+                objective=objective,
             )
             best_cfg: dict[str, Any] | None = None
             best_ms: float | None = None
@@ -89,7 +95,7 @@ def collect(database: Database, job_id: int) -> dict[str, Any]:
                 )
                 default = default_config(kernel, cls)
                 found = repository.find_measured(
-                    s, study.kernel_id, study.problem_key, cls.id, config_key(default)
+                    s, study.kernel_id, study.problem_key, cls.id, config_key(default), objective
                 )
                 entry["default_time_ms"] = (
                     found.median_ms if found and found.outcome is TrialOutcome.OK else None
@@ -104,6 +110,7 @@ def collect(database: Database, job_id: int) -> dict[str, Any]:
         "status": job.status.value,
         "kernel": job.kernel_name,
         "kernel_version": job.kernel_version,
+        "objective": objective.value,
         "error": job.error,
         "studies": studies,
     }
@@ -115,7 +122,9 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 def render(summary: dict[str, Any], console: Console) -> None:
     """Print one two-column table per (problem, device class)."""
-    console.print(f"job {summary['job']} · {summary['kernel']} · {summary['status']}")
+    objective = summary.get("objective", Objective.KERNEL.value)
+    timed = "" if objective == Objective.KERNEL.value else f" · {objective} objective"
+    console.print(f"job {summary['job']} · {summary['kernel']} · {summary['status']}{timed}")
     for st in summary["studies"]:
         best = st["best"] or {}
         problem = ",".join(f"{k}={v}" for k, v in st["problem"].items())

@@ -37,9 +37,10 @@ class RunnerOptions:
     """How trials run. Times are seconds; ``warmup``/``reps`` count launches.
 
     ``compile_timeout_s`` bounds the compile phase (loading the spec, building inputs, the first
-    launch), ``run_timeout_s`` the rest (correctness checks and timing). ``graph`` times CUDA-graph
-    replays; ``flush_l2`` writes 256 MB before each timed rep. ``device_index`` is the GPU ordinal
-    as this process sees it (None: device 0). ``start_timeout_s`` bounds the child's start (importing
+    launch), ``run_timeout_s`` the rest (correctness checks and timing). ``graph`` times launches
+    back to back in a CUDA graph over rotating input sets (workers.timing.time_graph); else each
+    launch is timed alone, after ``flush_l2`` writes 256 MB. ``device_index`` is the GPU ordinal as
+    this process sees it (None: device 0). ``start_timeout_s`` bounds the child's start (importing
     torch and triton); a child that does not start gives INFRA. ``compile_workers`` > 0 (GPU
     backends only) compiles trials ahead in a CompilePool of that many processes. Use
     ``for_backend`` for the interpreter's smaller rep counts.

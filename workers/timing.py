@@ -5,8 +5,9 @@ Runs in the trial process only; torch is imported inside the functions.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workers.device import Backend
@@ -15,6 +16,10 @@ from workers.errors import RunnerConfigError
 #: Bytes written before each timed rep to evict the previous rep's data from L2 (H200's L2 is
 #: 50 MB, MI300X's Infinity Cache 256 MB).
 L2_FLUSH_BYTES = 256 * 2**20
+#: Graph objective: bytes of input sets a graph rotates over, their most, and launches per replay.
+GRAPH_BYTES = 256 * 2**20
+GRAPH_MAX_SETS = 64
+GRAPH_MIN_LAUNCHES = 32
 
 
 def l2_flush_buffer() -> Any:
@@ -38,14 +43,13 @@ def time_launcher(
     *,
     warmup: int,
     reps: int,
-    graph: bool = False,
     flush: Any | None = None,
 ) -> list[float]:
     """Milliseconds of each of ``reps`` launches, after ``warmup`` untimed launches.
 
     On CUDA/ROCm each rep sits between two device events; ``flush`` (see l2_flush_buffer) is
-    zeroed before each rep, outside the timed region. ``graph`` captures one launch into a CUDA
-    graph and times its replays. The interpreter times each call with perf_counter.
+    zeroed before each rep, outside the timed region. The interpreter times each call with
+    perf_counter.
     """
     if backend is Backend.INTERPRETER:
         for _ in range(warmup):
@@ -56,36 +60,70 @@ def time_launcher(
             launcher()
             samples.append((time.perf_counter() - t0) * 1e3)
         return samples
-    if backend not in (Backend.CUDA, Backend.ROCM):
-        raise RunnerConfigError(
-            f"backend {backend.value} has no timer; use cuda, rocm or interpreter"
-        )
+    _check_gpu(backend)
     import torch
 
     for _ in range(warmup):
         launcher()
     torch.cuda.synchronize()
-    step = launcher
-    if graph:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(max(warmup, 1)):
-                launcher()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        cuda_graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(cuda_graph):
-            launcher()
-        torch.cuda.synchronize()
-        step = cuda_graph.replay
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for start, end in zip(starts, ends, strict=True):
         if flush is not None:
             flush.zero_()
         start.record()
-        step()
+        launcher()
         end.record()
     torch.cuda.synchronize()
     return [float(s.elapsed_time(e)) for s, e in zip(starts, ends, strict=True)]
+
+
+def graph_sets(set_bytes: int) -> int:
+    """Input sets a graph-objective trial rotates over: enough that GRAPH_BYTES of them do not fit
+    in L2 together, at most GRAPH_MAX_SETS (a smaller problem's sets then stay in L2, as its inputs
+    mostly do between a model's kernels)."""
+    return max(1, min(GRAPH_MAX_SETS, math.ceil(GRAPH_BYTES / max(set_bytes, 1))))
+
+
+def time_graph(
+    launchers: Sequence[Callable[[], None]], backend: Backend, *, reps: int
+) -> list[float]:
+    """Milliseconds per launch of each of ``reps`` replays of one CUDA graph that runs
+    ``launchers`` in turn, back to back, at least GRAPH_MIN_LAUNCHES launches per replay.
+
+    What a launch costs inside a CUDA-graphed forward pass: each launch's start and tail overlap
+    its neighbours'; the launchers run on distinct input sets (see graph_sets) so that none finds
+    its inputs left in L2 by the previous one. Each launcher runs once on a side stream before
+    the capture (compiling it if need be).
+    """
+    _check_gpu(backend)
+    import torch
+
+    per_replay = len(launchers) * math.ceil(GRAPH_MIN_LAUNCHES / len(launchers))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for launch in launchers:
+            launch()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(per_replay):
+            launchers[i % len(launchers)]()
+    graph.replay()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends, strict=True):
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return [float(s.elapsed_time(e)) / per_replay for s, e in zip(starts, ends, strict=True)]
+
+
+def _check_gpu(backend: Backend) -> None:
+    if backend not in (Backend.CUDA, Backend.ROCM):
+        raise RunnerConfigError(
+            f"backend {backend.value} has no device timer; use cuda, rocm or interpreter"
+        )

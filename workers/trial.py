@@ -21,7 +21,7 @@ from search_spaces.problem import problem_key
 from workers.device import Backend
 from workers.errors import DeviceError
 from workers.measurement import Measurement, Outcome
-from workers.timing import l2_flush_buffer, synchronize, time_launcher
+from workers.timing import graph_sets, l2_flush_buffer, synchronize, time_graph, time_launcher
 
 #: Exception class names (anywhere in the MRO) that mean the config does not fit the device.
 RESOURCE_ERRORS = frozenset({"OutOfResources", "OutOfMemoryError"})
@@ -241,6 +241,14 @@ def _launch_on(spec: KernelSpec, chosen: _InputSet, config: Config, backend: Bac
     return launcher
 
 
+def _more_launchers(spec: KernelSpec, job: Job, timed: _InputSet, device: str) -> list[Any]:
+    """Launchers of ``job``'s config on fresh input sets, one fewer than ``graph_sets`` asks for."""
+    return [
+        spec.make_launcher(_fresh(spec, job.problem, device).inputs, job.config)
+        for _ in range(graph_sets(_nbytes(timed.inputs)) - 1)
+    ]
+
+
 def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float, str | None]:
     """(max_rel_error, why the output is wrong or None); computes the set's reference once."""
     import torch
@@ -320,17 +328,23 @@ def _run_job(conn: Connection, job: Job, state: _State, reuse: bool) -> Result:
                     error=wrong,
                 )
             )
-        gpu = backend in (Backend.CUDA, Backend.ROCM)
-        if gpu and settings.flush_l2 and state.flush is None:
-            state.flush = l2_flush_buffer()
-        samples = time_launcher(
-            launcher,
-            backend,
-            warmup=settings.warmup,
-            reps=settings.reps,
-            graph=settings.graph,
-            flush=state.flush if gpu and settings.flush_l2 else None,
-        )
+        if settings.graph:
+            samples = time_graph(
+                [launcher, *_more_launchers(spec, job, timed, state.device)],
+                backend,
+                reps=settings.reps,
+            )
+        else:
+            gpu = backend in (Backend.CUDA, Backend.ROCM)
+            if gpu and settings.flush_l2 and state.flush is None:
+                state.flush = l2_flush_buffer()
+            samples = time_launcher(
+                launcher,
+                backend,
+                warmup=settings.warmup,
+                reps=settings.reps,
+                flush=state.flush if gpu and settings.flush_l2 else None,
+            )
         return Result(
             Measurement(
                 Outcome.OK,

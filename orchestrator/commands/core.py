@@ -184,7 +184,10 @@ def trial(
     ] = "default",
     device: DeviceOption = "auto",
     reps: Annotated[int | None, typer.Option("--reps", min=1, help="Timed repetitions.")] = None,
-    graph: Annotated[bool, typer.Option("--graph", help="Time inside a CUDA graph.")] = False,
+    graph: Annotated[
+        bool,
+        typer.Option("--graph", help="Time per launch in a CUDA graph of launches back to back."),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Compile, check and time one config of a kernel on one problem in an isolated process."""

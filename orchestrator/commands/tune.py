@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from db import repository
+from db import Objective, repository
 from orchestrator.commands._common import (
     DbOption,
     JobArgument,
@@ -24,7 +24,7 @@ from orchestrator.commands._common import (
     print_json,
 )
 from orchestrator.errors import OrchestratorError
-from orchestrator.jobs import JobSpec, Objective, load_job_file
+from orchestrator.jobs import JobSpec, load_job_file
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from workers.device_table import canonical_class_key
@@ -50,6 +50,10 @@ RayOption = Annotated[
 ]
 
 
+ObjectiveOption = Annotated[
+    Objective,
+    typer.Option(help="Whose times: kernel (one launch alone) or graph (launches back to back)."),
+]
 KeepOption = Annotated[
     bool,
     typer.Option(
@@ -146,6 +150,10 @@ def tune(
             help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
         ),
     ] = None,
+    objective: Annotated[
+        Objective | None,
+        typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
+    ] = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -162,6 +170,7 @@ def tune(
             "top_k": top_k,
             "team": team,
             "in_flight": in_flight,
+            "objective": objective.value if objective else None,
         }.items()
         if v is not None
     }
@@ -265,10 +274,11 @@ def best(
     kernel: KernelArgument,
     problem: ProblemOption = None,
     device_class: ClassOption = None,
+    objective: ObjectiveOption = Objective.KERNEL,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Best stored configs of the installed version of a kernel."""
+    """Best stored configs of the installed version of a kernel, for one timing objective."""
     from rich.table import Table
 
     spec = get_spec(kernel)
@@ -280,13 +290,16 @@ def best(
             r
             for pk in keys
             for ck in classes
-            for r in repository.get_best(s, spec.name, pk, ck, spec.version_hash())
+            for r in repository.get_best(
+                s, spec.name, pk, ck, spec.version_hash(), objective=objective
+            )
         ]
     rows: list[dict[str, Any]] = [
         {
             "problem": problem_key_to_dict(r.problem_key),
             "device_class": r.device_class_key,
             "triton": r.triton_minor,
+            "objective": r.objective.value,
             "config": r.config,
             "time_ms": r.time_ms,
             "job": r.job_id,
@@ -298,10 +311,12 @@ def best(
         return
     if not rows:
         print(
-            f"no best configs stored for {spec.name} version {spec.version_hash()}", file=sys.stderr
+            f"no best configs stored for {spec.name} version {spec.version_hash()} "
+            f"(objective {objective.value})",
+            file=sys.stderr,
         )
         return
-    table = Table(title=f"best configs · {spec.name} {spec.version_hash()}")
+    table = Table(title=f"best configs · {spec.name} {spec.version_hash()} · {objective.value}")
     for column in ("problem", "class", "triton", "config", "time (ms)", "job"):
         table.add_column(column)
     for row in rows:
@@ -333,6 +348,7 @@ def pull(
             "--format", help="native (JSON bundle), triton (Python), vllm (fused_moe files)."
         ),
     ] = "native",
+    objective: ObjectiveOption = Objective.KERNEL,
     db: DbOption = None,
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
@@ -343,7 +359,7 @@ def pull(
     except ValueError:
         raise OrchestratorError(f"unknown format {fmt!r}; use native, triton or vllm") from None
     classes = [canonical_class_key(c) for c in device_class or []]
-    for path in export(open_database(db), kernel, out, classes, chosen):
+    for path in export(open_database(db), kernel, out, classes, chosen, objective):
         print(path)
 
 

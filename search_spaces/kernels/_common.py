@@ -8,6 +8,9 @@ from typing import Any
 from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Value, Vendor
 
 AMD = frozenset({Vendor.AMD})
+#: Where NVIDIA-only parameters exist: NVIDIA GPUs and the interpreter, which stands in for them
+#: (see device_table) so that CPU tests run both settings.
+NVIDIA_ONLY = frozenset({Vendor.NVIDIA, Vendor.CPU})
 
 
 def int_param(config: Mapping[str, Value], name: str) -> int:
@@ -126,3 +129,12 @@ def max_rel_error(out: Any, ref: Any) -> float:
         return float("inf")
     scale = float(r.abs().max()) or 1.0
     return float((o - r).abs().max()) / scale
+
+
+def multiprocessors(device: Any) -> int:
+    """SMs (CUs) of ``device``, the unit of a persistent grid; 4 in the interpreter."""
+    import torch
+
+    if device.type != "cuda":
+        return 4
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)

@@ -23,11 +23,16 @@ def rmsnorm_kernel(
     BLOCK_N: tl.constexpr,
     ROWS_PER_PROGRAM: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    X_EVICT: tl.constexpr,
+    W_EVICT: tl.constexpr,
+    Y_CACHE: tl.constexpr,
 ):
     """y[r] = x[r] / sqrt(mean(x[r]**2) + eps) * w for ROWS_PER_PROGRAM rows per program, in fp32.
 
     Grid: (cdiv(M, ROWS_PER_PROGRAM),). ONE_PASS (BLOCK_N >= N) keeps the row tile in registers;
     otherwise one loop over BLOCK_N-wide column chunks sums the squares and a second one writes y.
+    X_EVICT / W_EVICT: eviction policy of x's last read and of w's; Y_CACHE: y's store cache
+    modifier ("" for the defaults).
     """
     rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     row_mask = rows[:, None] < M
@@ -36,11 +41,15 @@ def rmsnorm_kernel(
     cols = tl.arange(0, BLOCK_N)
     if ONE_PASS:
         mask = row_mask & (cols[None, :] < N)
-        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0, eviction_policy=X_EVICT).to(
+            tl.float32
+        )
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-        w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
-        y = x * rstd[:, None] * w[None, :]
-        tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+        w = tl.load(w_ptr + cols, mask=cols < N, other=0.0, eviction_policy=W_EVICT)
+        y = x * rstd[:, None] * w.to(tl.float32)[None, :]
+        tl.store(
+            y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=Y_CACHE
+        )
     else:
         acc = tl.zeros((ROWS_PER_PROGRAM, BLOCK_N), dtype=tl.float32)
         for c0 in range(0, N, BLOCK_N):
@@ -52,7 +61,11 @@ def rmsnorm_kernel(
         for c0 in range(0, N, BLOCK_N):
             c = c0 + cols
             mask = row_mask & (c[None, :] < N)
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + c, mask=c < N, other=0.0).to(tl.float32)
-            y = x * rstd[:, None] * w[None, :]
-            tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy=X_EVICT).to(
+                tl.float32
+            )
+            w = tl.load(w_ptr + c, mask=c < N, other=0.0, eviction_policy=W_EVICT)
+            y = x * rstd[:, None] * w.to(tl.float32)[None, :]
+            tl.store(
+                y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=Y_CACHE
+            )

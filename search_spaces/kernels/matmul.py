@@ -13,9 +13,11 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
     int_param,
+    multiprocessors,
     smem_rule,
     torch_dtype,
     warps_rule,
@@ -48,8 +50,6 @@ SPLIT_K_MAX_BLOCK_M = 128
 REDUCE_BLOCK = 1024
 #: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
 TMA_MIN_SM = 90
-#: Where the TMA parameter exists (the interpreter stands in for sm_90, see device_table).
-TMA_VENDORS = frozenset({Vendor.NVIDIA, Vendor.CPU})
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
@@ -90,7 +90,7 @@ SPACE = Space(
             "TMA",
             (False, True),
             ParamKind.BOOL,
-            vendors=TMA_VENDORS,
+            vendors=NVIDIA_ONLY,
             doc="load A and B tiles through TMA descriptors (sm_90+, triton >= 3.4; rows of A and "
             "B must be 16-byte aligned, else the pointer loads run)",
         ),
@@ -98,7 +98,7 @@ SPACE = Space(
             "PERSISTENT",
             (False, True),
             ParamKind.BOOL,
-            vendors=TMA_VENDORS,
+            vendors=NVIDIA_ONLY,
             doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
             "tile's loads overlap this tile's epilogue)",
         ),
@@ -214,7 +214,7 @@ class MatmulSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         base: Config = dict(DEFAULT)
-        if vendor in TMA_VENDORS:
+        if vendor in NVIDIA_ONLY:
             base.update(TMA=False, PERSISTENT=False)
         return with_vendor_defaults(base, vendor)
 
@@ -288,7 +288,7 @@ class MatmulSpec(KernelSpec):
             sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
         if persistent:
             del kernel_args["SPLIT_K"], kernel_args["FUSED_REDUCE"]
-            programs = min(tiles, _programs_per_launch(a.device))
+            programs = min(tiles, multiprocessors(a.device))
             persistent_args = (*operands, out, *sizes_and_strides, *out.stride(), programs)
 
             def launch_persistent() -> None:
@@ -333,15 +333,6 @@ def _tensor_descriptor() -> Any:
     except ImportError:
         return None
     return TensorDescriptor
-
-
-def _programs_per_launch(device: Any) -> int:
-    """Programs of a persistent launch: the GPU's SM count (4 in the interpreter)."""
-    import torch
-
-    if device.type != "cuda":
-        return 4
-    return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
 
 def _tma_ready(a: Any, b: Any) -> bool:

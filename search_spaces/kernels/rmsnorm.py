@@ -12,6 +12,7 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    NVIDIA_ONLY,
     torch_dtype,
     warps_rule,
     with_vendor_defaults,
@@ -51,6 +52,13 @@ SPACE = Space(
         Param("BLOCK_N", pow2_range(256, 16384), ParamKind.POW2, doc="columns per chunk"),
         Param("num_warps", (1, 2, 4, 8, 16), ParamKind.POW2, doc="warps per program"),
         Param("ROWS_PER_PROGRAM", (1, 2, 4, 8), ParamKind.POW2, doc="rows per program"),
+        Param(
+            "STREAMING",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="x's last read evict-first, w evict-last, y stored streaming (.cs)",
+        ),
         *AMD_ROW_PARAMS,
     ),
     constraints=(
@@ -71,7 +79,17 @@ SPACE = Space(
     ),
 )
 
-DEFAULT: Config = {"BLOCK_N": 4096, "num_warps": 8, "ROWS_PER_PROGRAM": 1}
+DEFAULT: Config = {
+    "BLOCK_N": 4096,
+    "num_warps": 8,
+    "ROWS_PER_PROGRAM": 1,
+    "STREAMING": False,
+}
+#: The kernel's cache hints for STREAMING off / on: x's last read, w's read, y's store.
+CACHE_HINTS = {
+    False: {"X_EVICT": "", "W_EVICT": "", "Y_CACHE": ""},
+    True: {"X_EVICT": "evict_first", "W_EVICT": "evict_last", "Y_CACHE": ".cs"},
+}
 
 
 class RmsnormSpec(KernelSpec):
@@ -126,7 +144,13 @@ class RmsnormSpec(KernelSpec):
         meta, options = split_launch_options(config)
         block_n = int(config["BLOCK_N"])
         grid = (triton.cdiv(m, int(config["ROWS_PER_PROGRAM"])),)
-        kernel_args: dict[str, Any] = {**meta, **options, "ONE_PASS": block_n >= n}
+        streaming = bool(meta.pop("STREAMING", False))
+        kernel_args: dict[str, Any] = {
+            **meta,
+            **options,
+            **CACHE_HINTS[streaming],
+            "ONE_PASS": block_n >= n,
+        }
         x_stride, out_stride = x.stride(0), out.stride(0)
 
         def launch() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
@@ -21,6 +22,7 @@ from db import (
     InvalidTransition,
     JobStatus,
     NotFound,
+    Objective,
     SchemaOutOfDate,
     StudyStatus,
     TrialOutcome,
@@ -55,7 +57,13 @@ def _setup(db: Database) -> dict[str, int]:
     return {"dc": dc, "env": env, "kernel": kernel, "job": job, "study": study}
 
 
-def _trial(s: Any, ids: dict[str, int], outcome: str, config_key: str = '{"BLOCK":64}') -> int:
+def _trial(
+    s: Any,
+    ids: dict[str, int],
+    outcome: str,
+    config_key: str = '{"BLOCK":64}',
+    objective: Objective = Objective.KERNEL,
+) -> int:
     return repo.record_trial(
         s,
         kernel_id=ids["kernel"],
@@ -66,6 +74,7 @@ def _trial(s: Any, ids: dict[str, int], outcome: str, config_key: str = '{"BLOCK
         outcome=outcome,
         job_id=ids["job"],
         study_id=ids["study"],
+        objective=objective,
     )
 
 
@@ -79,6 +88,14 @@ def _best(s: Any, time_ms: float, config: dict[str, Any], **key: str) -> bool:
         job_id=None,
         environment_id=None,
     )
+
+
+def _migrate(database: Database, revision: str, down: bool = False) -> None:
+    """Move ``database``'s schema to ``revision`` as Database.upgrade does, in one transaction."""
+    config = database._alembic_config()
+    with database.engine.connect() as conn, conn.begin():
+        config.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(config, revision)
 
 
 def _move(db: Database, job: int, *path: JobStatus) -> None:
@@ -333,6 +350,61 @@ class TestStorage:
             assert found is not None
             assert (found.id, found.outcome) == (wrong, TrialOutcome.WRONG)
             assert repo.find_measured(s, ids["kernel"], '{"M":128}', ids["dc"], args[3]) is None
+
+    def test_times_of_different_objectives_are_never_mixed(self, db: Database) -> None:
+        ids = _setup(db)
+        args = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}')
+        with db.session() as s:
+            kernel_trial = _trial(s, ids, "ok")
+            assert repo.find_measured(s, *args, Objective.GRAPH) is None
+            assert repo.measured_for_key(s, *args[:3], Objective.GRAPH) == []
+            graph_trial = _trial(s, ids, "ok", objective=Objective.GRAPH)
+            found = repo.find_measured(s, *args)
+            assert found is not None and (found.id, found.objective) == (
+                kernel_trial,
+                Objective.KERNEL,
+            )
+            found = repo.find_measured(s, *args, Objective.GRAPH)
+            assert found is not None and found.id == graph_trial
+            assert len(repo.measured_for_key(s, *args[:3], Objective.GRAPH)) == 1
+            assert _best(s, 2.0, {"v": "kernel"}) is True
+            assert _best(s, 1.0, {"v": "graph"}, objective=Objective.GRAPH) is True
+            assert _best(s, 1.5, {"v": "graph, slower"}, objective=Objective.GRAPH) is False
+        with db.session(readonly=True) as s:
+            assert [(b.config, b.objective) for b in repo.get_best(s, "matmul")] == [
+                ({"v": "kernel"}, Objective.KERNEL)
+            ]
+            graph = repo.get_best(s, "matmul", objective=Objective.GRAPH)
+            assert [(b.config, b.time_ms) for b in graph] == [({"v": "graph"}, 1.0)]
+            assert len(repo.get_best(s, "matmul", objective=None)) == 2
+
+    def test_upgrade_from_0001_keeps_rows_as_kernel_times(self, empty_url: str) -> None:
+        database = Database(empty_url)
+        try:
+            _migrate(database, "0001")
+            with database.engine.begin() as conn:
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, "
+                        "device_class_key, triton_minor, config, time_ms, updated_at) VALUES "
+                        "('matmul', 'v1', :problem, 'NVIDIA H200', '3.6', '{}', 2.0, "
+                        "CURRENT_TIMESTAMP)"
+                    ),
+                    {"problem": '{"M":64}'},
+                )
+            database.upgrade()
+            database.check_schema()
+            with database.session() as s:
+                (old,) = repo.get_best(s, "matmul")
+                assert (old.objective, old.time_ms) == (Objective.KERNEL, 2.0)
+                assert _best(s, 3.0, {"v": "graph"}, objective=Objective.GRAPH) is True
+            with pytest.raises(RuntimeError, match="graph-objective rows"):
+                _migrate(database, "0001", down=True)
+            assert database.current_revision() == "0002"
+            with database.session(readonly=True) as s:
+                assert len(repo.get_best(s, "matmul", objective=None)) == 2
+        finally:
+            database.close()
 
     def test_measured_for_key_skips_infra_oldest_first(self, db: Database) -> None:
         ids = _setup(db)

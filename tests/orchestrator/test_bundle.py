@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from db import Database, repository
+from db import Database, Objective, repository
 from orchestrator.bundle_export import BundleFormat, export
 from orchestrator.errors import BundleExportError
 from search_spaces.bundle import BUNDLE_FORMAT, BundleError, bundle_from_dict, load_bundle, tuned
@@ -142,6 +142,34 @@ def test_export_native_round_trips_to_lookup(database: Database, tmp_path: Path)
         and b.lookup({**big, "M": 1024, "N": 1024, "K": 1024})["BLOCK_M"] == 128
     )
     assert b.default == get_spec("matmul").default_config(__import__("search_spaces").Vendor.NVIDIA)
+
+
+def test_export_takes_one_objective(database: Database, tmp_path: Path) -> None:
+    small, big = _store(database)
+    graph_cfg = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "num_warps": 4}
+    with database.session() as s:
+        repository.upsert_best(
+            s,
+            "matmul",
+            get_spec("matmul").version_hash(),
+            problem_key(big),
+            "NVIDIA H200",
+            "3.9",
+            graph_cfg,
+            0.9,
+            None,
+            None,
+            None,
+            Objective.GRAPH,
+        )
+    (kernel_path,) = export(database, "matmul", tmp_path / "out")
+    (graph_path,) = export(database, "matmul", tmp_path / "out", objective=Objective.GRAPH)
+    assert graph_path.name == kernel_path.name.replace(".json", "-graph.json")
+    graph = load_bundle(graph_path)
+    assert graph.meta["objective"] == "graph" and len(graph.entries) == 1
+    assert graph.lookup(big) == graph_cfg
+    assert load_bundle(kernel_path).lookup(big)["GROUP_M"] == 8
+    assert load_bundle(kernel_path).resolve(small)[0] == "exact"
 
 
 def test_export_triton_format_is_loadable(database: Database, tmp_path: Path) -> None:

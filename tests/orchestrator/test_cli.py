@@ -35,6 +35,7 @@ def test_bad_input_exits_2_with_one_line(db_url: str) -> None:
         ["tune", "matmul", "-p", TINY, "--sampler", "annealing"],
         ["tune", "nokernel", "-p", TINY],
         ["tune", "matmul"],
+        ["tune", "matmul", "-p", TINY, "--objective", "graph", "--device", "interpreter"],
         ["resume", "99"],
     ):
         done = cli(*args, "--db", db_url)

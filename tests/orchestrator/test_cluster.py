@@ -22,7 +22,7 @@ from db import Database, JobStatus, repository
 from db.models import Trial
 from orchestrator.dispatch import PoolOptions, WorkerPlan, WorkerPool
 from orchestrator.driver import Driver, JobResult, submit_job
-from orchestrator.errors import NoWorkersError
+from orchestrator.errors import JobSpecError, NoWorkersError
 from orchestrator.jobs import JobSpec
 from orchestrator.summary import collect
 from search_spaces.problem import problem_key
@@ -252,7 +252,7 @@ def test_cancel_through_the_database_flag(
         pool.shutdown()
 
 
-def test_missing_class_fails_before_writing(
+def test_missing_class_or_graph_without_gpu_fails_before_writing(
     nodes: dict[str, list[str]], landscapes: dict[str, list[Path]], database: Database
 ) -> None:
     pool = make_pool(nodes, landscapes)
@@ -260,6 +260,8 @@ def test_missing_class_fails_before_writing(
         with pytest.raises(NoWorkersError) as info:
             submit_job(database, spec(device_classes=["H100"]), pool)
         assert A100_CLASS in str(info.value) and H200_CLASS in str(info.value)
+        with pytest.raises(JobSpecError, match="is replay, not a GPU"):
+            submit_job(database, spec(objective="graph"), pool)
         with database.session(readonly=True) as s:
             assert repository.list_jobs(s) == []
     finally:

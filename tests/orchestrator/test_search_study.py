@@ -41,3 +41,19 @@ def test_failed_history_counts_as_known_but_not_as_best() -> None:
     states = sorted(t.state.name for t in study.study.get_trials())
     assert states == ["COMPLETE", "PRUNED"]
     assert study.study.best_value == 2.0
+
+
+def test_the_grid_sampler_asks_every_valid_config_once_and_never_stops_the_study() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    space = get_spec("rmsnorm").space
+    valid = {config_key(c) for c in space.enumerate(LIMITS)}
+    study = SearchStudy.create("grid", space, LIMITS, Sampler.GRID, seed=0, budget=len(valid))
+    asked = []
+    for _ in range(space.total(LIMITS.vendor)):  # the whole grid, invalid combinations included
+        trial, config = study.ask()
+        asked.append(config_key(config))
+        if asked[-1] in valid:
+            study.tell_ok(trial, 1.0 + len(asked))
+        else:
+            study.tell_bad(trial, "breaks a constraint")
+    assert len(set(asked)) == len(asked) and valid <= set(asked)

@@ -9,14 +9,21 @@ from search_spaces.kernels.rmsnorm import EPS, SPEC
 from tests.search_spaces.kernel_check import checked_launch
 
 
-def cfg(block_n: int, rows: int = 1, warps: int = 1) -> Config:
-    return {"BLOCK_N": block_n, "num_warps": warps, "ROWS_PER_PROGRAM": rows}
+def cfg(block_n: int, rows: int = 1, warps: int = 1, streaming: bool = False) -> Config:
+    return {
+        "BLOCK_N": block_n,
+        "num_warps": warps,
+        "ROWS_PER_PROGRAM": rows,
+        "STREAMING": streaming,
+    }
 
 
 CASES: list[tuple[Problem, Config]] = [
     (SPEC.example, SPEC.default_config(Vendor.CPU)),
     ({"M": 7, "N": 100, "dtype": "float16"}, cfg(256, rows=2)),
+    ({"M": 7, "N": 100, "dtype": "float16"}, cfg(256, rows=2, streaming=True)),
     ({"M": 5, "N": 600, "dtype": "bfloat16"}, cfg(256, rows=8, warps=4)),
+    ({"M": 5, "N": 600, "dtype": "bfloat16"}, cfg(256, rows=8, warps=4, streaming=True)),
     ({"M": 9, "N": 512, "dtype": "float32"}, cfg(256, rows=4, warps=2)),
     ({"M": 3, "N": 1000, "dtype": "float32"}, cfg(1024)),
 ]
@@ -27,6 +34,7 @@ CASES: list[tuple[Problem, Config]] = [
     CASES,
     ids=[
         f"{p['M']}x{p['N']}-{p['dtype']}-bn{c['BLOCK_N']}-rows{c['ROWS_PER_PROGRAM']}"
+        + ("-streaming" if c["STREAMING"] else "")
         for p, c in CASES
     ],
 )

@@ -207,3 +207,21 @@ def test_gpu_event_timer_with_l2_flush() -> None:
 
     samples = time_launcher(scale, backend, warmup=3, reps=20, flush=flush)
     assert len(samples) == 20 and all(s > 0 for s in samples)
+
+
+@needs_gpu
+def test_graph_timer_replays_every_launcher_in_turn() -> None:
+    import torch
+
+    from workers.timing import GRAPH_MIN_LAUNCHES, time_graph
+
+    counts = torch.zeros(3, device="cuda")
+    launchers = [lambda i=i: counts[i].add_(1.0) for i in range(3)]
+    for launch in launchers:
+        launch()
+    backend = Backend.ROCM if torch.version.hip else Backend.CUDA
+    samples = time_graph(launchers, backend, reps=5)
+    per_launcher = math.ceil(GRAPH_MIN_LAUNCHES / 3)
+    # the run above, the warm-up on a side stream, then a first replay and the 5 timed ones
+    assert counts.tolist() == [2 + per_launcher * 6] * 3
+    assert len(samples) == 5 and all(0 < s < 1 for s in samples)

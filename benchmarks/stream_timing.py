@@ -1,0 +1,165 @@
+"""Isolated launches against a stream of launches, for rmsnorm at every config (GPU).
+
+The workers time each launch alone: device events around it, L2 flushed before it. In a model's
+forward pass the kernel instead runs back to back with others, so each launch's start-up and tail
+overlap its neighbours'. For each problem this times every valid rmsnorm config (checked against
+the fp32 reference first) both ways, with a copy of the same tensors and torch's ``rms_norm``:
+
+- isolated: the workers' timer (events, 256 MiB L2 flush before each rep, 5 warm-ups, median of 25);
+- stream: the graph objective's timer (workers.timing.time_graph): one CUDA graph of launches
+  back to back over rotating input sets (graph_sets: 256 MiB of them, at most 64), median of 25
+  replays of time per launch.
+
+Usage (GPU machine, repo root): python benchmarks/stream_timing.py [--problems P ...] [--json FILE]
+Prints, per problem, each timer's best config and its share of the 4 GiB copy bandwidth measured
+in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _bench import ceilings, local_target, timed  # this folder (run as a script)
+
+PROBLEMS = [f"M={m},N={n},dtype=bfloat16" for m in (128, 4096, 16384) for n in (4096, 8192)]
+
+
+def stream_ms(launchers: list[Callable[[], Any]], backend: Any) -> float:
+    """Median ms per launch under the graph objective's timer (launchers back to back)."""
+    from workers.timing import time_graph
+
+    return statistics.median(time_graph(launchers, backend, reps=25))
+
+
+def rel_error(out: Any, ref: Any) -> float:
+    return float((out.float() - ref).norm() / ref.norm())
+
+
+def measure_problem(text: str, limits: Any, backend: Any, copy_gbps: float) -> dict[str, Any]:
+    """Every valid config of ``text`` timed isolated and in a stream, with copy and torch rows."""
+    import torch
+    import torch.nn.functional as F
+
+    from search_spaces.kernels.rmsnorm import SPEC
+    from workers.timing import graph_sets
+
+    problem = SPEC.parse_problem(text)
+    nbytes = SPEC.bytes_moved(problem)
+    sets = [SPEC.build_inputs(problem, "cuda") for _ in range(graph_sets(int(nbytes)))]
+    one = sets[0]
+
+    def gbps(ms: float) -> float:
+        return nbytes / ms / 1e6
+
+    rows = []
+    for config in SPEC.space.enumerate(limits):
+        one["out"].fill_(float("nan"))
+        launch = SPEC.make_launcher(one, config)
+        launch()
+        error = rel_error(one["out"], SPEC.reference(one))
+        if not error < 1e-2:
+            rows.append({"config": config, "error": error})
+            continue
+        rows.append(
+            {
+                "config": config,
+                "error": error,
+                "isolated_ms": timed(launch, backend),
+                "stream_ms": stream_ms([SPEC.make_launcher(s, config) for s in sets], backend),
+            }
+        )
+    good = [r for r in rows if "isolated_ms" in r]
+    best_iso = min(good, key=lambda r: r["isolated_ms"])
+    best_stream = min(good, key=lambda r: r["stream_ms"])
+    # The same config timed again: a difference between configs under this spread is noise.
+    iso_again = timed(SPEC.make_launcher(one, best_iso["config"]), backend)
+    stream_again = stream_ms([SPEC.make_launcher(s, best_stream["config"]) for s in sets], backend)
+    copies = [lambda s=s: s["out"].copy_(s["x"]) for s in sets]
+    torch_norms = [
+        lambda s=s: F.rms_norm(s["x"], (s["x"].shape[-1],), s["weight"], eps=1e-6) for s in sets
+    ]
+    copy_bytes = 2.0 * one["x"].numel() * one["x"].element_size()
+    same_copy = {"isolated_ms": timed(copies[0], backend), "stream_ms": stream_ms(copies, backend)}
+    torch_row = {
+        "isolated_ms": timed(torch_norms[0], backend),
+        "stream_ms": stream_ms(torch_norms, backend),
+    }
+    summary = {
+        "problem": text,
+        "configs": len(rows),
+        "failed": sum(1 for r in rows if "isolated_ms" not in r),
+        "bytes": nbytes,
+        "input_sets": len(sets),
+        "isolated_best": best_iso,
+        "stream_best": best_stream,
+        "isolated_best_in_stream_ms": best_iso["stream_ms"],
+        "isolated_best_again_ms": iso_again,
+        "stream_best_again_ms": stream_again,
+        "same_size_copy": same_copy,
+        "torch_rms_norm": torch_row,
+        "pct_of_copy": {
+            "isolated": 100 * gbps(best_iso["isolated_ms"]) / copy_gbps,
+            "stream": 100 * gbps(best_stream["stream_ms"]) / copy_gbps,
+            "same_size_copy_isolated": 100
+            * copy_bytes
+            / same_copy["isolated_ms"]
+            / 1e6
+            / copy_gbps,
+            "same_size_copy_stream": 100 * copy_bytes / same_copy["stream_ms"] / 1e6 / copy_gbps,
+        },
+        "rows": rows,
+    }
+    del sets, one, copies, torch_norms
+    torch.cuda.empty_cache()
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", nargs="*", default=PROBLEMS)
+    parser.add_argument("--json", type=Path, help="write every config's times here")
+    args = parser.parse_args()
+
+    limits, backend, device = local_target()
+    if device != "cuda":
+        raise SystemExit("stream_timing.py: needs a GPU (CUDA graphs); run it on the GPU machine")
+    copy_gbps = ceilings(backend)["copy_gbps"]
+    print(f"4 GiB copy: {copy_gbps:.0f} GB/s", flush=True)
+    results = []
+    for text in args.problems:
+        r = measure_problem(text, limits, backend, copy_gbps)
+        results.append(r)
+        pct = r["pct_of_copy"]
+        print(
+            f"{text}: {r['configs']} configs ({r['failed']} wrong); isolated best "
+            f"{r['isolated_best']['isolated_ms'] * 1e3:.1f} us = {pct['isolated']:.0f}% "
+            f"{r['isolated_best']['config']}; stream best "
+            f"{r['stream_best']['stream_ms'] * 1e3:.1f} us = {pct['stream']:.0f}% "
+            f"{r['stream_best']['config']}; copy {pct['same_size_copy_isolated']:.0f}% / "
+            f"{pct['same_size_copy_stream']:.0f}%; torch rms_norm "
+            f"{r['torch_rms_norm']['isolated_ms'] * 1e3:.1f} / "
+            f"{r['torch_rms_norm']['stream_ms'] * 1e3:.1f} us",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"copy_gbps": copy_gbps, "results": results}, indent=1))
+    print("\n% of the 4 GiB copy | isolated (tuner's timer) | stream (graph, rotating inputs)")
+    print(
+        "problem | rmsnorm best | same-size copy | rmsnorm best | same-size copy | iso-best in stream"
+    )
+    for r in results:
+        pct = r["pct_of_copy"]
+        iso_in_stream = 100 * r["bytes"] / r["isolated_best_in_stream_ms"] / 1e6 / copy_gbps
+        print(
+            f"{r['problem']} | {pct['isolated']:.0f} | {pct['same_size_copy_isolated']:.0f} | "
+            f"{pct['stream']:.0f} | {pct['same_size_copy_stream']:.0f} | {iso_in_stream:.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
