@@ -234,7 +234,8 @@ class _Handle:
 
 
 def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
-    """Connect to ``address`` (or RAY_ADDRESS), else start a small local Ray; True if we started it."""
+    """Connect to ``address`` (or RAY_ADDRESS), else start a small local Ray of our own, even when
+    another Ray runs on this machine; True if we started it."""
     if ray.is_initialized():
         return False
     target = address or os.environ.get("RAY_ADDRESS")
@@ -242,6 +243,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
         ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
         return False
     ray.init(
+        address="local",  # without it Ray joins any cluster it finds running on this machine
         num_cpus=num_cpus or os.cpu_count() or 2,
         include_dashboard=False,
         logging_level=logging.WARNING,

@@ -74,3 +74,24 @@ def test_keep_workers_without_a_cluster_is_refused_before_anything_runs(tmp_path
     assert done.returncode != 0
     assert "kept workers need a running Ray cluster" in done.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_job_without_an_address_starts_its_own_ray_beside_a_running_one(
+    tmp_path: Path,
+) -> None:
+    # A head in Ray's default temp folder, as a plain `ray start --head` makes: ray.init() without
+    # an address would find it through /tmp/ray/ray_current_cluster and join it.
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_AUTH_MODE"] = "disabled"
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+             "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=TIMEOUT_S)
+    try:
+        done = _tunefleet(env, "tune", "matmul", "-p", PROBLEMS[0], "--trials", "2",
+                          "--device", "interpreter", "--db", f"sqlite:///{tmp_path / 'own.db'}")  # fmt: skip
+    finally:
+        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(_workers(tmp_path / "own.db")) == 1
