@@ -28,6 +28,7 @@ def tune_job(
     in_flight: int,
     seed: int,
     sampler: str | None = None,
+    objective: str = "kernel",
 ) -> dict[str, Any]:
     """Run `python -m orchestrator tune JOB.json --json` for ``problems`` (``sampler`` None: the
     product's default); its JSON plus the command, the job file and the wall time."""
@@ -37,6 +38,7 @@ def tune_job(
         "trials": trials,
         "seed": seed,
         "in_flight": in_flight,
+        "objective": objective,
     }
     if sampler is not None:
         job["sampler"] = sampler
@@ -65,11 +67,15 @@ def tune_job(
 
 
 def best_from(
-    kernel: str, databases: Sequence[Path], landscapes: Sequence[Path] = ()
+    kernel: str,
+    databases: Sequence[Path],
+    landscapes: Sequence[Path] = (),
+    objective: str = "kernel",
 ) -> dict[str, dict[str, Any]]:
-    """Problem key -> best config of ``kernel``: the fastest stored time over the databases (best
-    configs and ok trials) and the landscape files (a folder stands for its ``*.json.gz`` files)."""
-    from db import Database, repository
+    """Problem key -> best config of ``kernel``: the fastest stored time of ``objective`` over the
+    databases (best configs and ok trials) and the landscape files (a folder stands for its
+    ``*.json.gz`` files; they hold kernel-objective times)."""
+    from db import Database, Objective, repository
     from workers.landscape import read_landscape
 
     best: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -94,7 +100,10 @@ def best_from(
         database = Database(f"sqlite:///{copy}")
         database.upgrade()
         with database.session(readonly=True) as s:
-            found = [(r.problem_key, r.time_ms, r.config) for r in repository.get_best(s, kernel)]
+            found = [
+                (r.problem_key, r.time_ms, r.config)
+                for r in repository.get_best(s, kernel, objective=Objective(objective))
+            ]
             # Trials too: a job cut short stored its trials but not yet its best configs.
             for job in repository.list_jobs(s, limit=10_000):
                 if job.kernel_name != kernel:
@@ -103,7 +112,9 @@ def best_from(
                     found += [
                         (study.problem_key, t.median_ms, t.config)
                         for t in repository.trials_for_study(s, study.id)
-                        if t.outcome.value == "ok" and t.median_ms is not None
+                        if t.outcome.value == "ok"
+                        and t.median_ms is not None
+                        and t.objective.value == objective
                     ]
         for key, ms, config in found:
             if key not in best or ms < best[key][0]:
@@ -199,19 +210,26 @@ def add_job_args(parser: argparse.ArgumentParser, kernels: Sequence[str], trials
 
 
 def tune_suite(
-    args: argparse.Namespace, kernel: str, suite: Sequence[str], db_path: Path
+    args: argparse.Namespace,
+    kernel: str,
+    suite: Sequence[str],
+    db_path: Path,
+    objective: str = "kernel",
 ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
-    """Tune ``suite`` (or its --only indices; nothing with --no-tune) into ``db_path``; the tune
-    job's report (None if skipped) and the winners over it, --best-db and --best-landscape."""
+    """Tune ``suite`` (or its --only indices; nothing with --no-tune) into ``db_path`` by
+    ``objective``; the tune job's report (None if skipped) and the winners of that objective over
+    it, --best-db and --best-landscape."""
     job = None
     if not args.no_tune:
         chosen = list(suite) if not args.only else [suite[i] for i in args.only]
-        job = tune_job(kernel, chosen, db_path, args.trials, args.in_flight, args.seed)
+        job = tune_job(
+            kernel, chosen, db_path, args.trials, args.in_flight, args.seed, objective=objective
+        )
         print(
             f"{kernel}: tuned {len(chosen)} problems x {args.trials} trials in {job['wall_s']:.0f} s",
             flush=True,
         )
-    return job, best_from(kernel, [*args.best_db, db_path], args.best_landscape)
+    return job, best_from(kernel, [*args.best_db, db_path], args.best_landscape, objective)
 
 
 @contextlib.contextmanager

@@ -2,11 +2,12 @@
 
 Usage (GPU machine, repo root):
     python benchmarks/kernels.py --out-dir DIR [--kernels matmul rmsnorm] [--trials 40]
-        [--in-flight 12] [--best-db DB ...] [--only IDX ...]
-Per kernel: one `tunefleet tune` job over the shape suite (TPE; skip a problem's tuning by giving
-a database that already holds its winner with --best-db and tuning --only other indices), then in
-this process, with the workers' timer (events, L2 flushed, warm-up, median of 25), on fresh random
-inputs: the tuned config, the spec's default config and the vendor path — torch.matmul (cuBLAS)
+        [--in-flight 12] [--best-db DB ...] [--only IDX ...] [--objective kernel|graph]
+Per kernel: one `tunefleet tune` job over the shape suite (the product's sampler; skip a problem's
+tuning by giving a database that already holds its winner with --best-db and tuning --only other
+indices), then in this process, with the objective's timer (kernel: the workers' timer, events,
+L2 flushed, warm-up, median of 25; graph: launches back to back in a CUDA graph over rotating
+input sets, workers.timing.time_graph), on fresh random inputs: the tuned config, the spec's default config and the vendor path — torch.matmul (cuBLAS)
 for matmul; torch's rms_norm and torch.compile of it for rmsnorm. Roofline ceilings are measured in
 the same run: the device copy bandwidth (a 4 GiB device-to-device copy, bytes read + written) and
 the bf16 GEMM rate (torch.matmul at 8192^3); for rmsnorm also a device copy of the same x into
@@ -17,7 +18,9 @@ DIR/kernels.json; prints a table per kernel.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +29,6 @@ from _bench import (  # this folder (run as a script)
     ceilings,
     geomean,
     local_target,
-    time_tuned_and_default,
     timed,
     tune_suite,
 )
@@ -60,17 +62,24 @@ def rmsnorm_eager(inputs: dict[str, Any], problem: dict[str, Any]) -> Callable[[
     return lambda: F.rms_norm(x, (x.shape[-1],), w, eps=1e-6)
 
 
+#: torch.compile of rmsnorm for the problem being timed (one entry; key: the problem's JSON).
+_COMPILED: dict[str, Any] = {}
+
+
 def rmsnorm_compiled(inputs: dict[str, Any], problem: dict[str, Any]) -> Callable[[], Any]:
     import torch
-
-    x, w = inputs["x"], inputs["weight"]
 
     def rms(t: Any, weight: Any) -> Any:
         variance = t.float().pow(2).mean(-1, keepdim=True)
         return (t.float() * torch.rsqrt(variance + 1e-6) * weight.float()).to(t.dtype)
 
-    torch._dynamo.reset()  # one shape per compile; else dynamo's recompile limit falls back to eager
-    compiled = torch.compile(rms, dynamic=False)
+    key = json.dumps(problem, sort_keys=True)
+    if key not in _COMPILED:
+        # one shape per compile; else dynamo's recompile limit falls back to eager
+        torch._dynamo.reset()
+        _COMPILED.clear()
+        _COMPILED[key] = torch.compile(rms, dynamic=False)
+    compiled, x, w = _COMPILED[key], inputs["x"], inputs["weight"]
     return lambda: compiled(x, w)
 
 
@@ -89,12 +98,80 @@ BASELINES: dict[str, dict[str, Callable[[dict[str, Any], dict[str, Any]], Callab
 }
 
 
-def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]) -> dict[str, Any]:
-    from search_spaces import get_spec, problem_key
+Maker = Callable[[dict[str, Any]], Callable[[], Any]]
+
+
+def time_on(sets: list[dict[str, Any]], make: Maker, backend: Any, objective: str) -> float:
+    """Median ms of ``make(inputs)``'s launcher by the objective's timer: alone on the first input
+    set (kernel; see timed) or back to back over all of them (graph; workers.timing.time_graph)."""
+    from workers.timing import time_graph
+
+    if objective == "kernel":
+        return timed(make(sets[0]), backend)
+    return statistics.median(time_graph([make(s) for s in sets], backend, reps=25))
+
+
+def measure_problem(
+    kernel: str, problem: dict[str, Any], config: dict[str, Any], roof: dict[str, float],
+    objective: str,
+) -> dict[str, Any]:  # fmt: skip
+    """One problem on fresh inputs: the tuned config, the default and the baselines (and a copy of
+    the same tensors for memory-bound kernels), all by the objective's timer."""
+    from search_spaces import get_spec
     from search_spaces.kernels._common import max_rel_error
+    from workers.timing import graph_sets
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()
+    count = graph_sets(int(spec.bytes_moved(problem))) if objective == "graph" else 1
+    sets = [spec.build_inputs(problem, device) for _ in range(count)]
+    inputs = sets[0]
+
+    def config_ms(chosen: dict[str, Any]) -> float:
+        return time_on(sets, lambda s: spec.make_launcher(s, chosen), backend, objective)
+
+    tuned_ms = config_ms(config)
+    spec.make_launcher(inputs, config)()
+    tuned_out = inputs["out"].clone()
+    default_ms = config_ms(spec.default_for(limits))
+    flops, nbytes = spec.flops(problem), spec.bytes_moved(problem)
+    row: dict[str, Any] = {
+        "problem": problem,
+        "config": config,
+        "tuned_ms": tuned_ms,
+        "default_ms": default_ms,
+        "tflops": flops / tuned_ms / 1e9,
+        "gbps": nbytes / tuned_ms / 1e6,
+        "pct_of_roofline": 100
+        * max(
+            flops / tuned_ms / 1e9 / roof["gemm_tflops"],
+            nbytes / tuned_ms / 1e6 / roof["copy_gbps"],
+        ),
+        "speedup_vs_default": default_ms / tuned_ms,
+        "baselines": {},
+    }
+    for label, make in BASELINES[kernel].items():
+        base_ms = time_on(sets, functools.partial(make, problem=problem), backend, objective)
+        out = make(inputs, problem)()
+        row["baselines"][label] = {
+            "ms": base_ms,
+            "tuned_speedup": base_ms / tuned_ms,
+            "max_rel_error_vs_tuned": max_rel_error(tuned_out, out.reshape(tuned_out.shape)),
+        }
+    copy = SAME_SIZE_COPY.get(kernel)
+    if copy is not None:
+        copy_ms = time_on(sets, lambda s: copy(s)[0], backend, objective)
+        row["same_size_copy_ms"] = copy_ms
+        row["pct_of_same_size_copy"] = 100 * (nbytes / tuned_ms) / (copy(inputs)[1] / copy_ms)
+    return row
+
+
+def measure(
+    kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float], objective: str
+) -> dict[str, Any]:
+    from search_spaces import get_spec, problem_key
+
+    spec = get_spec(kernel)
     rows = []
     for text in SUITES[kernel]:
         problem = spec.parse_problem(text)
@@ -102,40 +179,7 @@ def measure(kernel: str, best: dict[str, dict[str, Any]], roof: dict[str, float]
         if config is None:
             print(f"  {text}: no stored winner; skipped", flush=True)
             continue
-        inputs, tuned_ms, tuned_out, default_ms = time_tuned_and_default(
-            spec, problem, config, limits, backend, device
-        )
-        flops, nbytes = spec.flops(problem), spec.bytes_moved(problem)
-        row: dict[str, Any] = {
-            "problem": problem,
-            "config": config,
-            "tuned_ms": tuned_ms,
-            "default_ms": default_ms,
-            "tflops": flops / tuned_ms / 1e9,
-            "gbps": nbytes / tuned_ms / 1e6,
-            "pct_of_roofline": 100
-            * max(
-                flops / tuned_ms / 1e9 / roof["gemm_tflops"],
-                nbytes / tuned_ms / 1e6 / roof["copy_gbps"],
-            ),
-            "speedup_vs_default": default_ms / tuned_ms,
-            "baselines": {},
-        }
-        for label, make in BASELINES[kernel].items():
-            fn = make(inputs, problem)
-            base_ms = timed(fn, backend)
-            row["baselines"][label] = {
-                "ms": base_ms,
-                "tuned_speedup": base_ms / tuned_ms,
-                "max_rel_error_vs_tuned": max_rel_error(tuned_out, fn().reshape(tuned_out.shape)),
-            }
-        if kernel in SAME_SIZE_COPY:
-            copy, copy_bytes = SAME_SIZE_COPY[kernel](inputs)
-            copy_ms = timed(copy, backend)
-            row["same_size_copy_ms"] = copy_ms
-            row["pct_of_same_size_copy"] = 100 * (nbytes / tuned_ms) / (copy_bytes / copy_ms)
-        rows.append(row)
-        del inputs, tuned_out
+        rows.append(measure_problem(kernel, problem, config, roof, objective))
     labels = list(BASELINES[kernel])
     return {
         "rows": rows,
@@ -153,7 +197,17 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     add_job_args(parser, list(SUITES), trials=40)
+    parser.add_argument(
+        "--objective",
+        choices=("kernel", "graph"),
+        default="kernel",
+        help="tune and time by this objective (graph: launches back to back; needs a GPU)",
+    )
     args = parser.parse_args()
+    if args.objective == "graph" and args.best_landscape:
+        raise SystemExit(
+            "--best-landscape holds kernel-objective times; drop it for --objective graph"
+        )
     if args.smoke:
         SUITES.update(SMOKE)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -163,17 +217,23 @@ def main() -> None:
         f"{roof['gemm_tflops']:.0f} TFLOP/s",
         flush=True,
     )
-    report: dict[str, Any] = {"ceilings": roof}
+    report: dict[str, Any] = {"ceilings": roof, "objective": args.objective}
     for kernel in args.kernels:
-        job, best = tune_suite(args, kernel, SUITES[kernel], args.out_dir / "kernels.db")
-        r = measure(kernel, best, roof)
+        job, best = tune_suite(
+            args, kernel, SUITES[kernel], args.out_dir / "kernels.db", args.objective
+        )
+        r = measure(kernel, best, roof, args.objective)
         report[kernel] = {"tune": job, **r}
         (args.out_dir / "kernels.json").write_text(json.dumps(report, indent=1, default=str))
         vs = ", ".join(
             f"{lab}: geomean {r['geomean_vs'][lab]:.3f}x ({r['min_vs'][lab]:.2f}-{r['max_vs'][lab]:.2f})"
             for lab in r["geomean_vs"]
         )
-        print(f"{kernel}: {vs}; vs default {r['geomean_vs_default']:.3f}x", flush=True)
+        print(
+            f"{kernel} ({args.objective} objective): {vs}; vs default "
+            f"{r['geomean_vs_default']:.3f}x",
+            flush=True,
+        )
         for row in r["rows"]:
             p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k != "dtype")
             base = "  ".join(f"{lab} {b['ms']:.4f}" for lab, b in row["baselines"].items())
