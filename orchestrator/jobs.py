@@ -211,11 +211,11 @@ class JobSpec:
             raise JobSpecError(
                 f"unknown objective {data.get('objective')!r}; choose kernel or graph"
             ) from None
-        cpu_only = [d for d in devices if d.kind is not SourceKind.AUTO]
-        if objective is Objective.GRAPH and cpu_only:
+        without_gpu = [d for d in devices if d.kind is not SourceKind.AUTO]
+        if objective is Objective.GRAPH and without_gpu:
             raise JobSpecError(
                 f"objective graph times launches inside CUDA graphs on a GPU; device "
-                f"{cpu_only[0].kind.value} has none: use objective kernel or --device auto"
+                f"{without_gpu[0].kind.value} has none: use objective kernel or --device auto"
             )
         team = data.get("team")
         if team is not None and not isinstance(team, str):

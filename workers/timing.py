@@ -16,7 +16,7 @@ from workers.errors import RunnerConfigError
 #: Bytes written before each timed rep to evict the previous rep's data from L2 (H200's L2 is
 #: 50 MB, MI300X's Infinity Cache 256 MB).
 L2_FLUSH_BYTES = 256 * 2**20
-#: Graph objective: bytes of input sets a graph rotates over, their most, and launches per replay.
+#: Graph objective: bytes of input sets a graph rotates over, the most sets, launches per replay.
 GRAPH_BYTES = 256 * 2**20
 GRAPH_MAX_SETS = 64
 GRAPH_MIN_LAUNCHES = 32
@@ -80,8 +80,8 @@ def time_launcher(
 
 def graph_sets(set_bytes: int) -> int:
     """Input sets a graph-objective trial rotates over: enough that GRAPH_BYTES of them do not fit
-    in L2 together, at most GRAPH_MAX_SETS (a smaller problem's sets then stay in L2, as its inputs
-    mostly do between a model's kernels)."""
+    in L2 together, at most GRAPH_MAX_SETS (the sets of a problem under 4 MiB then fit in L2
+    together, as a small kernel's inputs often do in a model)."""
     return max(1, min(GRAPH_MAX_SETS, math.ceil(GRAPH_BYTES / max(set_bytes, 1))))
 
 
