@@ -599,24 +599,3 @@ def get_best(
         BestConfig.objective,
     )
     return [_record(BestRecord, b) for b in s.scalars(query)]
-
-
-def best_for_kernel(
-    s: Session,
-    kernel_name: str,
-    kernel_version: str,
-    triton_minor: str,
-    objective: Objective = Objective.KERNEL,
-) -> dict[str, dict[str, BestRecord]]:
-    """For export: device class key -> problem key -> best row, for one kernel version, triton and
-    objective."""
-    out: dict[str, dict[str, BestRecord]] = {}
-    for record in get_best(
-        s,
-        kernel_name,
-        kernel_version=kernel_version,
-        triton_minor=triton_minor,
-        objective=objective,
-    ):
-        out.setdefault(record.device_class_key, {})[record.problem_key] = record
-    return out

@@ -515,10 +515,12 @@ class TestStorage:
             assert (stored.time_ms, stored.config) == (1.5, {"v": "faster"})
             assert len(repo.get_best(s, "matmul")) == 2
             assert repo.get_best(s, "matmul", problem_key='{"M":1}') == []
-            export = repo.best_for_kernel(s, "matmul", "v1", "3.5")
-            assert {dc: {p: r.time_ms for p, r in rows.items()} for dc, rows in export.items()} == {
-                "NVIDIA H200": {'{"M":64}': 5.0}
-            }
+            (other,) = repo.get_best(s, "matmul", kernel_version="v1", triton_minor="3.5")
+            assert (other.device_class_key, other.problem_key, other.time_ms) == (
+                "NVIDIA H200",
+                '{"M":64}',
+                5.0,
+            )
 
     @pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0])
     def test_upsert_best_rejects_bad_times(self, db: Database, bad: float) -> None:
