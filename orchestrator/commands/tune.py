@@ -245,6 +245,7 @@ def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
             "status": r.status.value,
             "team": r.team,
             "problems": len(r.spec.get("problems", [])),
+            "objective": r.spec.get("objective", Objective.KERNEL.value),
             "created_at": r.created_at.isoformat(timespec="seconds"),
             "error": r.error,
         }
@@ -254,7 +255,16 @@ def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
         print_json({"jobs": rows})
         return
     table = Table(title="jobs")
-    for column in ("job", "kernel", "status", "team", "problems", "created_at", "error"):
+    for column in (
+        "job",
+        "kernel",
+        "status",
+        "team",
+        "problems",
+        "objective",
+        "created_at",
+        "error",
+    ):
         table.add_column(column)
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row.values()))

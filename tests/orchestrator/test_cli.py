@@ -73,6 +73,7 @@ def test_tune_on_the_interpreter_then_query_pull_plot(db_url: str, tmp_path: Pat
     assert best["best"][0]["config"] == study["best"]["config"]
     jobs = json.loads(cli("jobs", "--db", db_url, "--json").stdout)
     assert jobs["jobs"][0]["job"] == out["job"] and jobs["jobs"][0]["status"] == "done"
+    assert jobs["jobs"][0]["objective"] == out["objective"] == "kernel"
 
     pulled = cli(
         "pull", "matmul", "--device-class", "cpu", "--out", str(tmp_path / "b"), "--db", db_url
