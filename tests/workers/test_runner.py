@@ -225,3 +225,12 @@ def test_graph_timer_replays_every_launcher_in_turn() -> None:
     # the run above, the warm-up on a side stream, then a first replay and the 5 timed ones
     assert counts.tolist() == [2 + per_launcher * 6] * 3
     assert len(samples) == 5 and all(0 < s < 1 for s in samples)
+
+
+def test_graph_sets_exceed_l2_together_within_a_cap() -> None:
+    from workers.timing import GRAPH_BYTES, GRAPH_MAX_SETS, graph_sets
+
+    assert graph_sets(GRAPH_BYTES) == 1 and graph_sets(4 * GRAPH_BYTES) == 1
+    # the fewest sets whose bytes together reach GRAPH_BYTES
+    assert graph_sets(GRAPH_BYTES // 4) == 4 and graph_sets(GRAPH_BYTES // 4 - 1) == 5
+    assert graph_sets(1024) == graph_sets(0) == GRAPH_MAX_SETS
