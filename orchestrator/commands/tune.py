@@ -100,8 +100,10 @@ def _run(
         if job_id is None:
             job_id = submit_job(database, spec, pool)
         reporter = reporter_for(json_out)
+        timed = "" if spec.objective is Objective.KERNEL else ", objective graph (back to back)"
         reporter.note(
-            f"job {job_id}: {spec.kernel}, {len(spec.problems)} problem(s); cancel with `tunefleet cancel {job_id}`"
+            f"job {job_id}: {spec.kernel}, {len(spec.problems)} problem(s){timed}; "
+            f"cancel with `tunefleet cancel {job_id}`"
         )
         Driver(database, pool, reporter=reporter).run(job_id)
     finally:
