@@ -155,6 +155,19 @@ def ceilings(backend: Any) -> dict[str, float]:
     }
 
 
+Maker = Callable[[dict[str, Any]], Callable[[], Any]]
+
+
+def time_on(sets: list[dict[str, Any]], make: Maker, backend: Any, objective: str) -> float:
+    """Median ms of ``make(inputs)``'s launcher by the objective's timer: alone on the first input
+    set (kernel; see timed) or back to back over all of them (graph; workers.timing.time_graph)."""
+    from workers.timing import time_graph
+
+    if objective == "kernel":
+        return timed(make(sets[0]), backend)
+    return statistics.median(time_graph([make(s) for s in sets], backend, reps=25))
+
+
 def local_target() -> tuple[Any, Any, str]:
     """(device limits, backend, torch device) of this machine's first device."""
     from workers.device import detect

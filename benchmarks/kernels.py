@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ from _bench import (  # this folder (run as a script)
     ceilings,
     geomean,
     local_target,
-    timed,
+    time_on,
     tune_suite,
 )
 
@@ -96,19 +95,6 @@ BASELINES: dict[str, dict[str, Callable[[dict[str, Any], dict[str, Any]], Callab
     "matmul": {"torch.matmul (cuBLAS)": matmul_baseline},
     "rmsnorm": {"torch rms_norm": rmsnorm_eager, "torch.compile": rmsnorm_compiled},
 }
-
-
-Maker = Callable[[dict[str, Any]], Callable[[], Any]]
-
-
-def time_on(sets: list[dict[str, Any]], make: Maker, backend: Any, objective: str) -> float:
-    """Median ms of ``make(inputs)``'s launcher by the objective's timer: alone on the first input
-    set (kernel; see timed) or back to back over all of them (graph; workers.timing.time_graph)."""
-    from workers.timing import time_graph
-
-    if objective == "kernel":
-        return timed(make(sets[0]), backend)
-    return statistics.median(time_graph([make(s) for s in sets], backend, reps=25))
 
 
 def measure_problem(

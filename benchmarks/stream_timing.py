@@ -19,21 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _bench import ceilings, local_target, timed  # this folder (run as a script)
+from _bench import Maker, ceilings, local_target, time_on  # this folder (run as a script)
+from kernels import rmsnorm_eager, same_size_copy
 
 PROBLEMS = [f"M={m},N={n},dtype=bfloat16" for m in (128, 4096, 16384) for n in (4096, 8192)]
-
-
-def stream_ms(launchers: list[Callable[[], Any]], backend: Any) -> float:
-    """Median ms per launch under the graph objective's timer (launchers back to back)."""
-    from workers.timing import time_graph
-
-    return statistics.median(time_graph(launchers, backend, reps=25))
 
 
 def rel_error(out: Any, ref: Any) -> float:
@@ -42,9 +34,6 @@ def rel_error(out: Any, ref: Any) -> float:
 
 def measure_problem(text: str, limits: Any, backend: Any, copy_gbps: float) -> dict[str, Any]:
     """Every valid config of ``text`` timed isolated and in a stream, with copy and torch rows."""
-    import torch
-    import torch.nn.functional as F
-
     from search_spaces.kernels.rmsnorm import SPEC
     from workers.timing import graph_sets
 
@@ -56,39 +45,36 @@ def measure_problem(text: str, limits: Any, backend: Any, copy_gbps: float) -> d
     def gbps(ms: float) -> float:
         return nbytes / ms / 1e6
 
+    def isolated_ms(make: Maker) -> float:
+        return time_on(sets, make, backend, "kernel")
+
+    def stream_ms(make: Maker) -> float:
+        return time_on(sets, make, backend, "graph")
+
+    def both(make: Maker) -> dict[str, float]:
+        return {"isolated_ms": isolated_ms(make), "stream_ms": stream_ms(make)}
+
+    def config_launcher(config: dict[str, Any]) -> Maker:
+        return lambda s: SPEC.make_launcher(s, config)
+
     rows = []
     for config in SPEC.space.enumerate(limits):
         one["out"].fill_(float("nan"))
-        launch = SPEC.make_launcher(one, config)
-        launch()
+        SPEC.make_launcher(one, config)()
         error = rel_error(one["out"], SPEC.reference(one))
         if not error < 1e-2:
             rows.append({"config": config, "error": error})
             continue
-        rows.append(
-            {
-                "config": config,
-                "error": error,
-                "isolated_ms": timed(launch, backend),
-                "stream_ms": stream_ms([SPEC.make_launcher(s, config) for s in sets], backend),
-            }
-        )
+        rows.append({"config": config, "error": error, **both(config_launcher(config))})
     good = [r for r in rows if "isolated_ms" in r]
     best_iso = min(good, key=lambda r: r["isolated_ms"])
     best_stream = min(good, key=lambda r: r["stream_ms"])
     # The same config timed again: a difference between configs under this spread is noise.
-    iso_again = timed(SPEC.make_launcher(one, best_iso["config"]), backend)
-    stream_again = stream_ms([SPEC.make_launcher(s, best_stream["config"]) for s in sets], backend)
-    copies = [lambda s=s: s["out"].copy_(s["x"]) for s in sets]
-    torch_norms = [
-        lambda s=s: F.rms_norm(s["x"], (s["x"].shape[-1],), s["weight"], eps=1e-6) for s in sets
-    ]
-    copy_bytes = 2.0 * one["x"].numel() * one["x"].element_size()
-    same_copy = {"isolated_ms": timed(copies[0], backend), "stream_ms": stream_ms(copies, backend)}
-    torch_row = {
-        "isolated_ms": timed(torch_norms[0], backend),
-        "stream_ms": stream_ms(torch_norms, backend),
-    }
+    iso_again = isolated_ms(config_launcher(best_iso["config"]))
+    stream_again = stream_ms(config_launcher(best_stream["config"]))
+    copy_bytes = same_size_copy(one)[1]
+    same_copy = both(lambda s: same_size_copy(s)[0])
+    torch_row = both(lambda s: rmsnorm_eager(s, problem))
     summary = {
         "problem": text,
         "configs": len(rows),
@@ -114,8 +100,6 @@ def measure_problem(text: str, limits: Any, backend: Any, copy_gbps: float) -> d
         },
         "rows": rows,
     }
-    del sets, one, copies, torch_norms
-    torch.cuda.empty_cache()
     return summary
 
 
@@ -124,6 +108,7 @@ def main() -> None:
     parser.add_argument("--problems", nargs="*", default=PROBLEMS)
     parser.add_argument("--json", type=Path, help="write every config's times here")
     args = parser.parse_args()
+    import torch
 
     limits, backend, device = local_target()
     if device != "cuda":
@@ -133,6 +118,7 @@ def main() -> None:
     results = []
     for text in args.problems:
         r = measure_problem(text, limits, backend, copy_gbps)
+        torch.cuda.empty_cache()  # the problem's input sets went with measure_problem
         results.append(r)
         pct = r["pct_of_copy"]
         print(
