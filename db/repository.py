@@ -62,6 +62,11 @@ class JobRecord:
     finished_at: datetime | None
     cancel_requested: bool
 
+    @property
+    def objective(self) -> Objective:
+        """What the job's times mean (a job stored before specs named one timed ``kernel``)."""
+        return Objective(self.spec.get("objective", Objective.KERNEL.value))
+
 
 @dataclass(frozen=True)
 class TrialRecord:

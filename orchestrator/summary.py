@@ -50,7 +50,7 @@ def collect(database: Database, job_id: int) -> dict[str, Any]:
     with database.session(readonly=True) as s:
         job: JobRecord = repository.get_job(s, job_id)
         kernel = get_spec(str(job.spec.get("kernel", job.kernel_name)))
-        objective = Objective(str(job.spec.get("objective", Objective.KERNEL.value)))
+        objective = job.objective
         studies = []
         for study in repository.studies_for_job(s, job_id):
             cls = study.device_class
@@ -122,7 +122,7 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 def render(summary: dict[str, Any], console: Console) -> None:
     """Print one two-column table per (problem, device class)."""
-    objective = summary.get("objective", Objective.KERNEL.value)
+    objective = summary["objective"]
     timed = "" if objective == Objective.KERNEL.value else f" · {objective} objective"
     console.print(f"job {summary['job']} · {summary['kernel']} · {summary['status']}{timed}")
     for st in summary["studies"]:

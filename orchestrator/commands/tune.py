@@ -247,7 +247,7 @@ def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
             "status": r.status.value,
             "team": r.team,
             "problems": len(r.spec.get("problems", [])),
-            "objective": r.spec.get("objective", Objective.KERNEL.value),
+            "objective": r.objective.value,
             "created_at": r.created_at.isoformat(timespec="seconds"),
             "error": r.error,
         }
