@@ -382,27 +382,43 @@ class TestStorage:
         database = Database(empty_url)
         try:
             _migrate(database, "0001")
+            # A trial and a best config that refers to it, as every 0001 database with results
+            # has (the foreign key must survive the migration).
+            statements = (
+                "INSERT INTO tf_device_classes (id, key, vendor, name, arch, replay) VALUES "
+                "(1, 'NVIDIA H200', 'nvidia', 'NVIDIA H200', 'sm_90', false)",
+                "INSERT INTO tf_kernels (id, name, version_hash, space_hash) VALUES "
+                "(1, 'matmul', 'v1', 's1')",
+                "INSERT INTO tf_trials (id, kernel_id, problem_key, device_class_id, config, "
+                "config_key, outcome, median_ms, reused, created_at) VALUES (1, 1, :problem, 1, "
+                "'{}', '{}', 'ok', 2.0, false, CURRENT_TIMESTAMP)",
+                "INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, "
+                "device_class_key, triton_minor, config, time_ms, trial_id, updated_at) VALUES "
+                "('matmul', 'v1', :problem, 'NVIDIA H200', '3.6', '{}', 2.0, 1, "
+                "CURRENT_TIMESTAMP)",
+            )
             with database.engine.begin() as conn:
-                conn.execute(
-                    sa.text(
-                        "INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, "
-                        "device_class_key, triton_minor, config, time_ms, updated_at) VALUES "
-                        "('matmul', 'v1', :problem, 'NVIDIA H200', '3.6', '{}', 2.0, "
-                        "CURRENT_TIMESTAMP)"
-                    ),
-                    {"problem": '{"M":64}'},
-                )
+                for statement in statements:
+                    conn.execute(sa.text(statement), {"problem": '{"M":64}'})
             database.upgrade()
             database.check_schema()
             with database.session() as s:
                 (old,) = repo.get_best(s, "matmul")
-                assert (old.objective, old.time_ms) == (Objective.KERNEL, 2.0)
+                assert (old.objective, old.time_ms, old.trial_id) == (Objective.KERNEL, 2.0, 1)
+                found = repo.find_measured(s, 1, '{"M":64}', 1, "{}")
+                assert found is not None and found.objective is Objective.KERNEL
                 assert _best(s, 3.0, {"v": "graph"}, objective=Objective.GRAPH) is True
             with pytest.raises(RuntimeError, match="graph-objective rows"):
                 _migrate(database, "0001", down=True)
             assert database.current_revision() == "0002"
-            with database.session(readonly=True) as s:
+            with database.session() as s:
                 assert len(repo.get_best(s, "matmul", objective=None)) == 2
+                s.execute(sa.text("DELETE FROM tf_best_configs WHERE objective = 'graph'"))
+            _migrate(database, "0001", down=True)  # with no graph rows left, it goes back
+            assert database.current_revision() == "0001"
+            database.upgrade()
+            with database.session(readonly=True) as s:
+                assert [b.trial_id for b in repo.get_best(s, "matmul")] == [1]
         finally:
             database.close()
 

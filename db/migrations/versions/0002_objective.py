@@ -28,10 +28,21 @@ def _objective() -> sa.Column[str]:
     return sa.Column("objective", sa.String(16), nullable=False, server_default="kernel")
 
 
+def _sqlite() -> bool:
+    return op.get_bind().dialect.name == "sqlite"
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("tf_trials") as batch:
-        batch.add_column(_objective())
-        batch.create_check_constraint("ck_tf_trials_objective", CHECK)
+    if _sqlite():
+        # Not a batch copy of tf_trials: dropping the old table breaks tf_best_configs' foreign
+        # key to it. SQLite adds a column with its own CHECK in place.
+        op.execute(
+            "ALTER TABLE tf_trials ADD COLUMN objective VARCHAR(16) DEFAULT 'kernel' NOT NULL "
+            f"CONSTRAINT ck_tf_trials_objective CHECK ({CHECK})"
+        )
+    else:
+        op.add_column("tf_trials", _objective())
+        op.create_check_constraint("ck_tf_trials_objective", "tf_trials", CHECK)
     with op.batch_alter_table("tf_best_configs") as batch:
         batch.add_column(_objective())
         batch.create_check_constraint("ck_tf_best_configs_objective", CHECK)
@@ -54,6 +65,8 @@ def downgrade() -> None:
         batch.create_unique_constraint("uq_tf_best_configs_key", BEST_KEY)
         batch.drop_constraint("ck_tf_best_configs_objective", type_="check")
         batch.drop_column("objective")
-    with op.batch_alter_table("tf_trials") as batch:
-        batch.drop_constraint("ck_tf_trials_objective", type_="check")
-        batch.drop_column("objective")
+    if _sqlite():  # in place, as upgrade added it (a column CHECK goes with its column)
+        op.execute("ALTER TABLE tf_trials DROP COLUMN objective")
+    else:
+        op.drop_constraint("ck_tf_trials_objective", "tf_trials", type_="check")
+        op.drop_column("tf_trials", "objective")
