@@ -75,7 +75,6 @@ def best_from(
     """Problem key -> best config of ``kernel``: the fastest stored time of ``objective`` over the
     databases (best configs and ok trials) and the landscape files (a folder stands for its
     ``*.json.gz`` files; they hold kernel-objective times)."""
-    from db import Database, Objective, repository
     from workers.landscape import read_landscape
 
     best: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -94,34 +93,44 @@ def best_from(
     for path in databases:
         if not path.exists():
             continue
-        # A copy brought to the current schema: recorded databases stay as they were written.
-        copy = Path(tempfile.mkdtemp(prefix="tunefleet-best-")) / path.name
-        shutil.copyfile(path, copy)
-        database = Database(f"sqlite:///{copy}")
-        database.upgrade()
-        with database.session(readonly=True) as s:
-            found = [
-                (r.problem_key, r.time_ms, r.config)
-                for r in repository.get_best(s, kernel, objective=Objective(objective))
-            ]
-            # Trials too: a job cut short stored its trials but not yet its best configs.
-            for job in repository.list_jobs(s, limit=10_000):
-                if job.kernel_name != kernel:
-                    continue
-                for study in repository.studies_for_job(s, job.id):
-                    found += [
-                        (study.problem_key, t.median_ms, t.config)
-                        for t in repository.trials_for_study(s, study.id)
-                        if t.outcome.value == "ok"
-                        and t.median_ms is not None
-                        and t.objective.value == objective
-                    ]
-        for key, ms, config in found:
+        for key, ms, config in _stored_times(path, kernel, objective):
             if key not in best or ms < best[key][0]:
                 best[key] = (ms, config)
-        database.close()
-        shutil.rmtree(copy.parent)
     return {key: config for key, (_, config) in best.items()}
+
+
+def _stored_times(path: Path, kernel: str, objective: str) -> list[tuple[str, float, Any]]:
+    """(problem key, ms, config) of ``kernel``'s best configs and ok trials of ``objective`` in the
+    SQLite file ``path``, read from a copy brought to the current schema (the file stays as it
+    was written)."""
+    from db import Database, Objective, repository
+
+    with tempfile.TemporaryDirectory(prefix="tunefleet-best-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        database = Database(f"sqlite:///{copy}")
+        try:
+            database.upgrade()
+            with database.session(readonly=True) as s:
+                found = [
+                    (r.problem_key, r.time_ms, r.config)
+                    for r in repository.get_best(s, kernel, objective=Objective(objective))
+                ]
+                # Trials too: a job cut short stored its trials but not yet its best configs.
+                for job in repository.list_jobs(s, limit=10_000):
+                    if job.kernel_name != kernel:
+                        continue
+                    for study in repository.studies_for_job(s, job.id):
+                        found += [
+                            (study.problem_key, t.median_ms, t.config)
+                            for t in repository.trials_for_study(s, study.id)
+                            if t.outcome.value == "ok"
+                            and t.median_ms is not None
+                            and t.objective.value == objective
+                        ]
+        finally:
+            database.close()
+    return found
 
 
 def timed(fn: Callable[[], Any], backend: Any) -> float:
