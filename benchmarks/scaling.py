@@ -15,16 +15,17 @@ steady window after it and over the whole job: trials per minute and the share o
 outside the GPU process, 1 - sum(trial load + check + time seconds, as the trial process reports
 them) / (GPUs x window), i.e. the time each GPU's process sat waiting on Ray, Optuna, the
 database or the compile pool.
-`--warm-workers` runs each measured job (`warm_N`; `cold` stays as it is) with `--keep-workers` on
-a Ray head started here on 127.0.0.1 for that GPU count (CUDA_VISIBLE_DEVICES = the first N GPUs,
+`--warm-workers` runs each measured job (`warm_N`; `cold` stays as it is) with `--keep-workers` on a
+Ray head started here on 127.0.0.1 for that GPU count (CUDA_VISIBLE_DEVICES = the first N GPUs,
 TRITON_CACHE_DIR = the shared cache, so Ray sees N GPUs), after a `--keep-workers` warm-up job of
 one trial per GPU (each lands on another worker) from the same job file on the first problem in
-another dtype (so none of the measured kernels is compiled by it): the same head, in-flight and options give the same worker plans, hence the same
-kept actors (trial process, compile pool, CUDA context already up), and worker start-up is taken
-out of the measured job. The head and its kept workers are stopped after each measured job.
-Writes DIR/scaling.json (with whether warm workers were used, each warm-up's command and whether
-the measured job ran on the warm-up's actors); prints a table. Dry run without a GPU:
-TRITON_INTERPRET=1 with --gpus 1, a few --trials and a tiny --problems.
+another dtype (so none of the measured kernels is compiled by it): the same head, in-flight and
+options give the same worker plans, hence the same kept actors (trial process, compile pool, CUDA
+context already up), and worker start-up is taken out of the measured job. The head and its kept
+workers are stopped after each measured job. Writes DIR/scaling.json (with whether warm workers were
+used, each warm-up's command and whether the measured job ran on the warm-up's actors); prints a
+table. Dry run without a GPU: TRITON_INTERPRET=1 with --gpus 1, a few --trials and a tiny
+--problems.
 """
 
 from __future__ import annotations

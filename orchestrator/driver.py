@@ -269,8 +269,7 @@ class Driver:
         ``WARM_NEAREST_TOP`` fastest), the best configs of this problem on other classes.
         Deduplicated."""
         measured = _measured_for_key(s, kernel_id, plan.problem_key, class_id, self._objective)
-        configs = [c for c, _ in measured]
-        configs = configs[:budget]
+        configs = [c for c, _ in measured[:budget]]
         configs.append(kernel.default_for(plan.info.limits))
         bests = repository.get_best(
             s, kernel.name, kernel_version=version, objective=self._objective
