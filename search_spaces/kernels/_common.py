@@ -11,6 +11,14 @@ AMD = frozenset({Vendor.AMD})
 #: Where NVIDIA-only parameters exist: NVIDIA GPUs and the interpreter, which stands in for them
 #: (see device_table) so that CPU tests run both settings.
 NVIDIA_ONLY = frozenset({Vendor.NVIDIA, Vendor.CPU})
+#: Where parameters exist that Triton's interpreter cannot run (inline PTX): NVIDIA GPUs only.
+NVIDIA_GPU = frozenset({Vendor.NVIDIA})
+
+
+def nvidia_sm(lim: DeviceLimits) -> int:
+    """The compute capability of an NVIDIA arch such as ``sm_90`` as 90 (0 if not of that form)."""
+    digits = lim.arch.removeprefix("sm_").rstrip("a")
+    return int(digits) if digits.isdigit() else 0
 
 
 def int_param(config: Mapping[str, Value], name: str) -> int:

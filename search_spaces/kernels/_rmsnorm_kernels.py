@@ -26,14 +26,19 @@ def rmsnorm_kernel(
     X_EVICT: tl.constexpr,
     W_EVICT: tl.constexpr,
     Y_CACHE: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """y[r] = x[r] / sqrt(mean(x[r]**2) + eps) * w for ROWS_PER_PROGRAM rows per program, in fp32.
 
     Grid: (cdiv(M, ROWS_PER_PROGRAM),). ONE_PASS (BLOCK_N >= N) keeps the row tile in registers;
     otherwise one loop over BLOCK_N-wide column chunks sums the squares and a second one writes y.
     X_EVICT / W_EVICT: eviction policy of x's last read and of w's; Y_CACHE: y's store cache
-    modifier ("" for the defaults).
+    modifier ("" for the defaults). PDL (launched with launch_pdl): wait for the previous kernel's
+    writes before any load, then let the next kernel launch.
     """
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     row_mask = rows[:, None] < M
     x_rows = x_ptr + rows[:, None] * stride_xm

@@ -18,6 +18,7 @@ from search_spaces.kernels._common import (
     amd_stages_rule,
     int_param,
     multiprocessors,
+    nvidia_sm,
     smem_rule,
     torch_dtype,
     warps_rule,
@@ -57,12 +58,6 @@ def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
         c, "BLOCK_N"
     )
     return tile * 2 * int_param(c, "num_stages")
-
-
-def _sm(lim: DeviceLimits) -> int:
-    """The compute capability of an NVIDIA arch such as ``sm_90`` as 90 (0 if not of that form)."""
-    digits = lim.arch.removeprefix("sm_").rstrip("a")
-    return int(digits) if digits.isdigit() else 0
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
@@ -160,7 +155,7 @@ SPACE = Space(
             "tma-arch",
             f"TMA only on sm_{TMA_MIN_SM}+ (Hopper and later) and in the interpreter",
             ("TMA",),
-            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or _sm(lim) >= TMA_MIN_SM,
+            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
         ),
         Constraint(
             "fused-reduce-split-k",

@@ -12,7 +12,9 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    NVIDIA_GPU,
     NVIDIA_ONLY,
+    nvidia_sm,
     torch_dtype,
     warps_rule,
     with_vendor_defaults,
@@ -37,6 +39,8 @@ EPS = 1e-6
 MAX_ELEMENTS_PER_THREAD = 64
 #: Of the AMD launch options only the occupancy hint applies: the kernel has no tl.dot for MFMA.
 AMD_ROW_PARAMS = tuple(p for p in AMD_PARAMS if p.name == "waves_per_eu")
+#: Oldest NVIDIA compute capability with programmatic dependent launch.
+PDL_MIN_SM = 90
 
 
 def _elements_per_tile(c: Mapping[str, Value]) -> int:
@@ -59,6 +63,14 @@ SPACE = Space(
             vendors=NVIDIA_ONLY,
             doc="x's last read evict-first, w evict-last, y stored streaming (.cs)",
         ),
+        Param(
+            "PDL",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="programmatic dependent launch: the launch may start while the previous kernel "
+            "drains; it waits for that kernel's writes before reading",
+        ),
         *AMD_ROW_PARAMS,
     ),
     constraints=(
@@ -76,6 +88,12 @@ SPACE = Space(
             ("BLOCK_N", "ROWS_PER_PROGRAM", "num_warps"),
             lambda c, lim: _elements_per_tile(c) >= _threads(c, lim),
         ),
+        Constraint(
+            "pdl-arch",
+            f"PDL only on sm_{PDL_MIN_SM}+ (Hopper and later)",
+            ("PDL",),
+            lambda c, lim: not c["PDL"] or nvidia_sm(lim) >= PDL_MIN_SM,
+        ),
     ),
 )
 
@@ -84,6 +102,7 @@ DEFAULT: Config = {
     "num_warps": 8,
     "ROWS_PER_PROGRAM": 1,
     "STREAMING": False,
+    "PDL": False,
 }
 #: The kernel's cache hints for STREAMING off / on: x's last read, w's read, y's store.
 CACHE_HINTS = {
@@ -145,12 +164,16 @@ class RmsnormSpec(KernelSpec):
         block_n = int(config["BLOCK_N"])
         grid = (triton.cdiv(m, int(config["ROWS_PER_PROGRAM"])),)
         streaming = bool(meta.pop("STREAMING", False))
+        pdl = bool(meta.pop("PDL", False))
         kernel_args: dict[str, Any] = {
             **meta,
             **options,
             **CACHE_HINTS[streaming],
             "ONE_PASS": block_n >= n,
+            "PDL": pdl,
         }
+        if pdl:
+            kernel_args["launch_pdl"] = True
         x_stride, out_stride = x.stride(0), out.stride(0)
 
         def launch() -> None:

@@ -1,11 +1,14 @@
 """rmsnorm in Triton's interpreter: one-pass and chunked paths, ragged rows, three dtypes."""
 
+import itertools
+
 import pytest
 import torch
 
 from search_spaces import Config, DeviceLimits, Problem, Vendor
 from search_spaces.kernels._common import max_rel_error
 from search_spaces.kernels.rmsnorm import EPS, SPEC
+from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import checked_launch
 
 
@@ -58,3 +61,51 @@ def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
     ref = SPEC.reference(inputs)
     inputs["out"][2] = inputs["out"][1]
     assert max_rel_error(inputs["out"], ref) > SPEC.tolerance(problem)
+
+
+def test_pdl_is_a_hopper_parameter(h200_limits: DeviceLimits, cpu_limits: DeviceLimits) -> None:
+    from workers.device_table import lookup
+
+    a100, mi300x = lookup("A100").limits, lookup("MI300X").limits
+    pdl = {**SPEC.default_for(h200_limits), "PDL": True}
+    assert SPEC.space.violation(pdl, h200_limits) is None
+    violation = SPEC.space.violation({**SPEC.default_for(a100), "PDL": True}, a100)
+    assert violation is not None and violation.rule == "pdl-arch"
+    # The interpreter cannot run griddepcontrol (inline PTX), so its space has no PDL.
+    assert "PDL" not in SPEC.default_for(mi300x) and "PDL" not in SPEC.default_for(cpu_limits)
+    assert SPEC.space.count(h200_limits) == 2 * SPEC.space.count(a100)
+
+
+@needs_gpu
+def test_pdl_chain_reads_what_the_previous_launch_wrote() -> None:
+    """64 rmsnorms, each reading the previous one's output, in one CUDA graph with PDL on give the
+    bits of the same chain with PDL off; the buffers between are NaN before each replay, so a
+    launch that read before its predecessor finished writing would carry NaN to the end."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs sm_90+")
+    base = SPEC.build_inputs({"M": 4096, "N": 4096, "dtype": "bfloat16"}, "cuda")
+    bufs = [base["x"], *(torch.empty_like(base["x"]) for _ in range(64))]
+
+    def chain_end(pdl: bool) -> torch.Tensor:
+        config = {**SPEC.default_config(Vendor.NVIDIA), "PDL": pdl}
+        launchers = [
+            SPEC.make_launcher({"x": x, "weight": base["weight"], "out": y}, config)
+            for x, y in itertools.pairwise(bufs)
+        ]
+        for launch in launchers:
+            launch()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for launch in launchers:
+                launch()
+        ends = []
+        for _ in range(5):
+            for buf in bufs[1:]:
+                buf.fill_(float("nan"))
+            graph.replay()
+            ends.append(bufs[-1].clone())
+        return torch.stack(ends)
+
+    plain, pdl = chain_end(False), chain_end(True)
+    assert not plain.isnan().any()
+    assert torch.equal(plain, pdl)
