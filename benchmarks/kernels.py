@@ -178,6 +178,17 @@ def measure(
     }
 
 
+def stored_over_timed(job: dict[str, Any], rows: list[dict[str, Any]]) -> list[float]:
+    """Per row, the tune job's stored best time over the tuned time measured here (1.0: agree)."""
+    stored = {
+        json.dumps(st["problem"], sort_keys=True): st["best"]["time_ms"]
+        for st in job.get("studies", [])
+        if st.get("best")
+    }
+    keys = [json.dumps(r["problem"], sort_keys=True) for r in rows]
+    return [stored[k] / r["tuned_ms"] for k, r in zip(keys, rows, strict=True) if k in stored]
+
+
 def main() -> None:
     from workers.device import detect
 
@@ -220,6 +231,13 @@ def main() -> None:
             f"{r['geomean_vs_default']:.3f}x",
             flush=True,
         )
+        ratios = stored_over_timed(job, r["rows"])
+        if ratios:
+            print(
+                f"  the job's stored best times / tuned times here: {min(ratios):.2f}-"
+                f"{max(ratios):.2f}",
+                flush=True,
+            )
         for row in r["rows"]:
             p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k != "dtype")
             base = "  ".join(f"{lab} {b['ms']:.4f}" for lab, b in row["baselines"].items())

@@ -171,26 +171,32 @@ class TrialWorker:
         return m
 
     def retime(
-        self, kernel: str, problem: dict[str, Any], configs: list[Config], rounds: int
-    ) -> list[list[float]]:
-        """Time ``configs`` again in a fresh runner, interleaved (A B C A B C ...); it has no
-        compile pool, as the trials that chose ``configs`` compiled them into this node's cache.
+        self, jobs: Sequence[tuple[str, dict[str, Any], list[Config]]], rounds: int
+    ) -> list[list[list[float]]]:
+        """Time each (kernel, problem, configs) job again in one fresh runner, one job after
+        another, a job's configs interleaved (A B C A B C ...). The runner has no compile pool, as
+        the trials that chose the configs compiled them into this node's cache.
 
-        Returns each config's medians, one per round that ended ``ok``.
+        One call per actor: its GPU measures one config at a time (concurrent calls would time
+        in several processes at once and slow each other down).
+        Returns, per job, each config's medians, one per round that ended ``ok``.
         """
         from workers.runner import TrialRequest
 
         runner = self._new_runner(compile_ahead=False)
-        medians: list[list[float]] = [[] for _ in configs]
+        out: list[list[list[float]]] = []
         try:
-            for _ in range(rounds):
-                for i, config in enumerate(configs):
-                    m = runner.run(TrialRequest(kernel, dict(problem), dict(config)))
-                    if m.outcome is Outcome.OK and m.median_ms is not None:
-                        medians[i].append(m.median_ms)
+            for kernel, problem, configs in jobs:
+                medians: list[list[float]] = [[] for _ in configs]
+                for _ in range(rounds):
+                    for i, config in enumerate(configs):
+                        m = runner.run(TrialRequest(kernel, dict(problem), dict(config)))
+                        if m.outcome is Outcome.OK and m.median_ms is not None:
+                            medians[i].append(m.median_ms)
+                out.append(medians)
         finally:
             runner.close()
-        return medians
+        return out
 
     def call_log(self) -> list[str]:
         """``kernel|problem key|config key`` of the trials this actor was asked to run (the last
@@ -455,28 +461,31 @@ class WorkerPool:
         rounds: int,
         timeout_s: float = 600.0,
     ) -> list[list[list[float]] | None]:
-        """Re-time each (class, kernel, problem, configs) in a fresh runner on a worker of the
-        class, all at once; per job the medians per config, or None when its worker was lost."""
-        refs: list[Any] = []
+        """Re-time each (class, kernel, problem, configs) on a worker of the class; per job the
+        medians per config, or None when its worker was lost or took longer than ``timeout_s``
+        per job. Jobs are spread over a class's workers, which all run at once; each worker
+        takes its share in one call, one job after another."""
+        shares: dict[str, list[int]] = {}
         counter: dict[str, int] = {}
-        for class_key, kernel, problem, configs in jobs:
+        for j, (class_key, _kernel, _problem, configs) in enumerate(jobs):
             live = self.workers(class_key)
             if not live or not configs:
-                refs.append(None)
                 continue
             n = counter.get(class_key, 0)
             counter[class_key] = n + 1
-            worker = live[n % len(live)]
-            refs.append(self.actor(worker.worker).retime.remote(kernel, problem, configs, rounds))
-        out: list[list[list[float]] | None] = []
-        for ref in refs:
-            if ref is None:
-                out.append(None)
-                continue
+            shares.setdefault(live[n % len(live)].worker, []).append(j)
+        refs = {
+            worker: self.actor(worker).retime.remote([jobs[j][1:] for j in share], rounds)
+            for worker, share in shares.items()
+        }
+        out: list[list[list[float]] | None] = [None] * len(jobs)
+        for worker, ref in refs.items():
             try:
-                out.append(ray.get(ref, timeout=timeout_s))
+                medians = ray.get(ref, timeout=timeout_s * len(shares[worker]))
             except (RayActorError, GetTimeoutError):
-                out.append(None)
+                continue
+            for j, job_medians in zip(shares[worker], medians, strict=True):
+                out[j] = job_medians
         return out
 
     def call_logs(self) -> dict[str, list[str]]:
