@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import math
 import os
@@ -101,13 +102,17 @@ def best_from(
 
 def _stored_times(path: Path, kernel: str, objective: str) -> list[tuple[str, float, Any]]:
     """(problem key, ms, config) of ``kernel``'s best configs and ok trials of ``objective`` in the
-    SQLite file ``path``, read from a copy brought to the current schema (the file stays as it
-    was written)."""
+    SQLite file ``path`` (``.gz``: gzipped), read from a copy brought to the current schema (the
+    file stays as it was written)."""
     from db import Database, Objective, repository
 
     with tempfile.TemporaryDirectory(prefix="tunefleet-best-") as tmp:
-        copy = Path(tmp) / path.name
-        shutil.copyfile(path, copy)
+        copy = Path(tmp) / path.name.removesuffix(".gz")
+        with (
+            (gzip.open if path.suffix == ".gz" else open)(path, "rb") as src,
+            copy.open("wb") as dst,
+        ):
+            shutil.copyfileobj(src, dst)
         database = Database(f"sqlite:///{copy}")
         try:
             database.upgrade()

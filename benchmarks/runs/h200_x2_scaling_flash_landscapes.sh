@@ -5,6 +5,7 @@
 #     rmsnorm M=4096 landscapes; beside it on GPU 1, issue 4 item 2: matmul landscapes for
 #     M in {1, 16, 128} x the Llama-3-8B (N, K) (10 timed reps per config).
 # Everything lands in $OUT/results.tgz (the device returns at most 8 files).
+# (Session 6 gzipped the two stored databases it reads; --best-db takes .db.gz since then.)
 set -u
 R=$OUT/r
 mkdir -p "$R/scaling" "$R/llm" "$R/land"
@@ -14,7 +15,7 @@ rm -rf "$R/scaling/triton_cache"
 D=benchmarks/results/h200/llm_kernels
 (
   CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/llm_kernels.py --out-dir "$R/llm" \
-    --kernels flash_attention --no-tune --best-db $D/llm_kernels.db $D/flash_attention_largest2.db \
+    --kernels flash_attention --no-tune --best-db $D/llm_kernels.db.gz $D/flash_attention_largest2.db.gz \
     > "$R/llm/log.txt" 2>&1
   echo "flash rc=$?"
   CUDA_VISIBLE_DEVICES=0 timeout 60 python3 -m orchestrator record rmsnorm --compile-workers 8 \
