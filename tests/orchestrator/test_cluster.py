@@ -30,6 +30,7 @@ from search_spaces.registry import get_spec
 from search_spaces.space import Vendor, config_key
 from search_spaces.spec import KernelSpec
 from tests.orchestrator.conftest import A100, H200
+from workers.landscape import read_landscape
 
 SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
 BIG = {"M": 1024, "N": 1024, "K": 1024, "dtype": "float16"}
@@ -134,6 +135,43 @@ def test_routing_best_per_class_and_second_run_reuses(
             assert st["measured"] == 0 and st["reused"] == 12
     finally:
         pool.shutdown()
+
+
+def test_retime_answers_each_job_with_its_own_configs(
+    nodes: dict[str, list[str]], landscapes: dict[str, list[Path]]
+) -> None:
+    """Jobs of two classes, spread over class A's two workers and taken in turn by each: every
+    job gets one median per round for each of its configs, the replayed time of that config."""
+    recorded = {
+        (device, land.problem_key, key): r.time_ms
+        for device, paths in landscapes.items()
+        for land in map(read_landscape, paths)
+        for key, r in land.by_config().items()
+        if r.time_ms is not None
+    }
+
+    def fastest(device: str, problem: dict[str, object], n: int) -> list[dict[str, object]]:
+        (land,) = [x for x in map(read_landscape, landscapes[device]) if x.problem == problem]
+        ok = sorted((r for r in land.results if r.time_ms is not None), key=lambda r: r.time_ms)
+        return [dict(r.config) for r in ok[:n]]
+
+    jobs = [
+        (H200_CLASS, "matmul", SMALL, fastest(H200, SMALL, 1)),
+        (H200_CLASS, "matmul", BIG, fastest(H200, BIG, 3)),
+        (A100_CLASS, "matmul", SMALL, fastest(A100, SMALL, 2)),
+        (H200_CLASS, "matmul", SMALL, fastest(H200, SMALL, 2)[1:]),
+        (A100_CLASS, "matmul", BIG, []),
+    ]
+    pool = make_pool(nodes, landscapes)
+    try:
+        answers = pool.retime(jobs, rounds=2)
+    finally:
+        pool.shutdown()
+    assert answers[-1] is None  # no configs: nothing to re-time
+    for (class_key, _, problem, configs), medians in zip(jobs[:-1], answers[:-1], strict=True):
+        device = class_key.removeprefix("replay:")
+        expected = [[recorded[(device, problem_key(problem), config_key(c))]] * 2 for c in configs]
+        assert medians == expected
 
 
 def test_constraint_breaking_config_never_reaches_a_worker(
