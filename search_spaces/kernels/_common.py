@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Value, Vendor
+from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Space, Value, Vendor
 
 AMD = frozenset({Vendor.AMD})
 #: Where NVIDIA-only parameters exist: NVIDIA GPUs and the interpreter, which stands in for them
@@ -15,10 +15,44 @@ NVIDIA_ONLY = frozenset({Vendor.NVIDIA, Vendor.CPU})
 NVIDIA_GPU = frozenset({Vendor.NVIDIA})
 
 
+#: Oldest NVIDIA compute capability with programmatic dependent launch.
+PDL_MIN_SM = 90
+
+
 def nvidia_sm(lim: DeviceLimits) -> int:
     """The compute capability of an NVIDIA arch such as ``sm_90`` as 90 (0 if not of that form)."""
     digits = lim.arch.removeprefix("sm_").rstrip("a")
     return int(digits) if digits.isdigit() else 0
+
+
+def pdl_param() -> Param:
+    """``PDL``: launch with programmatic dependent launch (Triton's ``launch_pdl``). The kernel
+    must start with ``gdc_wait`` before any load, then may call ``gdc_launch_dependents``."""
+    return Param(
+        "PDL",
+        (False, True),
+        ParamKind.BOOL,
+        vendors=NVIDIA_GPU,
+        doc="programmatic dependent launch: the launch may start while the previous kernel "
+        "drains; it waits for that kernel's writes before reading",
+    )
+
+
+def pdl_rule() -> Constraint:
+    """PDL needs sm_90+."""
+    return Constraint(
+        "pdl-arch",
+        f"PDL only on sm_{PDL_MIN_SM}+ (Hopper and later)",
+        ("PDL",),
+        lambda c, lim: not c["PDL"] or nvidia_sm(lim) >= PDL_MIN_SM,
+    )
+
+
+def pop_pdl(meta: dict[str, object]) -> dict[str, object]:
+    """Take ``PDL`` out of a config's kernel arguments; what every PDL-capable kernel's launch
+    adds instead: the ``PDL`` constexpr and, when on, ``launch_pdl``."""
+    on = bool(meta.pop("PDL", False))
+    return {"PDL": on, **({"launch_pdl": True} if on else {})}
 
 
 def int_param(config: Mapping[str, Value], name: str) -> int:
@@ -115,6 +149,13 @@ def with_vendor_defaults(config: dict[str, Value], vendor: Vendor) -> dict[str, 
     if "num_stages" in out:
         out["num_stages"] = min(int(out["num_stages"]), AMD_MAX_STAGES)
     return out
+
+
+def vendor_default(defaults: dict[str, Value], space: Space, vendor: Vendor) -> dict[str, Value]:
+    """``defaults`` with the vendor's defaults added (see with_vendor_defaults), keeping only the
+    parameters ``space`` has on ``vendor``."""
+    names = {p.name for p in space.params_for(vendor)}
+    return {k: v for k, v in with_vendor_defaults(defaults, vendor).items() if k in names}
 
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}

@@ -41,6 +41,7 @@ def paged_attention_kernel(
     BLOCK_N: tl.constexpr,
     PARTITION_SIZE: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """Attention of one query token per sequence over its pages, for one KV head's query group.
 
@@ -52,7 +53,12 @@ def paged_attention_kernel(
     running max (log2 domain), sum and unnormalized output to the fp32 workspaces
     ws_m/ws_l [batch, q_heads, num_partitions] and ws_o [batch, q_heads, num_partitions, HEAD_DIM];
     partitions past the context write max -inf, sum 0, output 0.
+    PDL (launched with launch_pdl): wait for the previous kernel's writes before any load, then
+    let the next kernel launch.
     """
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     part = tl.program_id(2)
@@ -139,12 +145,17 @@ def paged_attention_reduce_kernel(
     stride_oh,
     HEAD_DIM: tl.constexpr,
     PARTITIONS_PAD: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """out[b, h] = sum_p 2^(m_p - M) o_p / sum_p 2^(m_p - M) l_p over the split-KV partitions.
 
     Grid: (batch, q_heads). Reads the workspaces ``paged_attention_kernel`` wrote;
-    PARTITIONS_PAD is num_partitions rounded up to a power of two.
+    PARTITIONS_PAD is num_partitions rounded up to a power of two. PDL: as in
+    ``paged_attention_kernel`` (the workspaces are only read after the wait).
     """
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     seq = tl.program_id(0)
     head = tl.program_id(1)
     offs_p = tl.arange(0, PARTITIONS_PAD)

@@ -17,10 +17,13 @@ from search_spaces.kernels._common import (
     ELEMENT_BYTES,
     amd_stages_rule,
     int_param,
+    pdl_param,
+    pdl_rule,
+    pop_pdl,
     smem_rule,
     torch_dtype,
+    vendor_default,
     warps_rule,
-    with_vendor_defaults,
 )
 from search_spaces.kernels._seqlens import (
     HEAD_DIMS,
@@ -69,6 +72,7 @@ SPACE = Space(
         Param("BLOCK_N", pow2_range(16, 256), ParamKind.POW2, doc="keys per loop step"),
         Param("num_warps", (1, 2, 4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (1, 2, 3, 4), ParamKind.INT, doc="software pipeline stages"),
+        pdl_param(),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -82,10 +86,17 @@ SPACE = Space(
         ),
         warps_rule(),
         amd_stages_rule(),
+        pdl_rule(),
     ),
 )
 
-DEFAULT: Config = {"PARTITION_SIZE": 512, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+DEFAULT: Config = {
+    "PARTITION_SIZE": 512,
+    "BLOCK_N": 64,
+    "num_warps": 4,
+    "num_stages": 2,
+    "PDL": False,
+}
 
 
 def _next_pow2(n: int) -> int:
@@ -138,7 +149,7 @@ class PagedAttentionSpec(KernelSpec):
         return problem
 
     def default_config(self, vendor: Vendor) -> Config:
-        return with_vendor_defaults(dict(DEFAULT), vendor)
+        return vendor_default(DEFAULT, SPACE, vendor)
 
     def lengths(self, problem: Problem) -> list[int]:
         """Per-sequence context lengths of ``problem`` (fixed by pattern, batch, context_len)."""
@@ -215,6 +226,7 @@ class PagedAttentionSpec(KernelSpec):
         if any(t.stride(-1) != 1 for t in (q, k_cache, v_cache, out)):
             raise SpecError("paged_attention: tensors need a contiguous last (head_dim) axis")
         meta, options = split_launch_options(config)
+        pdl = pop_pdl(meta)
         partition = int(config["PARTITION_SIZE"])
         group = qh // kvh
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
@@ -222,6 +234,7 @@ class PagedAttentionSpec(KernelSpec):
         kernel_args: dict[str, Any] = {
             **meta,
             **options,
+            **pdl,
             "GROUP": group,
             "GROUP_PAD": max(MIN_GROUP_ROWS, _next_pow2(group)),
             "HEAD_DIM": d,
@@ -260,7 +273,7 @@ class PagedAttentionSpec(KernelSpec):
             )  # fmt: skip
             paged_attention_reduce_kernel[(batch, qh)](
                 ws_m, ws_l, ws_o, out, num_partitions, out.stride(0), out.stride(1),
-                HEAD_DIM=d, PARTITIONS_PAD=_next_pow2(num_partitions),
+                HEAD_DIM=d, PARTITIONS_PAD=_next_pow2(num_partitions), **pdl,
             )  # fmt: skip
 
         return launch_split

@@ -12,12 +12,13 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
-    NVIDIA_GPU,
     NVIDIA_ONLY,
-    nvidia_sm,
+    pdl_param,
+    pdl_rule,
+    pop_pdl,
     torch_dtype,
+    vendor_default,
     warps_rule,
-    with_vendor_defaults,
 )
 from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
 from search_spaces.space import (
@@ -39,8 +40,6 @@ EPS = 1e-6
 MAX_ELEMENTS_PER_THREAD = 64
 #: Of the AMD launch options only the occupancy hint applies: the kernel has no tl.dot for MFMA.
 AMD_ROW_PARAMS = tuple(p for p in AMD_PARAMS if p.name == "waves_per_eu")
-#: Oldest NVIDIA compute capability with programmatic dependent launch.
-PDL_MIN_SM = 90
 
 
 def _elements_per_tile(c: Mapping[str, Value]) -> int:
@@ -63,14 +62,7 @@ SPACE = Space(
             vendors=NVIDIA_ONLY,
             doc="x's last read evict-first, w evict-last, y stored streaming (.cs)",
         ),
-        Param(
-            "PDL",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_GPU,
-            doc="programmatic dependent launch: the launch may start while the previous kernel "
-            "drains; it waits for that kernel's writes before reading",
-        ),
+        pdl_param(),
         *AMD_ROW_PARAMS,
     ),
     constraints=(
@@ -88,12 +80,7 @@ SPACE = Space(
             ("BLOCK_N", "ROWS_PER_PROGRAM", "num_warps"),
             lambda c, lim: _elements_per_tile(c) >= _threads(c, lim),
         ),
-        Constraint(
-            "pdl-arch",
-            f"PDL only on sm_{PDL_MIN_SM}+ (Hopper and later)",
-            ("PDL",),
-            lambda c, lim: not c["PDL"] or nvidia_sm(lim) >= PDL_MIN_SM,
-        ),
+        pdl_rule(),
     ),
 )
 
@@ -130,8 +117,7 @@ class RmsnormSpec(KernelSpec):
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._rmsnorm_kernels",)
 
     def default_config(self, vendor: Vendor) -> Config:
-        names = {p.name for p in SPACE.params_for(vendor)}
-        return {k: v for k, v in with_vendor_defaults(dict(DEFAULT), vendor).items() if k in names}
+        return vendor_default(DEFAULT, SPACE, vendor)
 
     def flops(self, problem: Problem) -> float:
         return 4.0 * int(problem["M"]) * int(problem["N"])
@@ -164,16 +150,14 @@ class RmsnormSpec(KernelSpec):
         block_n = int(config["BLOCK_N"])
         grid = (triton.cdiv(m, int(config["ROWS_PER_PROGRAM"])),)
         streaming = bool(meta.pop("STREAMING", False))
-        pdl = bool(meta.pop("PDL", False))
+        pdl = pop_pdl(meta)
         kernel_args: dict[str, Any] = {
             **meta,
             **options,
             **CACHE_HINTS[streaming],
+            **pdl,
             "ONE_PASS": block_n >= n,
-            "PDL": pdl,
         }
-        if pdl:
-            kernel_args["launch_pdl"] = True
         x_stride, out_stride = x.stride(0), out.stride(0)
 
         def launch() -> None:

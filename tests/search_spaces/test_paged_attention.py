@@ -126,9 +126,9 @@ def test_flops_and_bytes() -> None:
 
 
 def test_space_counts(h200_limits: DeviceLimits, mi300x_limits: DeviceLimits) -> None:
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 4 * 4
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 4 * 4 * 2  # with PDL
     # NVIDIA: 2 B * 128 * (2 * BLOCK_N + 16) <= 232448 holds for every BLOCK_N up to 256.
-    assert SPEC.space.count(h200_limits) == 400
+    assert SPEC.space.count(h200_limits) == 400 * 2
     amd = SPEC.space.enumerate(mi300x_limits)
     assert all(set(c) >= AMD_NAMES for c in amd)
     assert max(int(c["num_stages"]) for c in amd) <= AMD_MAX_STAGES
@@ -198,3 +198,21 @@ def test_amd_options_reach_the_attention_kernel_only(
 def test_amd_default_runs_in_the_interpreter(mi300x_limits: DeviceLimits) -> None:
     err, _ = checked_launch(SPEC, SPEC.example, SPEC.default_for(mi300x_limits), mi300x_limits)
     assert err <= SPEC.tolerance(SPEC.example)
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_pdl_reaches_both_kernels(
+    monkeypatch: pytest.MonkeyPatch, h200_limits: DeviceLimits, pdl: bool
+) -> None:
+    """With PDL the partition kernel and the reduction both launch with launch_pdl and wait."""
+    import search_spaces.kernels._paged_attention_kernels as kernels
+
+    config = {**SPEC.default_for(h200_limits), "PARTITION_SIZE": 256, "PDL": pdl}
+    SPEC.space.validate(config, h200_limits)
+    attend, reduce = _Recorder(), _Recorder()
+    monkeypatch.setattr(kernels, "paged_attention_kernel", attend)
+    monkeypatch.setattr(kernels, "paged_attention_reduce_kernel", reduce)
+    prob = SPEC.validate_problem(problem(context_len=300))
+    SPEC.make_launcher(SPEC.build_inputs(prob, "cpu"), config)()
+    for (kwargs,) in (attend.launches, reduce.launches):
+        assert kwargs["PDL"] is pdl and kwargs.get("launch_pdl", False) is pdl

@@ -63,19 +63,6 @@ def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
     assert max_rel_error(inputs["out"], ref) > SPEC.tolerance(problem)
 
 
-def test_pdl_is_a_hopper_parameter(h200_limits: DeviceLimits, cpu_limits: DeviceLimits) -> None:
-    from workers.device_table import lookup
-
-    a100, mi300x = lookup("A100").limits, lookup("MI300X").limits
-    pdl = {**SPEC.default_for(h200_limits), "PDL": True}
-    assert SPEC.space.violation(pdl, h200_limits) is None
-    violation = SPEC.space.violation({**SPEC.default_for(a100), "PDL": True}, a100)
-    assert violation is not None and violation.rule == "pdl-arch"
-    # The interpreter cannot run griddepcontrol (inline PTX), so its space has no PDL.
-    assert "PDL" not in SPEC.default_for(mi300x) and "PDL" not in SPEC.default_for(cpu_limits)
-    assert SPEC.space.count(h200_limits) == 2 * SPEC.space.count(a100)
-
-
 @needs_gpu
 def test_pdl_chain_reads_what_the_previous_launch_wrote() -> None:
     """64 rmsnorms, each reading the previous one's output, in one CUDA graph with PDL on give the
