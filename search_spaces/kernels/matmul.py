@@ -21,8 +21,8 @@ from search_spaces.kernels._common import (
     nvidia_sm,
     smem_rule,
     torch_dtype,
+    vendor_default,
     warps_rule,
-    with_vendor_defaults,
 )
 from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
 from search_spaces.space import (
@@ -185,6 +185,8 @@ DEFAULT: Config = {
     "FUSED_REDUCE": False,
     "num_warps": 4,
     "num_stages": 3,
+    "TMA": False,
+    "PERSISTENT": False,
 }
 
 
@@ -208,10 +210,7 @@ class MatmulSpec(KernelSpec):
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._matmul_kernels",)
 
     def default_config(self, vendor: Vendor) -> Config:
-        base: Config = dict(DEFAULT)
-        if vendor in NVIDIA_ONLY:
-            base.update(TMA=False, PERSISTENT=False)
-        return with_vendor_defaults(base, vendor)
+        return vendor_default(DEFAULT, SPACE, vendor)
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
