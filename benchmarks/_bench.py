@@ -172,6 +172,15 @@ def ceilings(backend: Any) -> dict[str, float]:
 Maker = Callable[[dict[str, Any]], Callable[[], Any]]
 
 
+def input_sets(spec: Any, problem: dict[str, Any], device: str, objective: str) -> list[Any]:
+    """Fresh input sets of ``problem`` for ``objective``'s timer (see time_on): one for kernel, as
+    many as workers.timing.graph_sets rotates over for graph."""
+    from workers.timing import graph_sets
+
+    count = graph_sets(int(spec.bytes_moved(problem))) if objective == "graph" else 1
+    return [spec.build_inputs(problem, device) for _ in range(count)]
+
+
 def time_on(sets: list[dict[str, Any]], make: Maker, backend: Any, objective: str) -> float:
     """Median ms of ``make(inputs)``'s launcher by the objective's timer: alone on the first input
     set (kernel; see timed) or back to back over all of them (graph; workers.timing.time_graph)."""

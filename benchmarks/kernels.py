@@ -27,6 +27,7 @@ from _bench import (  # this folder (run as a script)
     add_job_args,
     ceilings,
     geomean,
+    input_sets,
     local_target,
     time_on,
     tune_suite,
@@ -105,12 +106,10 @@ def measure_problem(
     the same tensors for memory-bound kernels), all by the objective's timer."""
     from search_spaces import get_spec
     from search_spaces.kernels._common import max_rel_error
-    from workers.timing import graph_sets
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()
-    count = graph_sets(int(spec.bytes_moved(problem))) if objective == "graph" else 1
-    sets = [spec.build_inputs(problem, device) for _ in range(count)]
+    sets = input_sets(spec, problem, device, objective)
     inputs = sets[0]
 
     def config_ms(chosen: dict[str, Any]) -> float:

@@ -18,7 +18,7 @@ import json
 import statistics
 from typing import Any
 
-from _bench import add_job_args, local_target, time_on, tune_suite  # this folder (run as a script)
+from _bench import add_job_args, input_sets, local_target, time_on, tune_suite  # this folder
 
 SUITES: dict[str, list[str]] = {
     "paged_attention": [
@@ -35,15 +35,11 @@ def measure(kernel: str, text: str, config: dict[str, Any]) -> dict[str, Any]:
     """The tuned config with PDL off and on, and the default, back to back on the same inputs."""
     from search_spaces import get_spec
     from search_spaces.kernels._common import max_rel_error
-    from workers.timing import graph_sets
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()
     problem = spec.parse_problem(text)
-    sets = [
-        spec.build_inputs(problem, device)
-        for _ in range(graph_sets(int(spec.bytes_moved(problem))))
-    ]
+    sets = input_sets(spec, problem, device, "graph")
     off, on = {**config, "PDL": False}, {**config, "PDL": True}
 
     def ms(chosen: dict[str, Any]) -> float:

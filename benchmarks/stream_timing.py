@@ -22,7 +22,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _bench import Maker, ceilings, local_target, time_on  # this folder (run as a script)
+from _bench import (  # this folder (run as a script)
+    Maker,
+    ceilings,
+    input_sets,
+    local_target,
+    time_on,
+)
 from kernels import rmsnorm_eager, same_size_copy
 
 PROBLEMS = [f"M={m},N={n},dtype=bfloat16" for m in (128, 4096, 16384) for n in (4096, 8192)]
@@ -35,11 +41,10 @@ def rel_error(out: Any, ref: Any) -> float:
 def measure_problem(text: str, limits: Any, backend: Any, copy_gbps: float) -> dict[str, Any]:
     """Every valid config of ``text`` timed isolated and in a stream, with copy and torch rows."""
     from search_spaces.kernels.rmsnorm import SPEC
-    from workers.timing import graph_sets
 
     problem = SPEC.parse_problem(text)
     nbytes = SPEC.bytes_moved(problem)
-    sets = [SPEC.build_inputs(problem, "cuda") for _ in range(graph_sets(int(nbytes)))]
+    sets = input_sets(SPEC, problem, "cuda", "graph")
     one = sets[0]
 
     def gbps(ms: float) -> float:
