@@ -13,12 +13,17 @@ the fp32 reference first) both ways, with a copy of the same tensors and torch's
 Usage (GPU machine, repo root): python benchmarks/stream_timing.py [--problems P ...] [--json FILE]
 Prints, per problem, each timer's best config and its share of the 4 GiB copy bandwidth measured
 in the same run.
+
+Reading a recorded run (any machine): python benchmarks/stream_timing.py --from FILE --pairs PARAM
+pairs every config with PARAM off and on (the rest equal) and prints off / on time ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +113,46 @@ def measure_problem(text: str, limits: Any, backend: Any, copy_gbps: float) -> d
     return summary
 
 
+def print_pairs(path: Path, param: str) -> None:
+    """Off / on ratios of bool ``param`` over the configs of a recorded ``--json`` file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        recorded = json.load(f)
+    print(f"{param} off / {param} on, same config otherwise ({path.name}); >1: on is faster")
+    print("problem | pairs | stream median (min-max) | alone median | best stream off -> on (us)")
+    for r in recorded["results"]:
+        pairs: dict[str, dict[bool, dict[str, Any]]] = {}
+        for row in r["rows"]:
+            rest = {k: v for k, v in row["config"].items() if k != param}
+            pairs.setdefault(json.dumps(rest, sort_keys=True), {})[row["config"].get(param)] = row
+        both = [p for p in pairs.values() if False in p and True in p]
+        if not both:
+            raise SystemExit(
+                f"{path}: no config of {r['problem']} was timed with {param} both ways"
+            )
+        stream = [p[False]["stream_ms"] / p[True]["stream_ms"] for p in both]
+        alone = [p[False]["isolated_ms"] / p[True]["isolated_ms"] for p in both]
+        best_off = min(p[False]["stream_ms"] for p in both)
+        best_on = min(p[True]["stream_ms"] for p in both)
+        print(
+            f"{r['problem']} | {len(both)} | {statistics.median(stream):.3f} ({min(stream):.3f}-"
+            f"{max(stream):.3f}) | {statistics.median(alone):.3f} | {best_off * 1e3:.2f} -> "
+            f"{best_on * 1e3:.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", nargs="*", default=PROBLEMS)
     parser.add_argument("--json", type=Path, help="write every config's times here")
+    parser.add_argument("--from", dest="source", type=Path, help="read a recorded --json file")
+    parser.add_argument("--pairs", metavar="PARAM", help="with --from: off / on ratios of PARAM")
     args = parser.parse_args()
+    if (args.source is None) != (args.pairs is None):
+        parser.error("--from and --pairs go together")
+    if args.source is not None:
+        print_pairs(args.source, args.pairs)
+        return
     import torch
 
     limits, backend, device = local_target()
