@@ -20,19 +20,30 @@ from db.errors import (
     SchemaOutOfDate,
     SchemaTooNew,
 )
-from db.models import JobStatus, Objective, StudyStatus, TrialOutcome
+from db.models import (
+    RETRYABLE_OUTCOMES,
+    JobStatus,
+    Objective,
+    StudyStatus,
+    TokenScope,
+    TrialOutcome,
+)
 from db.repository import (
+    AuditRecord,
     BestRecord,
     DeviceClassRecord,
     EnvironmentRecord,
     JobRecord,
     MeasuredRecord,
     StudyRecord,
+    TokenRecord,
     TrialRecord,
 )
 from db.session import Database, default_url
 
 __all__ = [
+    "RETRYABLE_OUTCOMES",
+    "AuditRecord",
     "BestRecord",
     "ConstraintViolation",
     "Database",
@@ -52,6 +63,8 @@ __all__ = [
     "SchemaTooNew",
     "StudyRecord",
     "StudyStatus",
+    "TokenRecord",
+    "TokenScope",
     "TrialOutcome",
     "TrialRecord",
     "default_url",
