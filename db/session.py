@@ -218,8 +218,15 @@ class Database:
             except exc.SQLAlchemyError as e:
                 raise self._translate(e) from e
 
-    def upgrade(self) -> None:
-        """Migrate the schema to the newest revision (creating it in an empty database), atomically."""
+    def upgrade(self) -> tuple[str | None, str]:
+        """Migrate the schema to the newest revision (creating it in an empty database), atomically;
+        return the revisions before (None: no schema) and after.
+
+        Raises SchemaTooNew for a database ahead of this code (it is left untouched).
+        """
+        before = self.current_revision()
+        if before is not None and not self._known(before):
+            self.check_schema()
         config = self._alembic_config()
         with self._connection() as conn:
             try:
@@ -233,6 +240,11 @@ class Database:
                     command.upgrade(config, "head")
             except exc.SQLAlchemyError as e:
                 raise self._translate(e) from e
+        return before, self._head()
+
+    def _known(self, revision: str) -> bool:
+        script = ScriptDirectory.from_config(self._alembic_config())
+        return revision in {rev.revision for rev in script.walk_revisions()}
 
     def check_schema(self) -> None:
         """Raise SchemaOutOfDate if the database is behind this code, SchemaTooNew if it is ahead."""
@@ -244,8 +256,7 @@ class Database:
             raise SchemaOutOfDate(
                 f"{self._where()} has no tunefleet schema; run `tunefleet db upgrade`"
             )
-        script = ScriptDirectory.from_config(self._alembic_config())
-        if current not in {rev.revision for rev in script.walk_revisions()}:
+        if not self._known(current):
             raise SchemaTooNew(
                 f"{self._where()} is at schema revision {current}, newer than this tunefleet "
                 f"(head {head}); upgrade tunefleet"

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from db import Database
 from orchestrator.commands._common import (
     DbOption,
     DeviceOption,
@@ -17,7 +18,6 @@ from orchestrator.commands._common import (
     KernelArgument,
     check_device,
     console,
-    open_database,
     print_json,
 )
 from orchestrator.errors import OrchestratorError
@@ -324,8 +324,15 @@ db_app = typer.Typer(help="Manage the config database.", no_args_is_help=True)
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Create the database or migrate it to the newest schema."""
-    database = open_database(db)
-    console().print(f"database {database.url} is at the newest schema")
+    database = Database(db)
+    before, after = database.upgrade()
+    if before is None:
+        done = f"created at the newest schema ({after})"
+    elif before == after:
+        done = f"already at the newest schema ({after})"
+    else:
+        done = f"upgraded from revision {before} to {after}, the newest schema"
+    console().print(f"database {database.url} {done}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
