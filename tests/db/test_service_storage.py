@@ -64,6 +64,18 @@ class TestLeases:
             )
             assert repo.acquire_lease(s, job, "c", 30) is True
 
+    def test_stopped_job_goes_back_to_the_queue_and_is_claimed_again(self, db: Database) -> None:
+        (job,) = _jobs(db, 1)
+        with db.session() as s:
+            assert repo.claim_next_job(s, "a", 30) == job
+            repo.set_job_status(s, job, JobStatus.RUNNING)
+            repo.set_job_status(s, job, JobStatus.QUEUED)  # its driver was told to stop
+            repo.release_lease(s, job, "a")
+            record = repo.get_job(s, job)
+            assert (record.status, record.finished_at) == (JobStatus.QUEUED, None)
+            assert record.started_at is not None
+            assert repo.claim_next_job(s, "b", 30) == job
+
     def test_lease_errors(self, db: Database) -> None:
         (job,) = _jobs(db, 1)
         with db.session() as s:
