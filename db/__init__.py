@@ -12,6 +12,7 @@ from db import repository
 from db.errors import (
     ConstraintViolation,
     DatabaseError,
+    DatabaseLost,
     DatabaseUnavailable,
     DatabaseURLError,
     InvalidRecord,
@@ -19,6 +20,7 @@ from db.errors import (
     NotFound,
     SchemaOutOfDate,
     SchemaTooNew,
+    TransientDatabaseError,
 )
 from db.models import (
     RETRYABLE_OUTCOMES,
@@ -48,6 +50,7 @@ __all__ = [
     "ConstraintViolation",
     "Database",
     "DatabaseError",
+    "DatabaseLost",
     "DatabaseURLError",
     "DatabaseUnavailable",
     "DeviceClassRecord",
@@ -65,6 +68,7 @@ __all__ = [
     "StudyStatus",
     "TokenRecord",
     "TokenScope",
+    "TransientDatabaseError",
     "TrialOutcome",
     "TrialRecord",
     "default_url",

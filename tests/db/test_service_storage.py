@@ -145,9 +145,8 @@ class TestLeases:
             assert repo.jobs_leased_by(s, "a") == sorted(claimed["a"])
 
     @pytest.mark.postgres
+    @pytest.mark.parametrize("backend", ["postgresql"])  # SQLite claimers queue on the write lock
     def test_postgresql_claim_skips_a_row_another_claimer_holds(self, empty_url: str) -> None:
-        if not empty_url.startswith("postgresql"):
-            pytest.skip("SKIP LOCKED is PostgreSQL's; SQLite claimers queue on the write lock")
         db = Database(empty_url)
         db.upgrade()
         first, second = _jobs(db, 2)
