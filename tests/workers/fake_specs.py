@@ -166,9 +166,10 @@ class OutOfResourcesSpec(_TorchSpec):
 
 
 class InputWriterSpec(_TorchSpec):
-    """out = 2 * x; with WRITE=1 the kernel then also overwrites its input x."""
+    """out = 2 * x; with WRITE=1 the kernel then also overwrites its input x; with WRITE=2 it
+    overwrites x first and computes out from the changed x."""
 
-    space: ClassVar[Space] = Space((Param("WRITE", (0, 1), ParamKind.INT),))
+    space: ClassVar[Space] = Space((Param("WRITE", (0, 1, 2), ParamKind.INT),))
 
     def default_config(self, vendor: Vendor) -> Config:
         return {"WRITE": 0}
@@ -177,8 +178,10 @@ class InputWriterSpec(_TorchSpec):
         x, out = inputs["x"], inputs["out"]
 
         def launch() -> None:
+            if config["WRITE"] == 2:
+                x.fill_(7.0)
             out.copy_(x * 2)
-            if config["WRITE"]:
+            if config["WRITE"] == 1:
                 x.fill_(7.0)
 
         return launch
