@@ -183,6 +183,75 @@ def test_export_triton_format_is_loadable(database: Database, tmp_path: Path) ->
     assert chosen.kwargs["BLOCK_M"] == 128 and chosen.num_warps == 8 and chosen.num_stages == 4
 
 
+HOSTILE_CLASS = 'H200"""\n__import__("os").system("touch PWNED")\n"""'
+
+
+def test_export_triton_writes_database_text_as_literals_only(
+    database: Database, tmp_path: Path
+) -> None:
+    # A device class name (from a replay landscape or anyone who writes to a shared database)
+    # and config keys and values built to break out of the docstring or a string literal.
+    config = {
+        "BLOCK_M": 64,
+        "x'): __import__('os').system('touch PWNED') #": 1,
+        "num_warps": "'); __import__('os').system('touch PWNED'); ('",
+    }
+    with database.session() as s:
+        repository.upsert_best(
+            s,
+            "matmul",
+            get_spec("matmul").version_hash(),
+            problem_key({"M": 64, "N": 64, "K": 64, "dtype": "float16"}),
+            HOSTILE_CLASS,
+            "3.9",
+            config,
+            1.0,
+            None,
+            None,
+            None,
+        )
+    out = tmp_path / "out"
+    (path,) = export(database, "matmul", out, fmt=BundleFormat.TRITON)
+    assert path.parent == out
+    code = (
+        "import runpy, sys; ns = runpy.run_path(sys.argv[1]); "
+        "print(repr(ns['DEVICE_CLASS'])); print(sorted(ns['CONFIGS'][0].kwargs))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert not (tmp_path / "PWNED").exists()  # importing the file ran nothing
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == repr(HOSTILE_CLASS)
+    assert "x'): __import__('os').system('touch PWNED') #" in done.stdout
+
+
+def test_export_triton_refuses_values_that_are_not_plain_data(
+    database: Database, tmp_path: Path
+) -> None:
+    with database.session() as s:
+        repository.upsert_best(
+            s,
+            "matmul",
+            get_spec("matmul").version_hash(),
+            problem_key({"M": 64, "N": 64, "K": 64, "dtype": "float16"}),
+            "NVIDIA H200",
+            "3.9",
+            {"BLOCK_M": float("nan")},
+            1.0,
+            None,
+            None,
+            None,
+        )
+    with pytest.raises(BundleExportError, match="cannot write nan into a Python file"):
+        export(database, "matmul", tmp_path / "out", fmt=BundleFormat.TRITON)
+    assert list((tmp_path / "out").glob("*.py")) == []
+
+
 def test_export_nothing_is_an_error(database: Database, tmp_path: Path) -> None:
     with pytest.raises(BundleExportError, match="run `tunefleet tune` first"):
         export(database, "matmul", tmp_path, ["NVIDIA B200"])
