@@ -10,6 +10,7 @@ A SQLite file is watched: deleted, replaced or made read-only while in use, ever
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -73,11 +74,16 @@ def default_url() -> str:
 def _parse_url(text: str) -> URL:
     try:
         url = sa.make_url(text)
-    except exc.ArgumentError:
+    except (exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        shown = re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", text)  # never echo a password
         raise DatabaseURLError(
-            f"malformed database URL {text!r}; "
-            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
+            f"malformed database URL {shown!r}; "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB (PORT a number)"
         ) from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise DatabaseURLError(
+            f"port {url.port} in database URL {url.render_as_string()} is not in 1-65535"
+        )
     driver = _DRIVERS.get(url.drivername)
     if driver is None:
         raise DatabaseURLError(
