@@ -24,7 +24,9 @@ from workers.measurement import Measurement, Outcome
 from workers.timing import graph_sets, l2_flush_buffer, synchronize, time_graph, time_launcher
 
 #: Exception class names (anywhere in the MRO) that mean the config does not fit the device.
-RESOURCE_ERRORS = frozenset({"OutOfResources", "OutOfMemoryError"})
+RESOURCE_ERRORS = frozenset({"OutOfResources", "OutOfMemoryError", "MemoryError"})
+#: What torch's CPU allocator says (in a plain RuntimeError) when host memory runs out.
+CPU_OUT_OF_MEMORY = ("can't allocate memory", "not enough memory")
 #: Triton's compiler errors across 3.x (triton.compiler.errors, triton.runtime.errors).
 COMPILE_ERRORS = frozenset(
     {
@@ -133,12 +135,14 @@ class _State:
 def classify(exc: BaseException, phase: Phase) -> Outcome:
     """The outcome of an exception raised by a trial in ``phase``.
 
-    Out of resources (Triton) or out of memory (torch) -> INVALID; a device error -> CRASH; a
-    Triton compile error, or any exception before the first launch returned -> COMPILE_ERROR; any
-    other exception -> CRASH.
+    Out of resources (Triton) or out of memory (torch on a GPU or the CPU, Python) -> INVALID;
+    a device error -> CRASH; a Triton compile error, or any exception before the first launch
+    returned -> COMPILE_ERROR; any other exception -> CRASH.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & RESOURCE_ERRORS:
+        return Outcome.INVALID
+    if isinstance(exc, RuntimeError) and any(text in str(exc) for text in CPU_OUT_OF_MEMORY):
         return Outcome.INVALID
     if names & DEVICE_ERRORS:
         return Outcome.CRASH

@@ -165,6 +165,15 @@ class OutOfResourcesSpec(_TorchSpec):
         raise OutOfResources(262144, 232448, "shared memory")
 
 
+class HugeInputsSpec(DoubleSpec):
+    """Claims to move few bytes, then asks the CPU allocator for 4 PiB: out of host memory."""
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        return {"x": torch.empty(2**50, device=device), "out": torch.empty(1, device=device)}
+
+
 class InputWriterSpec(_TorchSpec):
     """out = 2 * x; with WRITE=1 the kernel then also overwrites its input x; with WRITE=2 it
     overwrites x first and computes out from the changed x."""
