@@ -156,6 +156,14 @@ def tune(
         Objective | None,
         typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
     ] = None,
+    compile_timeout: Annotated[
+        float | None,
+        typer.Option("--compile-timeout", help="Seconds a trial may compile (default 120)."),
+    ] = None,
+    run_timeout: Annotated[
+        float | None,
+        typer.Option("--run-timeout", help="Seconds a trial may check and time (default 60)."),
+    ] = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -173,6 +181,8 @@ def tune(
             "team": team,
             "in_flight": in_flight,
             "objective": objective.value if objective else None,
+            "compile_timeout_s": compile_timeout,
+            "run_timeout_s": run_timeout,
         }.items()
         if v is not None
     }

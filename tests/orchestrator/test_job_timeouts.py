@@ -32,3 +32,21 @@ def test_bad_timeouts_raise_one_line(name: str, value: object) -> None:
     with pytest.raises(JobSpecError, match=f"{name} must be a") as info:
         JobSpec.from_mapping({**GOOD, name: value})
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("flag", "field"),
+    [("--compile-timeout", "compile_timeout_s"), ("--run-timeout", "run_timeout_s")],
+)
+def test_tune_flags_set_the_timeouts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, field: str
+) -> None:
+    from orchestrator.cli import main
+
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    with pytest.raises(SystemExit) as done:
+        main(["tune", "matmul", "-p", GOOD["problems"][0], flag, "-1", "--db", db])
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    assert err == f"error: {field} must be a positive number of seconds, got -1.0\n"
+    assert not (tmp_path / "t.db").exists()  # refused before the database is opened
