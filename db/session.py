@@ -204,8 +204,9 @@ class Database:
                 return
             self._identity = (st.st_dev, st.st_ino)
 
-    def _check_file(self) -> None:
-        """Raise DatabaseLost if the SQLite file seen before is gone, another file or read-only.
+    def _check_file(self, write: bool = True) -> None:
+        """Raise DatabaseLost if the SQLite file seen before is gone or another file, or (when
+        ``write``) read-only.
 
         Read-only means no write permission for us or, for root (whom permissions do not stop),
         no write bit at all: someone marked the file so that nothing writes to it.
@@ -224,13 +225,15 @@ class Database:
                 f"{self._where()} was replaced by another file while in use; stop and check "
                 "which file is the right one"
             )
+        if not write:
+            return
         writable = os.access(self._file, os.W_OK) and st.st_mode & (
             stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
         )
         if not writable:
             raise DatabaseLost(
-                f"{self._where()} was made read-only while in use; make it writable again "
-                f"(chmod u+w {self._file}) and resume the job"
+                f"{self._where()} is read-only, so nothing can be written to it; make it "
+                f"writable (chmod u+w {self._file}) and resume the job"
             )
 
     def check_alive(self) -> None:
@@ -244,8 +247,8 @@ class Database:
         self.run_with_retry(lambda s: s.execute(sa.text("SELECT 1")))
 
     @contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        self._check_file()
+    def _connection(self, *, write: bool = False) -> Iterator[Connection]:
+        self._check_file(write)
         try:
             conn = self.engine.connect()
         except exc.SQLAlchemyError as e:
@@ -263,7 +266,7 @@ class Database:
         A write is confirmed: if the SQLite file stopped being the one opened during the block, or
         the connection was lost during the commit, DatabaseLost says the write may not be kept.
         """
-        with self._connection() as conn:
+        with self._connection(write=not readonly) as conn:
             if readonly:
                 conn = conn.execution_options(**{_READONLY: True})
             session = Session(bind=conn, expire_on_commit=False, autoflush=True)
@@ -352,7 +355,7 @@ class Database:
         if before is not None and not self._known(before):
             self.check_schema()
         config = self._alembic_config()
-        with self._connection() as conn:
+        with self._connection(write=True) as conn:
             try:
                 with conn.begin():
                     if self.backend == "postgresql":

@@ -66,10 +66,12 @@ def test_read_only_sqlite_file_is_noticed(sqlite_db: Database) -> None:
     path = Path(str(sqlite_db.engine.url.database))
     path.chmod(0o444)
     try:
-        with pytest.raises(DatabaseLost, match=r"made read-only .*chmod u\+w"):
+        with pytest.raises(DatabaseLost, match=r"is read-only, .*chmod u\+w"):
             sqlite_db.check_alive()
         with pytest.raises(DatabaseLost), sqlite_db.session() as s:
             repo.ensure_kernel(s, "rmsnorm", "v1", "s1")
+        with sqlite_db.session(readonly=True) as s:  # reading a read-only file is fine
+            assert _kernels(s) == 1
     finally:
         path.chmod(0o644)
     sqlite_db.check_alive()
