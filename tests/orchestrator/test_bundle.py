@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,8 +100,31 @@ def test_bad_bundles(tmp_path: Path) -> None:
         bundle_from_dict({**_bundle(), "entries": [{"problem": {}}]})
 
 
-def _store(database: Database) -> tuple[dict[str, object], dict[str, object]]:
-    spec = get_spec("matmul")
+def _store_one(
+    database: Database,
+    class_key: str,
+    config: Mapping[str, Any],
+    problem: Mapping[str, Any] | None = None,
+) -> None:
+    """A best config of the installed matmul for ``problem`` (default 64^3 float16) on a class."""
+    problem = problem or {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
+    with database.session() as s:
+        repository.upsert_best(
+            s,
+            "matmul",
+            get_spec("matmul").version_hash(),
+            problem_key(problem),
+            class_key,
+            "3.9",
+            config,
+            1.0,
+            None,
+            None,
+            None,
+        )
+
+
+def _store(database: Database) -> tuple[dict[str, Any], dict[str, Any]]:
     small = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
     big = {"M": 2048, "N": 2048, "K": 2048, "dtype": "float16"}
     cfg = {
@@ -111,22 +136,8 @@ def _store(database: Database) -> tuple[dict[str, object], dict[str, object]]:
         "num_warps": 8,
         "num_stages": 4,
     }
-    cfg2 = {**cfg, "BLOCK_M": 64}
-    with database.session() as s:
-        for problem, config in ((small, cfg2), (big, cfg)):
-            repository.upsert_best(
-                s,
-                "matmul",
-                spec.version_hash(),
-                problem_key(problem),
-                "NVIDIA H200",
-                "3.9",
-                config,
-                1.0,
-                None,
-                None,
-                None,
-            )
+    for problem, config in ((small, {**cfg, "BLOCK_M": 64}), (big, cfg)):
+        _store_one(database, "NVIDIA H200", config, problem)
     return small, big
 
 
@@ -196,20 +207,7 @@ def test_export_triton_writes_database_text_as_literals_only(
         "x'): __import__('os').system('touch PWNED') #": 1,
         "num_warps": "'); __import__('os').system('touch PWNED'); ('",
     }
-    with database.session() as s:
-        repository.upsert_best(
-            s,
-            "matmul",
-            get_spec("matmul").version_hash(),
-            problem_key({"M": 64, "N": 64, "K": 64, "dtype": "float16"}),
-            HOSTILE_CLASS,
-            "3.9",
-            config,
-            1.0,
-            None,
-            None,
-            None,
-        )
+    _store_one(database, HOSTILE_CLASS, config)
     out = tmp_path / "out"
     (path,) = export(database, "matmul", out, fmt=BundleFormat.TRITON)
     assert path.parent == out
@@ -233,20 +231,7 @@ def test_export_triton_writes_database_text_as_literals_only(
 def test_export_triton_refuses_values_that_are_not_plain_data(
     database: Database, tmp_path: Path
 ) -> None:
-    with database.session() as s:
-        repository.upsert_best(
-            s,
-            "matmul",
-            get_spec("matmul").version_hash(),
-            problem_key({"M": 64, "N": 64, "K": 64, "dtype": "float16"}),
-            "NVIDIA H200",
-            "3.9",
-            {"BLOCK_M": float("nan")},
-            1.0,
-            None,
-            None,
-            None,
-        )
+    _store_one(database, "NVIDIA H200", {"BLOCK_M": float("nan")})
     with pytest.raises(BundleExportError, match="cannot write nan into a Python file"):
         export(database, "matmul", tmp_path / "out", fmt=BundleFormat.TRITON)
     assert list((tmp_path / "out").glob("*.py")) == []

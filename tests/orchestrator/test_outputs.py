@@ -9,21 +9,12 @@ from pathlib import Path
 import pytest
 
 from db import Database, repository
-from orchestrator.cli import main
 from orchestrator.output import OutputError, write_atomically
 from orchestrator.record import save_landscape
 from workers.landscape import Landscape, LandscapeResult, read_landscape
 from workers.measurement import Outcome
 
-TINY = "M=32,N=32,K=32,dtype=float16"
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    out, err = capsys.readouterr()
-    code = done.value.code
-    return (code if isinstance(code, int) else 0), out, err
+from .test_cli_core import TINY, run
 
 
 def _unwritable_folder(tmp_path: Path) -> Path:

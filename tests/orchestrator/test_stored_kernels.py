@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from db import Database, repository
-from orchestrator.cli import main
 from search_spaces import RegistryError
 from search_spaces.registry import spec_from_storage
+
+from .test_cli_core import run
 
 PLANTED = "tf_planted_kernel_mod"
 
@@ -33,13 +34,6 @@ def _plant(tmp_path: Path) -> tuple[str, int]:
     return url, job
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    code = done.value.code
-    return (code if isinstance(code, int) else 0), capsys.readouterr().err
-
-
 @pytest.fixture
 def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
     monkeypatch.chdir(tmp_path)  # the registry would look for the module here
@@ -53,7 +47,7 @@ def test_a_planted_job_row_imports_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, planted: tuple[str, int], command: str
 ) -> None:
     url, job = planted
-    code, err = run(capsys, command, str(job), "--db", url)
+    code, _, err = run(capsys, command, str(job), "--db", url)
     assert code == 2, err
     assert err.count("\n") == 1
     assert f"kernel '{PLANTED}:SPEC' is not registered" in err and "--kernel-module" in err
@@ -65,7 +59,7 @@ def test_a_kernel_module_named_again_is_imported(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, planted: tuple[str, int]
 ) -> None:
     url, job = planted
-    code, err = run(capsys, "job", str(job), "--db", url, "--kernel-module", f"{PLANTED}:SPEC")
+    code, _, err = run(capsys, "job", str(job), "--db", url, "--kernel-module", f"{PLANTED}:SPEC")
     assert (tmp_path / "IMPORTED").exists()  # the user asked for it
     assert code == 2 and "not a tunefleet KernelSpec" in err  # and it is no spec
 
