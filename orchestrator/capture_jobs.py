@@ -9,7 +9,8 @@ import the app's module, which runs the app's code: tune captures you trust, fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,31 @@ def capture_jobs(
             fields.setdefault("trials", len(spec.kernel.configs))
         jobs.append(CaptureJob(ref, spec, JobSpec.from_mapping(fields)))
     return jobs
+
+
+def run_capture(
+    directory: str | Path,
+    widen: bool,
+    overrides: Mapping[str, Any],
+    run_one: Callable[[JobSpec], int],
+    ray_address: str | None = None,
+) -> list[tuple[CaptureJob, int]]:
+    """Build the capture's jobs (all checked before any runs), then run each with ``run_one``
+    inside one Ray session; ``(job, job id)`` per kernel. Each kernel's pull command goes to
+    stderr."""
+    import ray
+
+    from orchestrator.dispatch import ensure_ray
+
+    jobs = capture_jobs(directory, widen, overrides)
+    started = ensure_ray(ray_address)
+    done = []
+    try:
+        for cj in jobs:
+            job_id = run_one(cj.job)
+            print(f"{cj.spec.name}: job {job_id}; bundle: {cj.pull_command()}", file=sys.stderr)
+            done.append((cj, job_id))
+    finally:
+        if started:
+            ray.shutdown()
+    return done
