@@ -126,7 +126,9 @@ def _show_summary(database: Database, job_id: int, json_out: bool) -> None:
 
 
 def tune(
-    target: Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")],
+    target: Annotated[
+        str | None, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")
+    ] = None,
     problem: ProblemOption = None,
     trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
     minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
@@ -158,6 +160,21 @@ def tune(
     ] = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
+    from_capture: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-capture",
+            help="Tune every kernel `tunefleet capture` recorded in DIR, one job each, with no "
+            "spec. Imports the app's modules (runs your code): tune only captures you trust.",
+        ),
+    ] = None,
+    widen: Annotated[
+        bool,
+        typer.Option(
+            help="With --from-capture: search each parameter's observed values and their "
+            "neighbours, not only the kernel's own config list."
+        ),
+    ] = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
     overrides: dict[str, Any] = {
@@ -176,6 +193,20 @@ def tune(
         }.items()
         if v is not None
     }
+    if from_capture is not None:
+        from orchestrator.capture_jobs import run_capture
+
+        database = open_database(db)
+        run_capture(
+            from_capture,
+            widen,
+            overrides,
+            lambda job: _run(database, job, None, ray_address, json_out, keep_workers),
+            ray_address,
+        )
+        return
+    if target is None:
+        raise OrchestratorError("give a job file or a kernel name, or --from-capture DIR")
     if target.endswith((".yaml", ".yml", ".json")):
         if problem:
             overrides["problems"] = list(problem)
