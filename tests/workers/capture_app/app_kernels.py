@@ -1,9 +1,27 @@
-"""Two @triton.autotune kernels of a small app, written for the capture tests."""
+"""Two @triton.autotune kernels of a small app, written for the capture tests.
 
+With APP_BUNDLE set, the kernels use tunefleet's drop-in decorator instead (APP_VERSIONS and
+APP_NEAREST pass its options): the one-line change a user makes to serve tuned configs.
+"""
+
+import functools
+import os
 import time
 
 import triton
 import triton.language as tl
+
+if os.environ.get("APP_BUNDLE"):
+    from search_spaces.triton_autotune import autotune as served
+
+    autotune = functools.partial(
+        served,
+        bundle=os.environ["APP_BUNDLE"],
+        versions=os.environ.get("APP_VERSIONS", "use"),
+        nearest=os.environ.get("APP_NEAREST") == "1",
+    )
+else:
+    autotune = triton.autotune
 
 BENCH_CALLS = []
 
@@ -16,7 +34,7 @@ def cpu_bench(fn, quantiles):
     return [time.perf_counter() - start] * len(quantiles)
 
 
-@triton.autotune(
+@autotune(
     configs=[
         triton.Config({"BLOCK": 64}, num_warps=2),
         triton.Config({"BLOCK": 128}, num_warps=4),
@@ -33,7 +51,7 @@ def scaled_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x * alpha + y, mask=mask)
 
 
-@triton.autotune(
+@autotune(
     configs=[
         triton.Config({"BLOCK_R": 2, "BLOCK_C": 32}, num_warps=1),
         triton.Config({"BLOCK_R": 4, "BLOCK_C": 16}, num_warps=2),
