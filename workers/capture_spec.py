@@ -32,6 +32,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -155,6 +156,10 @@ def read_overrides(directory: str | Path, kernel: CapturedKernel) -> KernelOverr
     )
 
 
+def _is_pow2(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and not value & (value - 1)
+
+
 def _kind(values: tuple[Any, ...]) -> ParamKind:
     if all(isinstance(v, bool) for v in values):
         return ParamKind.BOOL
@@ -221,6 +226,23 @@ def build_space(kernel: CapturedKernel, widen: bool) -> Space:
             lambda c, lim: int(c["num_warps"]) * lim.warp_size <= lim.max_threads_per_block,
         )
     ]
+    blocks = tuple(n for n in names if "BLOCK" in n.upper() and all(_is_pow2(c[n]) for c in configs))
+    if blocks:
+        # Bounds from the kernel's own list: a widened tile never holds more elements, nor gives a
+        # warp more of them, than the list's largest does (on the H200 a 64x512x16 matmul tile at
+        # one warp compiled for over 120 s).
+        volume = max(math.prod(int(c[n]) for n in blocks) for c in configs)
+        per_warp = max(math.prod(int(c[n]) for n in blocks) / int(c["num_warps"]) for c in configs)
+        rules.append(
+            Constraint(
+                "tile-size",
+                f"product of {', '.join(blocks)} <= {volume} and <= {per_warp:g} per warp "
+                "(the kernel's own largest)",
+                (*blocks, "num_warps"),
+                lambda c, _lim: math.prod(int(c[n]) for n in blocks) <= volume
+                and math.prod(int(c[n]) for n in blocks) / int(c["num_warps"]) <= per_warp,
+            )
+        )
     tables = [t for t in (_grid_rows(launch) for launch in kernel.launches) if t is not None]
     if tables and names:
         known = frozenset.intersection(*(frozenset(t) for t in tables))
