@@ -50,8 +50,12 @@ def current_environment() -> dict[str, str | None]:
         except (RuntimeError, OSError):
             version = 0
         driver = f"cuda-driver {version // 1000}.{(version % 1000) // 10}" if version else None
-    return {"triton": triton.__version__, "torch": str(torch.__version__), "driver": driver,
-            "runtime": runtime}
+    return {
+        "triton": triton.__version__,
+        "torch": str(torch.__version__),
+        "driver": driver,
+        "runtime": runtime,
+    }
 
 
 def differences(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

@@ -72,7 +72,12 @@ def problem_of(key_names: Sequence[str], key: Sequence[Any]) -> dict[str, int | 
 
 
 def _is_pow2(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and not value & (value - 1)
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and value > 0
+        and not value & (value - 1)
+    )
 
 
 def widened_values(name: str, observed: Iterable[Any]) -> tuple[Any, ...]:
@@ -102,12 +107,16 @@ def widened_values(name: str, observed: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(seen)
 
 
-def grid_candidates(configs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[tuple[Any, ...]]]:
+def grid_candidates(
+    configs: Sequence[Mapping[str, Any]],
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """(constexpr names, combinations) whose grid a capture evaluates: the widened product when
     it has at most GRID_TABLE_LIMIT combinations, else the config list's own combinations."""
     names = list(dict.fromkeys(k for c in configs for k in c["kwargs"]))
     own = list(dict.fromkeys(tuple(c["kwargs"].get(n) for n in names) for c in configs))
-    values = [widened_values(n, [c["kwargs"][n] for c in configs if n in c["kwargs"]]) for n in names]
+    values = [
+        widened_values(n, [c["kwargs"][n] for c in configs if n in c["kwargs"]]) for n in names
+    ]
     if math.prod(len(v) for v in values) > GRID_TABLE_LIMIT:
         return names, own
     combos: list[tuple[Any, ...]] = [()]

@@ -123,7 +123,9 @@ class Serving:
                     f", none for {device}: tuning as triton.autotune does"
                 )
             elif not every:
-                self._warn(f"{self.path} has no bundle for this kernel: tuning as triton.autotune does")
+                self._warn(
+                    f"{self.path} has no bundle for this kernel: tuning as triton.autotune does"
+                )
             current = {**current_environment()}
             chosen, diffs = choose(mine, current, self.versions)
             candidate = chosen or (mine[0] if mine else None)
@@ -172,7 +174,7 @@ def _triton_config(config: Mapping[str, Any]) -> Any:
 def _served_class() -> type:
     from triton.runtime.autotuner import Autotuner
 
-    class ServedAutotuner(Autotuner):  # type: ignore[misc]
+    class ServedAutotuner(Autotuner):
         """Triton's Autotuner whose pruning step asks the bundle first (a new key only)."""
 
         serving: Serving

@@ -151,7 +151,7 @@ def _grid(
             value = grid({**named, **options, **dict(zip(names, combo, strict=True))})
             dims = value if isinstance(value, tuple | list) else (value,)
             rows.append([*combo, [int(d) for d in dims]])
-        except Exception:  # noqa: S112 - a combination the app's grid function rejects is skipped
+        except Exception:
             continue
     return {"params": names, "rows": rows}
 
@@ -236,7 +236,7 @@ def patch_autotuner(autotuner_cls: type, writer: CaptureWriter) -> None:
     """Wrap ``autotuner_cls.run`` so launches of new keys reach ``writer`` (once per class)."""
     if getattr(autotuner_cls, "_tunefleet_writer", None) is not None:
         return
-    original = autotuner_cls.run
+    original = autotuner_cls.run  # type: ignore[attr-defined]
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         before = len(self.cache)

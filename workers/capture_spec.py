@@ -47,7 +47,6 @@ from search_spaces.capture_file import (
     read_capture,
     widened_values,
 )
-from search_spaces.errors import SpecError
 from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema, problem_key
 from search_spaces.space import (
     Config,
@@ -62,9 +61,7 @@ from search_spaces.space import (
 from search_spaces.spec import DEFAULT_TOLERANCE, Inputs, KernelSpec, Launcher
 
 OVERRIDES_FILE = "overrides.json"
-INT_DTYPES = frozenset(
-    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-)
+INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 _REF_PREFIX = {False: "list_", True: "wide_"}
 _LAUNCH = "_launch"
 _REFERENCE = "_reference"
@@ -121,7 +118,7 @@ def _override(kernel: CapturedKernel, arg: str, raw: object, where: str) -> ArgO
             f'{where}: {arg} needs one of {{"randint": [low, high]}}, {{"fill": value}}, '
             '{"arange": true}'
         )
-    (how, value), = raw.items()
+    ((how, value),) = raw.items()
     if how == "randint" and isinstance(value, list) and len(value) == 2:
         return ArgOverride(randint=(int(value[0]), int(value[1])))
     if how == "fill" and isinstance(value, int | float):
@@ -157,7 +154,12 @@ def read_overrides(directory: str | Path, kernel: CapturedKernel) -> KernelOverr
 
 
 def _is_pow2(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and not value & (value - 1)
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and value > 0
+        and not value & (value - 1)
+    )
 
 
 def _kind(values: tuple[Any, ...]) -> ParamKind:
@@ -226,7 +228,9 @@ def build_space(kernel: CapturedKernel, widen: bool) -> Space:
             lambda c, lim: int(c["num_warps"]) * lim.warp_size <= lim.max_threads_per_block,
         )
     ]
-    blocks = tuple(n for n in names if "BLOCK" in n.upper() and all(_is_pow2(c[n]) for c in configs))
+    blocks = tuple(
+        n for n in names if "BLOCK" in n.upper() and all(_is_pow2(c[n]) for c in configs)
+    )
     if blocks:
         # Bounds from the kernel's own list: a widened tile never holds more elements, nor gives a
         # warp more of them, than the list's largest does (on the H200 a 64x512x16 matmul tile at
@@ -239,8 +243,10 @@ def build_space(kernel: CapturedKernel, widen: bool) -> Space:
                 f"product of {', '.join(blocks)} <= {volume} and <= {per_warp:g} per warp "
                 "(the kernel's own largest)",
                 (*blocks, "num_warps"),
-                lambda c, _lim: math.prod(int(c[n]) for n in blocks) <= volume
-                and math.prod(int(c[n]) for n in blocks) / int(c["num_warps"]) <= per_warp,
+                lambda c, _lim: (
+                    math.prod(int(c[n]) for n in blocks) <= volume
+                    and math.prod(int(c[n]) for n in blocks) / int(c["num_warps"]) <= per_warp
+                ),
             )
         )
     tables = [t for t in (_grid_rows(launch) for launch in kernel.launches) if t is not None]
@@ -263,9 +269,7 @@ def _schema(kernel: CapturedKernel) -> ProblemSchema:
     problems = [launch.problem for launch in kernel.launches]
     for name in [*kernel.key, "dtypes"]:
         values = [p[name] for p in problems]
-        if name != "dtypes" and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values
-        ):
+        if name != "dtypes" and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             fields.append(Field(name))
         elif all(isinstance(v, bool) for v in values):
             fields.append(Field(name, FieldKind.BOOL))
@@ -295,25 +299,25 @@ class CaptureSpec(KernelSpec):
         self._ref_config: Config | None = None
 
     # The class attributes of KernelSpec, per instance.
-    @property  # type: ignore[override]
-    def name(self) -> str:
+    @property
+    def name(self) -> str:  # type: ignore[override]
         return self.kernel.name
 
-    @property  # type: ignore[override]
-    def description(self) -> str:
+    @property
+    def description(self) -> str:  # type: ignore[override]
         shown = "widened space" if self.widen else "its own config list"
         return f"captured @triton.autotune kernel {self.kernel.module}.{self.kernel.qualname} ({shown})"
 
-    @property  # type: ignore[override]
-    def schema(self) -> ProblemSchema:
+    @property
+    def schema(self) -> ProblemSchema:  # type: ignore[override]
         return self._schema
 
-    @property  # type: ignore[override]
-    def example(self) -> Problem:
+    @property
+    def example(self) -> Problem:  # type: ignore[override]
         return self.problems()[0]
 
-    @property  # type: ignore[override]
-    def space(self) -> Space:
+    @property
+    def space(self) -> Space:  # type: ignore[override]
         return self._space
 
     def problems(self) -> list[Problem]:
@@ -347,8 +351,10 @@ class CaptureSpec(KernelSpec):
         dtypes = [launch.args[o]["dtype"] for o in outputs[:1]] or [
             a["dtype"] for a in launch.args.values() if a.get("tensor")
         ]
-        return max((DEFAULT_TOLERANCE.get(d, 0.0 if d in INT_DTYPES else 1e-3) for d in dtypes),
-                   default=1e-3)
+        return max(
+            (DEFAULT_TOLERANCE.get(d, 0.0 if d in INT_DTYPES else 1e-3) for d in dtypes),
+            default=1e-3,
+        )
 
     def _launch(self, problem: Mapping[str, Any]) -> CapturedLaunch:
         return self.kernel.launch_for(self.schema.validate(problem))
@@ -399,7 +405,9 @@ class CaptureSpec(KernelSpec):
         except CaptureError:
             raise
         except Exception as exc:  # the app's module failing to import is the app's to fix
-            raise CaptureError(f"cannot import {kernel.module!r} for {kernel.name}: {exc}") from None
+            raise CaptureError(
+                f"cannot import {kernel.module!r} for {kernel.name}: {exc}"
+            ) from None
         obj: Any = module
         for part in kernel.qualname.split("."):
             obj = getattr(obj, part, None)
@@ -428,7 +436,11 @@ class CaptureSpec(KernelSpec):
                 continue
             dtype = getattr(torch, arg["dtype"])
             shape, stride = list(arg["shape"]), list(arg["stride"])
-            size = int(arg["offset"]) + 1 + sum((d - 1) * s for d, s in zip(shape, stride, strict=True) if d > 0)
+            size = (
+                int(arg["offset"])
+                + 1
+                + sum((d - 1) * s for d, s in zip(shape, stride, strict=True) if d > 0)
+            )
             if any(d == 0 for d in shape):
                 size = int(arg["offset"])
             how = self.overrides.args.get(name)
@@ -473,13 +485,17 @@ class CaptureSpec(KernelSpec):
             )
         return tuple(rows[combo])
 
-    def _launcher(self, launch: CapturedLaunch, tensors: Mapping[str, Any], config: Config) -> Launcher:
+    def _launcher(
+        self, launch: CapturedLaunch, tensors: Mapping[str, Any], config: Config
+    ) -> Launcher:
         target = self._kernel_object().fn
         call = self._call(launch, tensors)
         grid = self._grid(launch, config)
         meta = dict(config)
         zero = [tensors[n] for n in self.kernel.reset_to_zero if n in tensors]
-        restore = [(tensors[n], tensors[n].clone()) for n in self.kernel.restore_value if n in tensors]
+        restore = [
+            (tensors[n], tensors[n].clone()) for n in self.kernel.restore_value if n in tensors
+        ]
 
         def launch_once() -> None:
             for t in zero:
@@ -493,9 +509,11 @@ class CaptureSpec(KernelSpec):
     def _reference_run(self, launch: CapturedLaunch, tensors: Mapping[str, Any]) -> dict[str, Any]:
         """Launch the reference config on copies of ``tensors``; the copies after the launch."""
         copies = {n: t.clone() for n, t in tensors.items()}
-        candidates = [self._ref_config] if self._ref_config is not None else [
-            config_of(c, self._options) for c in self.kernel.configs
-        ]
+        candidates = (
+            [self._ref_config]
+            if self._ref_config is not None
+            else [config_of(c, self._options) for c in self.kernel.configs]
+        )
         errors = []
         for config in candidates:
             if config is None:
@@ -579,4 +597,3 @@ def capture_specs(directory: str | Path, widen: bool) -> list[tuple[str, Capture
         spec.check_inputs()
         out.append((ref_for(directory, kernel.name, widen), spec))
     return out
-

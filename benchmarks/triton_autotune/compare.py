@@ -66,16 +66,38 @@ def served_vs_pick() -> list[dict[str, Any]]:
         c = a.new_empty((m, n))
 
         def run(config: Any, a=a, b=b, c=c, m=m, n=n, k=k) -> Any:
-            grid = (triton.cdiv(m, config.kwargs["BLOCK_M"]) * triton.cdiv(n, config.kwargs["BLOCK_N"]),)
+            grid = (
+                triton.cdiv(m, config.kwargs["BLOCK_M"]) * triton.cdiv(n, config.kwargs["BLOCK_N"]),
+            )
             return lambda: matmul_kernel.fn[grid](
-                a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                c.stride(0), c.stride(1), **config.all_kwargs())
+                a,
+                b,
+                c,
+                m,
+                n,
+                k,
+                a.stride(0),
+                a.stride(1),
+                b.stride(0),
+                b.stride(1),
+                c.stride(0),
+                c.stride(1),
+                **config.all_kwargs(),
+            )
 
         t_served, t_pick = _time_pair(run(served), run(pick))
-        rows.append({"kernel": "matmul", "key": f"M={m},N={n},K={k}", "served": _cfg(served),
-                     "triton_pick": _cfg(pick), "served_ms": t_served, "pick_ms": t_pick,
-                     "served_benchmarked": hasattr(matmul_kernel, "configs_timings"),
-                     "rel_error": err})
+        rows.append(
+            {
+                "kernel": "matmul",
+                "key": f"M={m},N={n},K={k}",
+                "served": _cfg(served),
+                "triton_pick": _cfg(pick),
+                "served_ms": t_served,
+                "pick_ms": t_pick,
+                "served_benchmarked": hasattr(matmul_kernel, "configs_timings"),
+                "rel_error": err,
+            }
+        )
     for rows_, cols in NORMS:
         x = torch.randn(rows_, cols, device="cuda", dtype=torch.float16)
         w = torch.randn(cols, device="cuda", dtype=torch.float16)
@@ -90,13 +112,22 @@ def served_vs_pick() -> list[dict[str, Any]]:
 
         def run_ln(config: Any, x=x, w=w, bias=bias, y=y, cols=cols) -> Any:
             return lambda: layer_norm_kernel.fn[(x.shape[0],)](
-                x, y, w, bias, x.stride(0), cols, 1e-5, **config.all_kwargs())
+                x, y, w, bias, x.stride(0), cols, 1e-5, **config.all_kwargs()
+            )
 
         t_served, t_pick = _time_pair(run_ln(served), run_ln(pick))
-        rows.append({"kernel": "layer_norm", "key": f"rows={rows_},N={cols}", "served": _cfg(served),
-                     "triton_pick": _cfg(pick), "served_ms": t_served, "pick_ms": t_pick,
-                     "served_benchmarked": hasattr(layer_norm_kernel, "configs_timings"),
-                     "rel_error": err})
+        rows.append(
+            {
+                "kernel": "layer_norm",
+                "key": f"rows={rows_},N={cols}",
+                "served": _cfg(served),
+                "triton_pick": _cfg(pick),
+                "served_ms": t_served,
+                "pick_ms": t_pick,
+                "served_benchmarked": hasattr(layer_norm_kernel, "configs_timings"),
+                "rel_error": err,
+            }
+        )
     return rows
 
 
@@ -107,12 +138,18 @@ def launch_overhead(tmp: Path) -> dict[str, float]:
     configs = copy_kernel.configs
     n = 1024
     bundle = {
-        "format": "tunefleet-bundle/1", "kernel": "tutorial_kernels.copy_kernel",
+        "format": "tunefleet-bundle/1",
+        "kernel": "tutorial_kernels.copy_kernel",
         "kernel_version": source_hash(kernel_source(copy_kernel.base_fn))[:8] + "00000000",
         "device_class": " ".join(torch.cuda.get_device_name().split()),
-        "environment": current_environment(), "default": {"BLOCK": 128, "num_warps": 4, "num_stages": 3},
-        "entries": [{"problem": {"n": n, "dtypes": "float32,float32"},
-                     "config": {"BLOCK": 256, "num_warps": 4, "num_stages": 3}}],
+        "environment": current_environment(),
+        "default": {"BLOCK": 128, "num_warps": 4, "num_stages": 3},
+        "entries": [
+            {
+                "problem": {"n": n, "dtypes": "float32,float32"},
+                "config": {"BLOCK": 256, "num_warps": 4, "num_stages": 3},
+            }
+        ],
     }
     (tmp / "b").mkdir()
     (tmp / "b" / "copy.json").write_text(json.dumps(bundle))
@@ -147,10 +184,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         overhead = launch_overhead(Path(tmp))
     out.write_text(json.dumps({"served_vs_pick": rows, "host_us_per_launch": overhead}, indent=1))
-    print(f"{'kernel':<11} {'key':<22} {'served ms':>10} {'pick ms':>9} {'pick/served':>11}  served config")
+    print(
+        f"{'kernel':<11} {'key':<22} {'served ms':>10} {'pick ms':>9} {'pick/served':>11}  served config"
+    )
     for r in rows:
-        print(f"{r['kernel']:<11} {r['key']:<22} {r['served_ms']:>10.4f} {r['pick_ms']:>9.4f} "
-              f"{r['pick_ms'] / r['served_ms']:>11.3f}  {r['served']}")
+        print(
+            f"{r['kernel']:<11} {r['key']:<22} {r['served_ms']:>10.4f} {r['pick_ms']:>9.4f} "
+            f"{r['pick_ms'] / r['served_ms']:>11.3f}  {r['served']}"
+        )
     base = overhead["triton.autotune"]
     for name, us in overhead.items():
         print(f"host per launch {name:<18} {us:7.2f} us  ({us - base:+.2f} us vs triton.autotune)")

@@ -54,8 +54,10 @@ def capture(
         print(env["PYTHONPATH"])
         return 0
     if out is None or not command:
-        raise OrchestratorError("give --out DIR and the app after `--`, e.g. "
-                                "tunefleet capture --out captures -- python app.py")
+        raise OrchestratorError(
+            "give --out DIR and the app after `--`, e.g. "
+            "tunefleet capture --out captures -- python app.py"
+        )
     if out.exists() and not out.is_dir():
         raise OrchestratorError(f"--out {out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)

@@ -388,7 +388,9 @@ def pull(
     fmt: Annotated[
         str,
         typer.Option(
-            "--format", help="native (JSON bundle), triton (Python), vllm (fused_moe files)."
+            "--format",
+            help="native (JSON bundle), triton (Python), vllm (fused_moe files), t4 (Kernel "
+            "Tuner's T4 results JSON).",
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
@@ -397,6 +399,19 @@ def pull(
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
     from orchestrator.bundle_export import BundleFormat, export
 
+    if fmt == "t4":
+        import tempfile
+
+        from orchestrator.t4 import bundles_to_t4
+
+        classes = [canonical_class_key(c) for c in device_class or []]
+        with tempfile.TemporaryDirectory() as tmp:
+            natives = export(
+                open_database(db), kernel, tmp, classes, BundleFormat.NATIVE, objective
+            )
+            for path in bundles_to_t4(natives, out):
+                print(path)
+        return
     try:
         chosen = BundleFormat(fmt)
     except ValueError:

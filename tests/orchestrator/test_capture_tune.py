@@ -27,8 +27,13 @@ def serve(bundles: Path, *keys: int, **env: str) -> dict:
     done = subprocess.run(
         [sys.executable, "serve.py", *map(str, keys)],
         cwd=APP,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1",
-             "APP_BUNDLE": str(bundles), **env},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TRITON_INTERPRET": "1",
+            "APP_BUNDLE": str(bundles),
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=200,
@@ -44,8 +49,17 @@ def test_capture_tuned_listed_and_widened_then_served(tmp_path: Path, db_url: st
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.count("bundle: tunefleet pull") == 2  # one job per kernel
     wide = cli(
-        "tune", "--from-capture", str(capture), "--widen", "--trials", "3",
-        "--device", "interpreter", "--db", db_url, "--json",
+        "tune",
+        "--from-capture",
+        str(capture),
+        "--widen",
+        "--trials",
+        "3",
+        "--device",
+        "interpreter",
+        "--db",
+        db_url,
+        "--json",
     )
     assert wide.returncode == 0, wide.stderr
     ref = ref_for(capture, "app_kernels.scaled_add", True)

@@ -52,8 +52,12 @@ def test_record_t4_is_valid_and_replays(tmp_path: Path) -> None:
 
 def test_pull_t4_is_valid(tmp_path: Path) -> None:
     bundle = {
-        "format": "tunefleet-bundle/1", "kernel": "matmul", "kernel_version": "v",
-        "device_class": "cpu", "environment": {"triton": "3.9.0"}, "default": {},
+        "format": "tunefleet-bundle/1",
+        "kernel": "matmul",
+        "kernel_version": "v",
+        "device_class": "cpu",
+        "environment": {"triton": "3.9.0"},
+        "default": {},
         "entries": [{"problem": PROBLEM, "config": {"BLOCK_M": 16}, "time_ms": 0.2, "job": 1}],
     }
     native = tmp_path / "matmul-cpu-triton3.9.json"

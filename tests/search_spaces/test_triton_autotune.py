@@ -27,8 +27,10 @@ def _doc(triton: str, block: int, kernel_version: str = "") -> dict:
         "environment": {**HERE, "triton": triton},
         "default": {"BLOCK": 64, "num_warps": 2, "num_stages": 3},
         "entries": [
-            {"problem": {"n": 100, "dtypes": "float32,float32,float32"},
-             "config": {"BLOCK": block, "num_warps": 4, "num_stages": 3}}
+            {
+                "problem": {"n": 100, "dtypes": "float32,float32,float32"},
+                "config": {"BLOCK": block, "num_warps": 4, "num_stages": 3},
+            }
         ],
     }
 
@@ -61,8 +63,12 @@ def test_version_mismatch_warned_once_and_refused_by_option(
     import triton
 
     doc = _doc("3.0.0", 128, _source_hash() + "00000000")
-    doc["environment"] = {"triton": "3.0.0", "torch": str(torch.__version__),
-                          "runtime": "interpreter", "driver": ""}
+    doc["environment"] = {
+        "triton": "3.0.0",
+        "torch": str(torch.__version__),
+        "runtime": "interpreter",
+        "driver": "",
+    }
     (tmp_path / "b.json").write_text(json.dumps(doc))
     from tests.orchestrator.test_capture_tune import serve
 

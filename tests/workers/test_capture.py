@@ -22,7 +22,16 @@ def run_app(out: Path, *, env: dict[str, str] | None = None, via_cli: bool = Tru
     base = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), **(env or {})}
     command = [sys.executable, "app.py"]
     if via_cli:
-        command = [sys.executable, "-m", "orchestrator", "capture", "--out", str(out), "--", *command]
+        command = [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "capture",
+            "--out",
+            str(out),
+            "--",
+            *command,
+        ]
     done = subprocess.run(command, cwd=APP, env=base, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     assert "app ok" in done.stderr
@@ -39,13 +48,20 @@ def test_capture_records_both_kernels_once_per_key_and_no_data(captured: Path) -
     kernels = {k.name: k for k in read_capture(captured)}
     assert set(kernels) == {"app_kernels.scaled_add", "app_kernels.row_sum"}
     add, rows = kernels["app_kernels.scaled_add"], kernels["app_kernels.row_sum"]
-    assert add.key == ["n"] and [c["kwargs"] for c in add.configs] == [{"BLOCK": 64}, {"BLOCK": 128}]
+    assert add.key == ["n"] and [c["kwargs"] for c in add.configs] == [
+        {"BLOCK": 64},
+        {"BLOCK": 128},
+    ]
     assert add.constexprs == ["BLOCK"] and add.module == "app_kernels"
     assert [launch.problem["n"] for launch in add.launches] == [100, 300]  # repeated key: once
     (launch,) = rows.launches
     assert launch.problem == {"rows": 8, "cols": 40, "dtypes": "float32,float32"}
     assert launch.args["x_ptr"] == {
-        "tensor": True, "shape": [8, 40], "dtype": "float32", "stride": [40, 1], "offset": 0
+        "tensor": True,
+        "shape": [8, 40],
+        "dtype": "float32",
+        "stride": [40, 1],
+        "offset": 0,
     }
     assert launch.args["stride_r"] == {"value": 40}
     assert add.launches[0].args["alpha"] == {"value": 2.0}
@@ -73,7 +89,10 @@ def test_spaces_list_and_widened(captured: Path) -> None:
     listed = capture_spec(captured, "app_kernels.row_sum", widen=False)
     assert listed.space.count(H200) == 2
     assert listed.default_config(H200.vendor) == {
-        "BLOCK_R": 2, "BLOCK_C": 32, "num_warps": 1, "num_stages": 3
+        "BLOCK_R": 2,
+        "BLOCK_C": 32,
+        "num_warps": 1,
+        "num_stages": 3,
     }
     wide = capture_spec(captured, "app_kernels.row_sum", widen=True)
     configs = wide.space.enumerate(H200)
@@ -97,7 +116,9 @@ def test_inputs_outputs_and_every_config_against_the_first(captured: Path) -> No
                 assert torch.allclose(inputs["out"], spec.reference(inputs), atol=1e-5)
 
 
-def test_integer_tensor_needs_an_override_naming_the_argument(captured: Path, tmp_path: Path) -> None:
+def test_integer_tensor_needs_an_override_naming_the_argument(
+    captured: Path, tmp_path: Path
+) -> None:
     for path in captured.glob("*.jsonl"):
         text = path.read_text().replace(
             '"x_ptr":{"tensor":true,"shape":[8,40],"dtype":"float32"',

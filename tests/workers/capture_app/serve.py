@@ -16,8 +16,15 @@ with warnings.catch_warnings(record=True) as caught:
         assert torch.allclose(add(x, y), 2.0 * x + y, atol=1e-5)
         config = scaled_add.cache[(n, "torch.float32", "torch.float32", "torch.float32")]
         report["keys"].append(
-            {"n": n, "timed": len(BENCH_CALLS) - before, "config": {**config.kwargs,
-             "num_warps": config.num_warps, "num_stages": config.num_stages}}
+            {
+                "n": n,
+                "timed": len(BENCH_CALLS) - before,
+                "config": {
+                    **config.kwargs,
+                    "num_warps": config.num_warps,
+                    "num_stages": config.num_stages,
+                },
+            }
         )
 report["warnings"] = [str(w.message) for w in caught if "tunefleet" in str(w.message)]
 print(json.dumps(report))
