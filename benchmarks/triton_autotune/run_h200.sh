@@ -1,9 +1,9 @@
 #!/bin/bash
-# The H200 run of benchmarks/triton_autotune (from the stage root, tunefleet on PYTHONPATH):
+# The H200 run of benchmarks/triton_autotune (tunefleet on PYTHONPATH):
 # capture the app, tune the capture with --widen (short budget), pull bundles, compare.
 set -eo pipefail
 OUTDIR=${1:?output folder}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")"
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 python3 -m orchestrator capture --out "$OUTDIR/capture" -- python3 app.py
