@@ -77,3 +77,20 @@ def test_version_mismatch_warned_once_and_refused_by_option(
     assert f"triton 3.0.0 -> {triton.__version__}" in warning
     assert ("; using it" in warning) == (policy == "use")
     assert [k["timed"] for k in report["keys"]] == [timed, 0]
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "search_spaces.triton_autotune",
+        "search_spaces.triton_capture",
+        "search_spaces.bundle_env",
+        "workers.capture_spec",
+        "orchestrator.capture_jobs",
+        "orchestrator.t4",
+    ],
+)
+def test_importing_loads_no_gpu_library(module: str) -> None:
+    from tests.test_imports import GPU_LIBS, _loaded_after
+
+    assert _loaded_after(f"import {module}", GPU_LIBS) == []
