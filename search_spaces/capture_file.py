@@ -71,7 +71,8 @@ def problem_of(key_names: Sequence[str], key: Sequence[Any]) -> dict[str, int | 
     return problem
 
 
-def _is_pow2(value: object) -> bool:
+def is_pow2(value: object) -> bool:
+    """A positive power-of-two int (not a bool)."""
     return (
         isinstance(value, int)
         and not isinstance(value, bool)
@@ -90,7 +91,7 @@ def widened_values(name: str, observed: Iterable[Any]) -> tuple[Any, ...]:
     seen = list(dict.fromkeys(observed))
     if all(isinstance(v, bool) for v in seen):
         return (False, True)
-    if all(_is_pow2(v) for v in seen):
+    if all(is_pow2(v) for v in seen):
         low, high = max(1, min(seen) // 2), max(seen) * 2
         if name == "num_warps":
             high = min(high, MAX_WARPS)

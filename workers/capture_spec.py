@@ -44,6 +44,7 @@ from search_spaces.capture_file import (
     CapturedKernel,
     CapturedLaunch,
     CaptureError,
+    is_pow2,
     read_capture,
     widened_values,
 )
@@ -153,19 +154,10 @@ def read_overrides(directory: str | Path, kernel: CapturedKernel) -> KernelOverr
     )
 
 
-def _is_pow2(value: object) -> bool:
-    return (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and value > 0
-        and not value & (value - 1)
-    )
-
-
 def _kind(values: tuple[Any, ...]) -> ParamKind:
     if all(isinstance(v, bool) for v in values):
         return ParamKind.BOOL
-    if all(isinstance(v, int) and v > 0 and not v & (v - 1) for v in values):
+    if all(is_pow2(v) for v in values):
         return ParamKind.POW2
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return ParamKind.INT
@@ -228,9 +220,7 @@ def build_space(kernel: CapturedKernel, widen: bool) -> Space:
             lambda c, lim: int(c["num_warps"]) * lim.warp_size <= lim.max_threads_per_block,
         )
     ]
-    blocks = tuple(
-        n for n in names if "BLOCK" in n.upper() and all(_is_pow2(c[n]) for c in configs)
-    )
+    blocks = tuple(n for n in names if "BLOCK" in n.upper() and all(is_pow2(c[n]) for c in configs))
     if blocks:
         # Bounds from the kernel's own list: a widened tile never holds more elements, nor gives a
         # warp more of them, than the list's largest does (on the H200 a 64x512x16 matmul tile at

@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,18 +112,34 @@ def landscape_from_dict(data: object, where: str = "landscape") -> Landscape:
         raise LandscapeError(
             f"{where}: format is {data.get('format')!r}, expected {LANDSCAPE_FORMAT!r}"
         )
-    for name, kind in (("kernel", str), ("problem", Mapping), ("device", Mapping)):
+    for name, kind in _HEAD_FIELDS:
         if not isinstance(data.get(name), kind):
             raise LandscapeError(f"{where}: field {name!r} is missing or has the wrong type")
-    raw_results = data.get("results")
+    return _landscape(data, data.get("results"), _result, where)
+
+
+_HEAD_FIELDS: tuple[tuple[str, type], ...] = (
+    ("kernel", str),
+    ("problem", Mapping),
+    ("device", Mapping),
+)
+
+
+def _landscape(
+    head: Mapping[str, Any],
+    raw_results: object,
+    read: Callable[[object, str], LandscapeResult],
+    where: str,
+) -> Landscape:
+    """A landscape of ``head``'s kernel, problem and device with each result ``read``."""
     if not isinstance(raw_results, list):
         raise LandscapeError(f"{where}: field 'results' must be a list")
     return Landscape(
-        kernel=str(data["kernel"]),
-        kernel_version=str(data.get("kernel_version", "")),
-        problem=dict(data["problem"]),
-        device=dict(data["device"]),
-        results=[_result(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
+        kernel=str(head["kernel"]),
+        kernel_version=str(head.get("kernel_version", "")),
+        problem=dict(head["problem"]),
+        device=dict(head["device"]),
+        results=[read(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
     )
 
 
@@ -175,23 +191,13 @@ def landscape_from_t4(data: Mapping[str, Any], where: str = "T4 file") -> Landsc
     and device (a T4 file without it cannot say what it measured and is refused)."""
     context = data.get(T4_CONTEXT)
     if not isinstance(context, Mapping) or not all(
-        isinstance(context.get(k), Mapping if k != "kernel" else str)
-        for k in ("kernel", "problem", "device")
+        isinstance(context.get(name), kind) for name, kind in _HEAD_FIELDS
     ):
         raise LandscapeError(
             f"{where}: a T4 file needs a '{T4_CONTEXT}' object with kernel, problem and device "
             "(as `tunefleet record --format t4` writes)"
         )
-    raw_results = data.get("results")
-    if not isinstance(raw_results, list):
-        raise LandscapeError(f"{where}: field 'results' must be a list")
-    return Landscape(
-        kernel=str(context["kernel"]),
-        kernel_version=str(context.get("kernel_version", "")),
-        problem=dict(context["problem"]),
-        device=dict(context["device"]),
-        results=[_t4_result(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
-    )
+    return _landscape(context, data.get("results"), _t4_result, where)
 
 
 def read_landscape(path: str | Path) -> Landscape:
