@@ -66,6 +66,7 @@ INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "u
 _REF_PREFIX = {False: "list_", True: "wide_"}
 _LAUNCH = "_launch"
 _REFERENCE = "_reference"
+_PRISTINE = "_pristine_"
 
 
 def _b64(text: str) -> str:
@@ -476,16 +477,21 @@ class CaptureSpec(KernelSpec):
         return tuple(rows[combo])
 
     def _launcher(
-        self, launch: CapturedLaunch, tensors: Mapping[str, Any], config: Config
+        self,
+        launch: CapturedLaunch,
+        tensors: Mapping[str, Any],
+        config: Config,
+        pristine: Mapping[str, Any],
     ) -> Launcher:
+        """Launches ``config`` once on ``tensors``, first zeroing the ``reset_to_zero`` arguments
+        and copying the ``restore_value`` ones back from ``pristine`` (as Triton's autotuner does
+        between its timed launches)."""
         target = self._kernel_object().fn
         call = self._call(launch, tensors)
         grid = self._grid(launch, config)
         meta = dict(config)
         zero = [tensors[n] for n in self.kernel.reset_to_zero if n in tensors]
-        restore = [
-            (tensors[n], tensors[n].clone()) for n in self.kernel.restore_value if n in tensors
-        ]
+        restore = [(tensors[n], pristine[n]) for n in self.kernel.restore_value if n in pristine]
 
         def launch_once() -> None:
             for t in zero:
@@ -509,7 +515,7 @@ class CaptureSpec(KernelSpec):
             if config is None:
                 continue
             try:
-                self._launcher(launch, copies, config)()
+                self._launcher(launch, copies, config, tensors)()
             except CaptureError:
                 raise
             except Exception as exc:  # this config does not run here: try the next one
@@ -546,12 +552,16 @@ class CaptureSpec(KernelSpec):
             "out": tensors[outputs[0]],
             _REFERENCE: after[outputs[0]],
             _LAUNCH: pkey,
+            **{
+                _PRISTINE + n: tensors[n].clone() for n in self.kernel.restore_value if n in tensors
+            },
         }
 
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
         launch = self._launch(json.loads(inputs[_LAUNCH]))
         tensors = {n: inputs[n] for n, a in launch.args.items() if a.get("tensor")}
-        return self._launcher(launch, tensors, config)
+        pristine = {n: inputs[_PRISTINE + n] for n in self.kernel.restore_value if n in tensors}
+        return self._launcher(launch, tensors, config, pristine)
 
     def reference(self, inputs: Inputs) -> Any:
         """The first output of the reference config (see the module doc), computed with the inputs."""

@@ -144,3 +144,33 @@ def test_registry_reference_resolves_to_the_same_spec(captured: Path) -> None:
     assert spec.version_hash() == capture_spec(captured, spec.name, True).version_hash()
     with pytest.raises(CaptureError, match="no kernel"):
         capture_spec(captured, "nothing", False)
+
+
+def test_kernel_of_a_script_updating_in_place(tmp_path: Path) -> None:
+    import torch
+
+    boot = ROOT / "search_spaces" / "_capture_boot"
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": f"{boot}:{ROOT}",
+        "TUNEFLEET_CAPTURE": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "inplace_app.py"],
+        cwd=APP,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    spec = capture_spec(tmp_path, "inplace_app.axpy_inplace", widen=False)
+    assert spec.kernel.module == "__main__" and spec.kernel.restore_value == ["y_ptr"]
+    inputs = spec.build_inputs(spec.problems()[0], "cpu")
+    assert inputs["out"] is inputs["y_ptr"]
+    for config in spec.space.enumerate(H200):
+        for _ in range(2):  # the update starts from the same values each launch
+            inputs["out"].fill_(float("nan"))
+            spec.make_launcher(inputs, config)()
+            assert torch.allclose(inputs["out"], spec.reference(inputs))
