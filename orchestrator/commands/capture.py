@@ -45,10 +45,33 @@ def capture(
             "Python process, and exit.",
         ),
     ] = False,
+    refs: Annotated[
+        Path | None,
+        typer.Option(
+            "--refs",
+            help="Print each kernel of capture DIR with the reference `pull`, `best` and "
+            "`revalidate` take (with --widen: of the widened space), and exit.",
+        ),
+    ] = None,
+    widen: Annotated[
+        bool, typer.Option(help="With --refs: the widened space's references.")
+    ] = False,
 ) -> int:
     """Run COMMAND recording every @triton.autotune kernel it launches: per kernel its configs
     and key, per distinct key the arguments' shapes, dtypes, strides and scalars (no tensor
     data). Then `tunefleet tune --from-capture DIR`. Exits with the app's exit code."""
+    if refs is not None:
+        from search_spaces.capture_file import read_capture
+        from search_spaces.errors import SpecError
+        from workers.capture_spec import ref_for
+
+        try:
+            kernels = read_capture(refs)
+        except SpecError as exc:
+            raise OrchestratorError(str(exc)) from None
+        for kernel in kernels:
+            print(f"{kernel.name}\t{ref_for(refs, kernel.name, widen)}")
+        return 0
     env = capture_environment(out or Path("."), dict(os.environ))
     if bootstrap:
         print(env["PYTHONPATH"])

@@ -81,3 +81,26 @@ def test_capture_tuned_listed_and_widened_then_served(tmp_path: Path, db_url: st
 
     nearest = serve(tmp_path / "bundles", 500, APP_NEAREST="1")
     assert nearest["keys"][0]["timed"] == 0 and nearest["keys"][0]["config"] == tuned[300]
+
+
+def test_bad_capture_input_exits_2_with_one_line(tmp_path: Path, db_url: str) -> None:
+    (tmp_path / "empty").mkdir()
+    for args in (
+        ["capture", "--", "python3", "app.py"],
+        ["capture", "--refs", str(tmp_path / "missing")],
+        ["tune", "--from-capture", str(tmp_path / "empty"), "--db", db_url],
+        ["tune", "--db", db_url],
+    ):
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_refs_name_each_captured_kernel(tmp_path: Path) -> None:
+    run_app(tmp_path)
+    done = cli("capture", "--refs", str(tmp_path), "--widen")
+    assert done.returncode == 0, done.stderr
+    rows = dict(line.split("\t") for line in done.stdout.splitlines())
+    assert rows == {
+        n: ref_for(tmp_path, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
+    }
