@@ -259,10 +259,6 @@ def record(
             "(unnamed parameters from the default; # comments).",
         ),
     ] = None,
-    fmt: Annotated[
-        str,
-        typer.Option("--format", help="native (tunefleet landscape) or t4 (Kernel Tuner's T4)."),
-    ] = "native",
 ) -> None:
     """Time every valid config of a kernel (or a given list) on this device and write a landscape
     file per problem."""
@@ -273,8 +269,6 @@ def record(
     from workers.runner import RunnerOptions, TrialRunner
 
     check_device(device)
-    if fmt not in ("native", "t4"):
-        raise OrchestratorError(f"--format {fmt!r} is not native or t4")
     spec = get_spec(kernel)
     parsed = [spec.parse_problem(p) for p in problems]
     if len(parsed) > 1 and out.suffix in (".json", ".gz"):
@@ -293,8 +287,7 @@ def record(
     signal.signal(signal.SIGTERM, _interrupt)
     with TrialRunner(options, fingerprint=fingerprint) as runner:
         for problem in parsed:
-            suffix = ".t4.json" if fmt == "t4" else ".json.gz"
-            name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + suffix
+            name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
             path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
             pace = RecordPace(time.perf_counter())
 
@@ -308,12 +301,7 @@ def record(
             landscape, complete = record_landscape(
                 spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
-            if fmt == "t4":
-                from orchestrator.t4 import landscape_t4, write_json
-
-                write_json(path, landscape_t4(landscape))
-            else:
-                write_landscape(path, landscape)
+            write_landscape(path, landscape)
             best = landscape.best()
             c.print(
                 f"wrote {path}: {len(landscape.results)} configs in "

@@ -126,9 +126,7 @@ def _show_summary(database: Database, job_id: int, json_out: bool) -> None:
 
 
 def tune(
-    target: Annotated[
-        str | None, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")
-    ] = None,
+    target: Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")],
     problem: ProblemOption = None,
     trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
     minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
@@ -160,21 +158,6 @@ def tune(
     ] = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
-    from_capture: Annotated[
-        Path | None,
-        typer.Option(
-            "--from-capture",
-            help="Tune every kernel `tunefleet capture` recorded in DIR, one job each, with no "
-            "spec. Imports the app's modules (runs your code): tune only captures you trust.",
-        ),
-    ] = None,
-    widen: Annotated[
-        bool,
-        typer.Option(
-            help="With --from-capture: search each parameter's observed values and their "
-            "neighbours, not only the kernel's own config list."
-        ),
-    ] = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
     overrides: dict[str, Any] = {
@@ -193,20 +176,6 @@ def tune(
         }.items()
         if v is not None
     }
-    if from_capture is not None:
-        from orchestrator.capture_jobs import run_capture
-
-        database = open_database(db)
-        run_capture(
-            from_capture,
-            widen,
-            overrides,
-            lambda job: _run(database, job, None, ray_address, json_out, keep_workers),
-            ray_address,
-        )
-        return
-    if target is None:
-        raise OrchestratorError("give a job file or a kernel name, or --from-capture DIR")
     if target.endswith((".yaml", ".yml", ".json")):
         if problem:
             overrides["problems"] = list(problem)
@@ -388,9 +357,7 @@ def pull(
     fmt: Annotated[
         str,
         typer.Option(
-            "--format",
-            help="native (JSON bundle), triton (Python), vllm (fused_moe files), t4 (Kernel "
-            "Tuner's T4 results JSON).",
+            "--format", help="native (JSON bundle), triton (Python), vllm (fused_moe files)."
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
@@ -399,19 +366,6 @@ def pull(
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
     from orchestrator.bundle_export import BundleFormat, export
 
-    if fmt == "t4":
-        import tempfile
-
-        from orchestrator.t4 import bundles_to_t4
-
-        classes = [canonical_class_key(c) for c in device_class or []]
-        with tempfile.TemporaryDirectory() as tmp:
-            natives = export(
-                open_database(db), kernel, tmp, classes, BundleFormat.NATIVE, objective
-            )
-            for path in bundles_to_t4(natives, out):
-                print(path)
-        return
     try:
         chosen = BundleFormat(fmt)
     except ValueError:
