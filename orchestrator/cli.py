@@ -31,6 +31,7 @@ def build_app() -> typer.Typer:
     )
     core.register(app)
     tune_commands.register(app)
+    __import__("orchestrator.commands.profile").commands.profile.register(app)
     return app
 
 
