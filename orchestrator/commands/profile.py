@@ -52,6 +52,12 @@ def profile(
     dtype: Annotated[str, typer.Option(help="bfloat16, float16 or float32.")] = "bfloat16",
     runs: Annotated[int, typer.Option(help="Timed forwards per point (median; at least 10).")] = 20,
     top_k: Annotated[int, typer.Option("--top-k", help="Kernels listed per point.")] = 10,
+    trace_forwards: Annotated[
+        int,
+        typer.Option(
+            "--trace-forwards", help="Forwards per trace (medians over them); 0: latency only."
+        ),
+    ] = 3,
     emit_job: Annotated[
         Path | None,
         typer.Option(
@@ -83,6 +89,8 @@ def profile(
         raise OrchestratorError(f"--seq {seq}: give a positive number of tokens")
     if runs < 10:
         raise OrchestratorError(f"--runs {runs}: latency is a median of at least 10 runs")
+    if trace_forwards < 0:
+        raise OrchestratorError(f"--trace-forwards {trace_forwards}: give 0 or more")
     if device not in ("auto", "cuda", "cpu"):
         raise OrchestratorError(f"--device {device!r} is not one of auto, cuda, cpu")
     import torch
@@ -107,6 +115,7 @@ def profile(
             device=device,
             dtype=dtype,
             runs=runs,
+            steps=trace_forwards,
             top_k=top_k,
             bundle=with_bundle,
             emit_job=emit_job,
@@ -129,6 +138,8 @@ def render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = console()
+    if not con.is_terminal:
+        con.width = max(con.width, 150)
     for note in report["notes"]:
         con.print(f"note: {note}")
     table = Table(title=f"profile · {report['model']} · seq {report['seq']} · {report['device']}")
@@ -138,13 +149,14 @@ def render(report: dict[str, Any]) -> None:
     ):  # fmt: skip
         table.add_column(column)
     for r in report["rows"]:
-        s = r["stats"]
+        s = r["stats"] or {"kernels": None, "matched": None, "launch_to_start_us": None}
         table.add_row(
             r["phase"], str(r["batch"]), r["mode"], f"{r['latency_ms']:.3f}",
-            _num(r["graph_over_eager"], ".2f"), f"{s['kernels']:g} ({s['matched']:g})",
+            _num(r["graph_over_eager"], ".2f"),
+            "-" if s["kernels"] is None else f"{s['kernels']:g} ({s['matched']:g})",
             _num(r["tklqt_ms"], ".3f"), _num(r["tklqt_over_latency"], ".2f"),
             _num(s["launch_to_start_us"], ".1f"), _num(r["idle_share"], ".0%"),
-            f"{s['kernel_us'] / 1e3:.3f}",
+            _num(s.get("kernel_us") and s["kernel_us"] / 1e3, ".3f"),
         )  # fmt: skip
     con.print(table)
     for phase, t in report["transitions"].items():
@@ -155,7 +167,7 @@ def render(report: dict[str, Any]) -> None:
             f"graph stops paying (graph/eager >= 0.9) at batch "
             f"{t['graph_stops_paying_batch'] or '-'}"
         )
-    eager = [r for r in report["rows"] if r["mode"] == "eager" and r["stats"]["top"]]
+    eager = [r for r in report["rows"] if r["mode"] == "eager" and (r["stats"] or {}).get("top")]
     if eager:
         last = eager[-1]
         top = Table(title=f"top kernels · {last['phase']} batch {last['batch']} eager")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import shutil
 import statistics
 from dataclasses import dataclass, field
@@ -74,6 +75,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
     from workers.profiling import capture
     from workers.profiling.models import load_workload
 
+    if options.emit_job is not None and not options.steps:
+        raise ProfileError("--emit-job reads the shapes from traces: give --trace-forwards >= 1")
     if options.emit_job is not None and not options.emit_job.parent.is_dir():
         raise ProfileError(f"--emit-job: folder {options.emit_job.parent} does not exist")
     workload = load_workload(options.model, options.device, options.dtype)
@@ -89,16 +92,21 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         )
     swap = None
     if options.bundle is not None:
-        if not capture.cuda(options.device):
-            raise ProfileError("--with-bundle times tuned GPU kernels: it needs a CUDA device")
-        from workers.profiling.swap import install, load_bundles
-
         import torch
 
-        swap = install(
-            workload.model,
-            load_bundles(options.bundle, torch.cuda.get_device_name(torch.device(options.device))),
-        )
+        from workers.profiling.swap import install, load_bundles
+
+        if capture.cuda(options.device):
+            device_name = torch.cuda.get_device_name(torch.device(options.device))
+        elif os.environ.get("TRITON_INTERPRET") == "1":
+            device_name = "cpu"
+            notes.append("--with-bundle on the CPU: Triton's interpreter ran the tuned kernels")
+        else:
+            raise ProfileError(
+                "--with-bundle runs tuned Triton kernels: it needs a CUDA device "
+                "(or TRITON_INTERPRET=1 on the CPU)"
+            )
+        swap = install(workload.model, load_bundles(options.bundle, device_name))
     capture.init_gpu_profiler(options.device)
     traces = options.out / "traces"
     rows: list[dict[str, Any]] = []
@@ -131,27 +139,35 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             graph_ms = by.get(("base", Mode.GRAPH))
             ratio = graph_ms / eager_ms if graph_ms is not None and eager_ms else None
             for mode, f in fwds.items():
+                latency = by[("base", mode)]
+                row: dict[str, Any] = {
+                    "phase": phase.value,
+                    "batch": batch,
+                    "mode": mode.value,
+                    "latency_ms": latency,
+                    "graph_over_eager": ratio,
+                    "tklqt_ms": None,
+                    "tklqt_over_latency": None,
+                    "idle_share": None,
+                    "trace": None,
+                    "stats": None,
+                }
+                rows.append(row)
+                if not options.steps:
+                    continue
                 name = f"{phase.value}-b{batch}-{mode.value}.json"
                 raw = capture.record_trace(f, options.device, traces / name, options.steps)
                 packed = _save_trace(raw)
                 trace = parse_trace(load_trace(packed))
                 stats = analyze(trace, options.top_k)
-                latency = by[("base", mode)]
-                rows.append(
-                    {
-                        "phase": phase.value,
-                        "batch": batch,
-                        "mode": mode.value,
-                        "latency_ms": latency,
-                        "graph_over_eager": ratio,
-                        "tklqt_ms": _ms(stats.tklqt_us),
-                        "tklqt_over_latency": None
-                        if stats.tklqt_us is None
-                        else stats.tklqt_us / 1e3 / latency,
-                        "idle_share": stats.idle_share,
-                        "trace": str(packed.relative_to(options.out)),
-                        "stats": stats.to_dict(),
-                    }
+                row.update(
+                    tklqt_ms=_ms(stats.tklqt_us),
+                    tklqt_over_latency=None
+                    if stats.tklqt_us is None
+                    else stats.tklqt_us / 1e3 / latency,
+                    idle_share=stats.idle_share,
+                    trace=str(packed.relative_to(options.out)),
+                    stats=stats.to_dict(),
                 )
                 if mode is Mode.EAGER:
                     found, why = hot_shapes(trace)
@@ -179,7 +195,11 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             capture.release(options.device)
     transitions = {}
     for phase in options.phases:
-        eager = [r for r in rows if r["phase"] == phase.value and r["mode"] == Mode.EAGER.value]
+        eager = [
+            r
+            for r in rows
+            if r["phase"] == phase.value and r["mode"] == Mode.EAGER.value and r["stats"]
+        ]
         idle = [r["stats"]["idle_launch_us"] for r in eager if r["stats"]["idle_launch_us"]]
         transitions[phase.value] = transition_batch(
             {r["batch"]: r["stats"]["launch_to_start_us"] for r in eager},
@@ -187,7 +207,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         ).to_dict()
         graph_pays = [
             r["batch"]
-            for r in eager
+            for r in rows
+            if r["phase"] == phase.value and r["mode"] == Mode.EAGER.value
             if r["graph_over_eager"] is not None and r["graph_over_eager"] >= GRAPH_PAYS_RATIO
         ]
         transitions[phase.value]["graph_stops_paying_batch"] = min(graph_pays, default=None)

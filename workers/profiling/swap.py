@@ -32,7 +32,8 @@ DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float
 
 
 def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
-    """The bundles in ``folder`` for ``device_name`` by kernel; ProfileError if none fits."""
+    """The bundles in ``folder`` whose device class is part of ``device_name`` (``NVIDIA H200`` for
+    a card named so), first file by name per kernel; ProfileError if none fits."""
     path = Path(folder)
     if not path.is_dir():
         raise ProfileError(f"--with-bundle {path} is not a folder; write one with `tunefleet pull`")
@@ -42,7 +43,8 @@ def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
             bundle = load_bundle(file)
         except BundleError:
             continue
-        if bundle.kernel in SWAPPABLE and bundle.device_class in ("", device_name):
+        theirs = bundle.device_class.lower()
+        if bundle.kernel in SWAPPABLE and (theirs in device_name.lower() or not theirs):
             found.setdefault(bundle.kernel, bundle)
     if not found:
         raise ProfileError(

@@ -405,11 +405,16 @@ def _top(groups: list[list[Kernel]], k: int) -> list[TopKernel]:
     ]
 
 
+def step_stats(trace: Trace) -> list[StepStats]:
+    """Kernel count, matched count, TKLQT, kernel time, idle share and window of each forward."""
+    steps: list[Event | None] = list(trace.steps) or [None]
+    return [_step_stats(g, s) for g, s in zip(kernels_by_step(trace), steps, strict=True)]
+
+
 def analyze(trace: Trace, top_k: int = TOP_K) -> TraceStats:
     """TKLQT and the rest per forward (medians over forwards); see the module for definitions."""
     groups = kernels_by_step(trace)
-    steps: list[Event | None] = list(trace.steps) or [None]
-    per_step = [_step_stats(g, s) for g, s in zip(groups, steps, strict=True)]
+    per_step = step_stats(trace)
     kinds: dict[str, int] = defaultdict(int)
     for kernel in trace.kernels:
         if kernel.launch is not None:
