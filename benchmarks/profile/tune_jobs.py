@@ -14,7 +14,9 @@ def main(argv: list[str]) -> int:
     from orchestrator.cli import main as cli_main
     from orchestrator.dispatch import ensure_ray
 
-    files, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    files, extra = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
     if not files:
         print("give at least one job file", file=sys.stderr)
         return 2

@@ -42,7 +42,9 @@ def profile(
         ),
     ],
     batch: Annotated[str, typer.Option(help="Batch sizes, comma-separated.")] = "1,2,4,8,16",
-    seq: Annotated[int, typer.Option(help="Prompt tokens (prefill) or cached tokens (decode).")] = 512,
+    seq: Annotated[
+        int, typer.Option(help="Prompt tokens (prefill) or cached tokens (decode).")
+    ] = 512,
     phase: Annotated[str, typer.Option(help="prefill, decode or both.")] = "prefill",
     mode: Annotated[str, typer.Option(help="eager, graph (CUDA graph replay) or both.")] = "both",
     out: Annotated[Path, typer.Option(help="Folder for traces, plots and report.json.")] = Path(
@@ -175,13 +177,25 @@ def render(report: dict[str, Any]) -> None:
             top.add_column(column)
         for k in last["stats"]["top"][:5]:
             top.add_row(
-                k["name"][:60], k["op"], f"{k['calls']:g}", f"{k['gpu_us']:.1f}", f"{k['share']:.0%}"
+                k["name"][:60],
+                k["op"],
+                f"{k['calls']:g}",
+                f"{k['gpu_us']:.1f}",
+                f"{k['share']:.0%}",
             )
         con.print(top)
     tuned = report.get("with_bundle")
     if tuned:
         t = Table(title="tuned kernels swapped in (change of end-to-end latency; + is slower)")
-        for column in ("phase", "batch", "mode", "baseline ms", "tuned ms", "change", "max rel err"):
+        for column in (
+            "phase",
+            "batch",
+            "mode",
+            "baseline ms",
+            "tuned ms",
+            "change",
+            "max rel err",
+        ):
             t.add_column(column)
         for r in tuned["rows"]:
             t.add_row(

@@ -71,7 +71,12 @@ def test_the_emitted_jobs_validate_and_cover_gemm_attention_and_norm(
         (256, 256), (128, 256), (512, 256), (256, 512), (512, 256)
     }  # fmt: skip
     flash = specs["flash_attention"].problems[0]
-    assert (flash["q_heads"], flash["kv_heads"], flash["head_dim"], flash["causal"]) == (4, 2, 64, True)
+    assert (flash["q_heads"], flash["kv_heads"], flash["head_dim"], flash["causal"]) == (
+        4,
+        2,
+        64,
+        True,
+    )
     assert specs["paged_attention"].problems[0]["context_len"] == 17
     assert all(s.objective.value == "kernel" and s.trials == 2 for s in specs.values())
 
@@ -99,7 +104,10 @@ def test_bad_profile_input_is_one_line_and_exit_2(
         (["profile", "tiny", "--phase", "train"], "--phase"),
         (["profile", "tiny", "--runs", "3"], "at least 10"),
         (["profile", "no-such-model", "--device", "cpu", "--out", str(tmp_path)], "unknown model"),
-        (["profile", "nosuchmodule:build", "--device", "cpu", "--out", str(tmp_path)], "cannot load"),
+        (
+            ["profile", "nosuchmodule:build", "--device", "cpu", "--out", str(tmp_path)],
+            "cannot load",
+        ),
     ):
         code, _, err = run_cli(args, capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -17,6 +17,7 @@ from workers.profiling.emit import PointShapes, hot_shapes, job_documents
 from workers.profiling.errors import ProfileError
 from workers.profiling.trace import (
     LaunchKind,
+    Trace,
     analyze,
     load_trace,
     parse_trace,
@@ -28,21 +29,23 @@ FIXTURE = Path(__file__).parent / "fixtures" / "profiling_trace.json"
 
 
 @pytest.fixture
-def trace():
+def trace() -> Trace:
     return parse_trace(load_trace(FIXTURE))
 
 
-def test_kernels_are_matched_to_runtime_driver_and_graph_launches(trace) -> None:
+def test_kernels_are_matched_to_runtime_driver_and_graph_launches(trace: Trace) -> None:
     kinds = [k.launch.kind if k.launch else None for k in trace.kernels]
-    assert kinds == [LaunchKind.RUNTIME, LaunchKind.DRIVER, LaunchKind.RUNTIME, None] + [
-        LaunchKind.GRAPH
-    ] * 3
+    assert (
+        kinds
+        == [LaunchKind.RUNTIME, LaunchKind.DRIVER, LaunchKind.RUNTIME, None]
+        + [LaunchKind.GRAPH] * 3
+    )
     assert [k.delay for k in trace.kernels if k.launch] == [8, 16, 20, 10, 20, 30]
     assert list(trace.unmatched.values()) == [1]
     assert "correlation id" in next(iter(trace.unmatched))
 
 
-def test_per_forward_tklqt_idle_share_and_counts(trace) -> None:
+def test_per_forward_tklqt_idle_share_and_counts(trace: Trace) -> None:
     eager, graph = step_stats(trace)
     assert (eager.kernels, eager.matched, eager.tklqt_us, eager.kernel_us) == (4, 3, 44, 49)
     assert eager.window_us == 100 and eager.idle_share == pytest.approx(0.51)
@@ -50,7 +53,7 @@ def test_per_forward_tklqt_idle_share_and_counts(trace) -> None:
     assert graph.window_us == 55 and graph.idle_share == pytest.approx(1 - 40 / 55)
 
 
-def test_analysis_takes_medians_and_finds_the_idle_launch_latency(trace) -> None:
+def test_analysis_takes_medians_and_finds_the_idle_launch_latency(trace: Trace) -> None:
     stats = analyze(trace)
     assert stats.forwards == 2
     assert stats.tklqt_us == 52 and stats.kernels == 3.5 and stats.matched == 3
@@ -59,12 +62,17 @@ def test_analysis_takes_medians_and_finds_the_idle_launch_latency(trace) -> None
     assert stats.idle_launch_us == 8
     assert stats.launch_kinds == {"runtime": 2, "driver": 1, "graph": 3}
     top = stats.top[0]
-    assert (top.name, top.op, top.leaf_op, top.gpu_us) == ("gemm_kernel", "aten::linear", "aten::mm", 15)
+    assert (top.name, top.op, top.leaf_op, top.gpu_us) == (
+        "gemm_kernel",
+        "aten::linear",
+        "aten::mm",
+        15,
+    )
     assert top.share == pytest.approx(30 / 89)
     assert {t.op for t in stats.top} >= {"(graph replay)", "(no operator)", "(no launch event)"}
 
 
-def test_hot_shapes_map_recorded_inputs_to_kernel_problems(trace) -> None:
+def test_hot_shapes_map_recorded_inputs_to_kernel_problems(trace: Trace) -> None:
     shapes, skipped = hot_shapes(trace)
     found = {(s.kernel, s.weight_us) for s in shapes}
     assert found == {("matmul", 15), ("rmsnorm", 5), ("flash_attention", 0), ("paged_attention", 0)}
@@ -72,7 +80,10 @@ def test_hot_shapes_map_recorded_inputs_to_kernel_problems(trace) -> None:
     assert by_kernel["matmul"] == {"M": 16, "N": 128, "K": 64, "dtype": "bfloat16"}
     assert by_kernel["rmsnorm"] == {"M": 16, "N": 64, "dtype": "bfloat16"}
     assert by_kernel["flash_attention"]["causal"] is True
-    assert (by_kernel["flash_attention"]["q_heads"], by_kernel["flash_attention"]["kv_heads"]) == (4, 2)
+    assert (by_kernel["flash_attention"]["q_heads"], by_kernel["flash_attention"]["kv_heads"]) == (
+        4,
+        2,
+    )
     assert by_kernel["paged_attention"]["context_len"] == 33
     assert skipped == []
     docs = job_documents([PointShapes("prefill", 2, "graph", 89 / 2, shapes)], problems=1, trials=5)

@@ -55,7 +55,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_interleaved(fns: Sequence[Forward], device: str, runs: int, warmup: int = 3) -> list[float]:
+def time_interleaved(
+    fns: Sequence[Forward], device: str, runs: int, warmup: int = 3
+) -> list[float]:
     """Median milliseconds of each of ``fns`` over ``runs`` rounds (one call of each per round)."""
     for fn in fns:
         for _ in range(warmup):
@@ -66,7 +68,10 @@ def time_interleaved(fns: Sequence[Forward], device: str, runs: int, warmup: int
         for i, fn in enumerate(fns):
             _sync(device)
             if cuda(device):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start, end = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
                 start.record()
                 fn()
                 end.record()
@@ -93,7 +98,9 @@ def record_trace(fn: Forward, device: str, path: Path, steps: int) -> Path:
     return path
 
 
-def forwards_for(fn: Forward, modes: Sequence[Mode], device: str) -> tuple[dict[Mode, Forward], list[Any]]:
+def forwards_for(
+    fn: Forward, modes: Sequence[Mode], device: str
+) -> tuple[dict[Mode, Forward], list[Any]]:
     """The callables to run for each mode (graph: captured now) and the graphs to keep alive."""
     out: dict[Mode, Forward] = {}
     keep: list[Any] = []

@@ -46,7 +46,7 @@ def _prod(dims: Sequence[int]) -> int:
 def problem_of(op: ShapeOp) -> tuple[str, dict[str, Any]] | str:
     """``(kernel, problem)`` for one recorded call, or why it maps to none."""
     dims, types, name = op.dims, op.types, op.event.name
-    dtype = DTYPES.get(types[0] if types else "", None)
+    dtype = DTYPES.get(types[0] if types else "")
     if dtype is None:
         return f"{name}: dtype {types[:1]} has no kernel"
     if name in ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm"):
@@ -60,11 +60,11 @@ def problem_of(op: ShapeOp) -> tuple[str, dict[str, Any]] | str:
         x = dims[0]
         return "rmsnorm", {"M": _prod(x[:-1]), "N": x[-1], "dtype": dtype}
     if name == "aten::scaled_dot_product_attention":
-        q, k = dims[0], dims[1]
-        if len(q) != 4 or len(k) != 4:
+        q, keys = dims[0], dims[1]
+        if len(q) != 4 or len(keys) != 4:
             return f"{name}: q/k are not [batch, heads, seq, head_dim]"
         batch, qh, sq, d = q
-        kvh, sk = k[1], k[2]
+        kvh, sk = keys[1], keys[2]
         if sq == 1:
             return "paged_attention", {
                 "batch": batch, "context_len": sk, "pattern": "uniform", "q_heads": qh,
@@ -103,14 +103,14 @@ def hot_shapes(trace: Trace) -> tuple[list[HotShape], list[str]]:
         if isinstance(mapped, str):
             skipped.add(mapped)
             continue
-        kernel, problem = mapped
+        name, problem = mapped
         try:
-            problem = dict(get_spec(kernel).validate_problem(problem))
+            problem = dict(get_spec(name).validate_problem(problem))
         except SpecError as exc:
-            skipped.add(f"{op.event.name} as {kernel}: {exc}")
+            skipped.add(f"{op.event.name} as {name}: {exc}")
             continue
         w = weight.get(i, 0.0) if has_kernels else op.event.dur
-        entry = merged.setdefault((kernel, problem_key(problem)), [problem, op.event.name, 0.0, 0])
+        entry = merged.setdefault((name, problem_key(problem)), [problem, op.event.name, 0.0, 0])
         entry[2] += w / forwards
         entry[3] += 1 / forwards
     shapes = [
@@ -119,6 +119,10 @@ def hot_shapes(trace: Trace) -> tuple[list[HotShape], list[str]]:
     ]
     shapes.sort(key=lambda s: -s.weight_us)
     return shapes, sorted(skipped)
+
+
+#: (kernel, objective, job mapping, ranking: each problem's share of time and where it was seen)
+JobDocument = tuple[str, str, dict[str, Any], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,7 @@ class PointShapes:
     shapes: list[HotShape]
 
 
-def job_documents(
-    points: Iterable[PointShapes], problems: int, trials: int
-) -> list[tuple[str, str, dict[str, Any], list[dict[str, Any]]]]:
+def job_documents(points: Iterable[PointShapes], problems: int, trials: int) -> list[JobDocument]:
     """``(kernel, objective, job, ranking)`` per file: up to ``problems`` hottest problems each;
     ``ranking`` gives each problem's share of all profiled forwards' time."""
     points = list(points)
@@ -149,7 +151,7 @@ def job_documents(
     files: dict[tuple[str, str], list[tuple[dict[str, Any], float, set[str]]]] = defaultdict(list)
     for (kernel, objective, _), (problem, w, where) in weights.items():
         files[(kernel, objective)].append((problem, w, where))
-    out = []
+    out: list[JobDocument] = []
     for (kernel, objective), rows in files.items():
         rows.sort(key=lambda r: -r[1])
         chosen = rows[:problems]
@@ -168,9 +170,7 @@ def job_documents(
     return out
 
 
-def write_jobs(
-    path: str | Path, documents: Sequence[tuple[str, str, dict[str, Any], list[dict[str, Any]]]]
-) -> list[Path]:
+def write_jobs(path: str | Path, documents: Sequence[JobDocument]) -> list[Path]:
     """One YAML job file per document, named ``STEM.KERNEL.OBJECTIVE.yaml`` beside ``path``."""
     import yaml
 

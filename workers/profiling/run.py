@@ -70,6 +70,19 @@ def _max_rel_error(out: Any, ref: Any) -> float:
     return float((o - r).abs().max() / r.abs().max().clamp_min(1e-30))
 
 
+def _switched_on(swap: Any, fn: Any) -> Any:
+    """``fn`` run with the swap's tuned kernels on (off again afterwards)."""
+
+    def tuned() -> Any:
+        swap.on = True
+        try:
+            return fn()
+        finally:
+            swap.on = False
+
+    return tuned
+
+
 def profile(options: ProfileOptions) -> dict[str, Any]:
     """Run the whole profile (see module) and return the report (also written as report.json)."""
     from workers.profiling import capture
@@ -119,21 +132,15 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             fwds, graphs = capture.forwards_for(fn, modes, options.device)
             timed: list[tuple[str, Mode, Any]] = [("base", m, f) for m, f in fwds.items()]
             if swap is not None:
-                tuned_swap = swap
-
-                def tuned(fn: Any = fn) -> Any:
-                    tuned_swap.on = True
-                    try:
-                        return fn()
-                    finally:
-                        tuned_swap.on = False
-
+                tuned = _switched_on(swap, fn)
                 base_out = fn()
                 rel = _max_rel_error(tuned(), base_out)
                 tuned_fwds, tuned_graphs = capture.forwards_for(tuned, modes, options.device)
                 graphs += tuned_graphs
                 timed += [("tuned", m, f) for m, f in tuned_fwds.items()]
-            latencies = capture.time_interleaved([f for _, _, f in timed], options.device, options.runs)
+            latencies = capture.time_interleaved(
+                [f for _, _, f in timed], options.device, options.runs
+            )
             by = {(kind, m): ms for (kind, m, _), ms in zip(timed, latencies, strict=True)}
             eager_ms = by.get(("base", Mode.EAGER))
             graph_ms = by.get(("base", Mode.GRAPH))

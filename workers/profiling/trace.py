@@ -125,7 +125,9 @@ class ShapeOp:
 
     @property
     def dims(self) -> list[list[int]]:
-        return [list(d) if isinstance(d, list) else [] for d in self.event.args.get("Input Dims", [])]
+        return [
+            list(d) if isinstance(d, list) else [] for d in self.event.args.get("Input Dims", [])
+        ]
 
     @property
     def types(self) -> list[str]:
@@ -197,8 +199,8 @@ def parse_trace(doc: Mapping[str, Any], step: str = STEP) -> Trace:
     unmatched: dict[str, int] = defaultdict(int)
     for event in raw_kernels:
         corr = event.args.get("correlation")
-        launch = by_corr.get(corr)
-        if launch is None:
+        matched = by_corr.get(corr)
+        if matched is None:
             reason = (
                 "kernel event has no correlation id"
                 if corr is None
@@ -206,7 +208,7 @@ def parse_trace(doc: Mapping[str, Any], step: str = STEP) -> Trace:
                 "(launched before the profiler started, or dropped from the trace)"
             )
             unmatched[reason] += 1
-        kernels.append(Kernel(event, launch))
+        kernels.append(Kernel(event, matched))
     # Shape ops that issued no launch (a CPU-only trace) still count, with their CPU time.
     seen = {id(s.event) for s in shape_ops}
     for tid_ops in ops_by_tid.values():
@@ -486,16 +488,18 @@ def transition_batch(
     rule = f"smallest batch from which on eager launch-to-start > {factor:g}x idle launch latency"
     if idle_launch_us is None or idle_launch_us <= 0:
         return Transition(None, idle_launch_us, factor, {}, "no idle launch latency: no kernels")
-    ratios = {
-        b: v / idle_launch_us for b, v in sorted(launch_to_start_us.items()) if v is not None
-    }
+    ratios = {b: v / idle_launch_us for b, v in sorted(launch_to_start_us.items()) if v is not None}
     found = None
     for b in sorted(ratios, reverse=True):
         if ratios[b] <= factor:
             break
         found = b
     if found is None:
-        return Transition(None, idle_launch_us, factor, ratios, f"CPU-bound at every batch ({rule})")
+        return Transition(
+            None, idle_launch_us, factor, ratios, f"CPU-bound at every batch ({rule})"
+        )
     if found == min(ratios):
-        return Transition(found, idle_launch_us, factor, ratios, f"GPU-bound at every batch ({rule})")
+        return Transition(
+            found, idle_launch_us, factor, ratios, f"GPU-bound at every batch ({rule})"
+        )
     return Transition(found, idle_launch_us, factor, ratios, rule)

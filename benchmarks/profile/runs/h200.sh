@@ -13,7 +13,7 @@ PREFILL_BATCHES=${PREFILL_BATCHES:-1,2,4,8,16,32,64}
 DECODE_BATCHES=${DECODE_BATCHES:-1,2,4,8,16,32,64,128,256}
 RUNS=${RUNS:-10}
 TRIALS=${TRIALS:-20}
-TUNE_MINUTES=${TUNE_MINUTES:-0.4}
+TUNE_MINUTES=${TUNE_MINUTES:-0.35}
 TUNE_DEVICE=${TUNE_DEVICE:-auto}
 RES=${RES:-/tmp/tunefleet-results}
 P=$RES/profile
@@ -36,14 +36,21 @@ timeout 110 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DE
   --runs "$RUNS" --out "$P/decode" --emit-job "$P/jobs/decode.yaml" --emit-problems 2 \
   --emit-trials "$TRIALS" > "$P/decode.txt" 2>&1 || echo "profile decode failed: see decode.txt"
 
-# The hottest job file of each kernel: GEMM, norm and flash attention from prefill, paged from decode.
-jobs=""
-for pick in prefill.matmul prefill.rmsnorm prefill.flash_attention decode.paged_attention; do
-  f=$(grep -l . "$P"/jobs/"$pick".*.yaml 2>/dev/null | head -1)
-  [ -n "$f" ] && jobs="$jobs $f"
-done
+# The hottest job file of each kernel (report order): GEMM, norm, flash attention from prefill,
+# paged attention from decode.
+jobs=$(python3 - "$P" <<'PY'
+import json, sys, pathlib
+p = pathlib.Path(sys.argv[1])
+want = {"prefill": ("matmul", "rmsnorm", "flash_attention"), "decode": ("paged_attention",)}
+for phase, kernels in want.items():
+    f = p / phase / "report.json"
+    emitted = json.loads(f.read_text()).get("emitted_jobs", []) if f.exists() else []
+    for kernel in kernels:
+        print(next((j for j in emitted if f".{kernel}." in j), ""))
+PY
+)
 stage tune $jobs
-timeout 150 python3 benchmarks/profile/tune_jobs.py $jobs -- --db "$DB" --minutes "$TUNE_MINUTES" \
+timeout 170 python3 benchmarks/profile/tune_jobs.py $(echo $jobs) -- --db "$DB" --minutes "$TUNE_MINUTES" \
   --in-flight 16 --device "$TUNE_DEVICE" --json > "$P/tune.json" 2> "$P/tune.log" || echo "tune failed: see tune.log"
 for k in matmul rmsnorm flash_attention paged_attention; do
   tf pull "$k" --out "$P/bundle" --db "$DB" >> "$P/pull.txt" 2>&1
