@@ -10,8 +10,8 @@ torch.nn.functional.rms_norm). Paths per shape:
 
 * ``bare``: the Triton kernel called with arguments and config prepared once (``kernel[grid](...)``);
 * ``lookup``: ``Bundle.resolve(problem)`` on a bundle of 20 entries (an exact hit, cached), then the
-  same launch with the looked-up config's keyword arguments (what ``search_spaces.bundle.tuned``
-  does per call);
+  same launch with the looked-up config's keyword arguments, converted once per config (kept by
+  the identity of the config object the bundle's cache returns);
 * ``spec``: lookup, then the spec's ``make_launcher`` and its launcher (argument preparation per call,
   the path ``tunefleet profile --with-bundle`` uses);
 * ``torch``: torch's op for the same shape.
@@ -155,8 +155,14 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
     def bare() -> None:
         launch(meta, options)
 
+    prepared: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
     def lookup() -> None:
-        launch(*meta_of(bundle.resolve(problem)[1]))
+        found = bundle.resolve(problem)[1]
+        kwargs = prepared.get(id(found))
+        if kwargs is None:
+            kwargs = prepared[id(found)] = meta_of(found)
+        launch(*kwargs)
 
     def via_spec() -> None:
         spec.make_launcher(inputs, bundle.resolve(problem)[1])()

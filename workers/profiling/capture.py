@@ -100,18 +100,25 @@ def record_trace(fn: Forward, device: str, path: Path, steps: int) -> Path:
 
 def forwards_for(
     fn: Forward, modes: Sequence[Mode], device: str
-) -> tuple[dict[Mode, Forward], list[Any]]:
-    """The callables to run for each mode (graph: captured now) and the graphs to keep alive."""
+) -> tuple[dict[Mode, Forward], list[Any], list[str]]:
+    """The callables to run for each mode (graph: captured now), the graphs to keep alive, and
+    why a mode could not be had (a capture that failed: that mode is left out)."""
     out: dict[Mode, Forward] = {}
     keep: list[Any] = []
+    failed: list[str] = []
     for mode in modes:
         if mode is Mode.EAGER:
             out[mode] = fn
-        else:
+            continue
+        try:
             replay, graph = capture_graph(fn)
-            out[mode] = replay
-            keep.append(graph)
-    return out, keep
+        except RuntimeError as exc:
+            failed.append(f"graph capture failed: {str(exc).splitlines()[0]}")
+            torch.cuda.synchronize()
+            continue
+        out[mode] = replay
+        keep.append(graph)
+    return out, keep, failed
 
 
 def release(device: str) -> None:

@@ -129,15 +129,24 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
     for phase in options.phases:
         for batch in options.batches:
             fn = workload.forward_for(phase, batch, options.seq)
-            fwds, graphs = capture.forwards_for(fn, modes, options.device)
+            where = f"{phase.value} batch {batch}"
+            fwds, graphs, failed = capture.forwards_for(fn, modes, options.device)
+            notes += [f"{where}: {why}" for why in failed]
             timed: list[tuple[str, Mode, Any]] = [("base", m, f) for m, f in fwds.items()]
+            rel = math.nan
             if swap is not None:
                 tuned = _switched_on(swap, fn)
-                base_out = fn()
-                rel = _max_rel_error(tuned(), base_out)
-                tuned_fwds, tuned_graphs = capture.forwards_for(tuned, modes, options.device)
-                graphs += tuned_graphs
-                timed += [("tuned", m, f) for m, f in tuned_fwds.items()]
+                try:
+                    rel = _max_rel_error(tuned(), fn())
+                except Exception as exc:  # a tuned kernel that cannot run is reported, not hidden
+                    notes.append(f"{where}: tuned kernels failed: {str(exc).splitlines()[0]}")
+                else:
+                    tuned_fwds, tuned_graphs, failed = capture.forwards_for(
+                        tuned, modes, options.device
+                    )
+                    notes += [f"{where} (tuned): {why}" for why in failed]
+                    graphs += tuned_graphs
+                    timed += [("tuned", m, f) for m, f in tuned_fwds.items()]
             latencies = capture.time_interleaved(
                 [f for _, _, f in timed], options.device, options.runs
             )
@@ -186,6 +195,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     )
             if swap is not None:
                 for mode in modes:
+                    if ("base", mode) not in by or ("tuned", mode) not in by:
+                        continue
                     base, new = by[("base", mode)], by[("tuned", mode)]
                     tuned_rows.append(
                         {

@@ -13,7 +13,8 @@ PREFILL_BATCHES=${PREFILL_BATCHES:-1,2,4,8,16,32,64}
 DECODE_BATCHES=${DECODE_BATCHES:-1,2,4,8,16,32,64,128,256}
 RUNS=${RUNS:-10}
 TRIALS=${TRIALS:-20}
-TUNE_MINUTES=${TUNE_MINUTES:-0.35}
+TUNE_MINUTES=${TUNE_MINUTES:-0.2}
+TRACE_FORWARDS=${TRACE_FORWARDS:-2}
 TUNE_DEVICE=${TUNE_DEVICE:-auto}
 RES=${RES:-/tmp/tunefleet-results}
 P=$RES/profile
@@ -28,12 +29,12 @@ pack() {
 stage() { pack; echo "== $(date +%T) $*"; }
 
 stage profile prefill
-timeout 110 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
-  --runs "$RUNS" --out "$P/prefill" --emit-job "$P/jobs/prefill.yaml" --emit-problems 2 \
+timeout 75 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
+  --runs "$RUNS" --trace-forwards "$TRACE_FORWARDS" --out "$P/prefill" --emit-job "$P/jobs/prefill.yaml" --emit-problems 2 \
   --emit-trials "$TRIALS" > "$P/prefill.txt" 2>&1 || echo "profile prefill failed: see prefill.txt"
 stage profile decode
-timeout 110 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
-  --runs "$RUNS" --out "$P/decode" --emit-job "$P/jobs/decode.yaml" --emit-problems 2 \
+timeout 60 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
+  --runs "$RUNS" --trace-forwards "$TRACE_FORWARDS" --out "$P/decode" --emit-job "$P/jobs/decode.yaml" --emit-problems 2 \
   --emit-trials "$TRIALS" > "$P/decode.txt" 2>&1 || echo "profile decode failed: see decode.txt"
 
 # The hottest job file of each kernel (report order): GEMM, norm, flash attention from prefill,
@@ -50,7 +51,7 @@ for phase, kernels in want.items():
 PY
 )
 stage tune $jobs
-timeout 170 python3 benchmarks/profile/tune_jobs.py $(echo $jobs) -- --db "$DB" --minutes "$TUNE_MINUTES" \
+timeout 75 python3 benchmarks/profile/tune_jobs.py $(echo $jobs) -- --db "$DB" --minutes "$TUNE_MINUTES" \
   --in-flight 16 --device "$TUNE_DEVICE" --json > "$P/tune.json" 2> "$P/tune.log" || echo "tune failed: see tune.log"
 for k in matmul rmsnorm flash_attention paged_attention; do
   tf pull "$k" --out "$P/bundle" --db "$DB" >> "$P/pull.txt" 2>&1
@@ -60,15 +61,15 @@ cp -n "$P"/bundle/graph/*.json "$P/bundle/" 2>/dev/null  # kernel-objective bund
 
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   stage with-bundle prefill
-  timeout 100 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
+  timeout 50 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
     --runs "$RUNS" --trace-forwards 0 --out "$P/prefill-tuned" --with-bundle "$P/bundle" > "$P/prefill-tuned.txt" 2>&1 \
     || echo "with-bundle prefill failed: see prefill-tuned.txt"
   stage with-bundle decode
-  timeout 100 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
+  timeout 40 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
     --runs "$RUNS" --trace-forwards 0 --out "$P/decode-tuned" --with-bundle "$P/bundle" > "$P/decode-tuned.txt" 2>&1 \
     || echo "with-bundle decode failed: see decode-tuned.txt"
   stage launch overhead
-  timeout 60 python3 benchmarks/launch_overhead.py --json > "$L/launch_overhead.json" 2> "$L/err.txt"
+  timeout 25 python3 benchmarks/launch_overhead.py --json > "$L/launch_overhead.json" 2> "$L/err.txt"
   python3 benchmarks/launch_overhead.py --from "$L/launch_overhead.json" > "$L/table.txt"
 fi
 stage done
