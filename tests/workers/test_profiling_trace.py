@@ -123,3 +123,29 @@ def test_the_analysis_imports_no_torch() -> None:
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+REAL = Path(__file__).parent / "fixtures"
+
+
+def test_a_real_h200_trace_matches_every_kernel_runtime_and_driver() -> None:
+    """Llama-3.2-1B dims, prefill batch 1 x 512 tokens, two eager forwards, recorded on the H200
+    by benchmarks/profile/runs/h200.sh: cuBLAS launches through the driver API."""
+    trace = parse_trace(load_trace(REAL / "prefill-b1-eager.json.gz"))
+    stats = analyze(trace)
+    assert stats.forwards == 2 and stats.kernels == stats.matched == 387 and not stats.unmatched
+    assert stats.launch_kinds["driver"] > 0 and stats.launch_kinds["runtime"] > 0
+    assert stats.idle_launch_us is not None and 1 < stats.idle_launch_us < 50
+    shapes, _ = hot_shapes(trace)
+    problems = {(s.kernel, s.problem.get("N")) for s in shapes}
+    assert ("matmul", 8192) in problems and ("rmsnorm", 2048) in problems
+    flash = next(s.problem for s in shapes if s.kernel == "flash_attention")
+    assert (flash["max_seqlen"], flash["q_heads"], flash["kv_heads"]) == (512, 32, 8)
+
+
+def test_a_real_graph_replay_trace_matches_every_kernel_to_its_graph_launch() -> None:
+    trace = parse_trace(load_trace(REAL / "prefill-b1-graph.json.gz"))
+    stats = analyze(trace)
+    assert stats.kernels == stats.matched == 387
+    assert set(stats.launch_kinds) == {"graph"}
+    assert stats.top[0].op == "(graph replay)"

@@ -228,11 +228,12 @@ class Workload:
 
 def _decoder_workload(config: DecoderConfig, device: str, dtype: torch.dtype) -> Workload:
     torch.manual_seed(0)
-    model = Decoder(config)
-    for module in model.modules():
-        if isinstance(module, nn.Linear | nn.Embedding):
-            nn.init.normal_(module.weight, std=1.0 / math.sqrt(config.hidden_size))
-    model = model.to(device=device, dtype=dtype).eval()
+    with torch.device(device):  # drawn on the device: a CPU init of 8B weights takes minutes
+        model = Decoder(config)
+        for module in model.modules():
+            if isinstance(module, nn.Linear | nn.Embedding):
+                nn.init.normal_(module.weight, std=1.0 / math.sqrt(config.hidden_size))
+    model = model.to(dtype=dtype).eval()
 
     def build(phase: Phase, batch: int, seq: int) -> Forward:
         dev = torch.device(device)
