@@ -5,6 +5,8 @@
 # Run from the repository root with PYTHONPATH set. Results are written under $RES and packed into
 # $OUT/results.tgz (no traces) and $OUT/traces.tgz after every stage, so a run cut short keeps them.
 # CPU dry run: MODEL=tiny SEQ=32 PREFILL_BATCHES=1,2 DECODE_BATCHES=1,2 TUNE_DEVICE=interpreter
+# On the H200 (2026-12-01) the prefill stage took 68 s; the whole script needs about 8-10 minutes
+# of device time: give the call timeout_s=600 (stages past it are cut, what finished is packed).
 set -u
 OUT=${OUT:?set OUT to the results folder}
 MODEL=${MODEL:-llama-3.2-1b}
@@ -29,11 +31,11 @@ pack() {
 stage() { pack; echo "== $(date +%T) $*"; }
 
 stage profile prefill
-timeout 75 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
+timeout 150 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
   --runs "$RUNS" --trace-forwards "$TRACE_FORWARDS" --out "$P/prefill" --emit-job "$P/jobs/prefill.yaml" --emit-problems 2 \
   --emit-trials "$TRIALS" > "$P/prefill.txt" 2>&1 || echo "profile prefill failed: see prefill.txt"
 stage profile decode
-timeout 60 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
+timeout 150 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
   --runs "$RUNS" --trace-forwards "$TRACE_FORWARDS" --out "$P/decode" --emit-job "$P/jobs/decode.yaml" --emit-problems 2 \
   --emit-trials "$TRIALS" > "$P/decode.txt" 2>&1 || echo "profile decode failed: see decode.txt"
 
@@ -51,7 +53,7 @@ for phase, kernels in want.items():
 PY
 )
 stage tune $jobs
-timeout 75 python3 benchmarks/profile/tune_jobs.py $(echo $jobs) -- --db "$DB" --minutes "$TUNE_MINUTES" \
+timeout 180 python3 benchmarks/profile/tune_jobs.py $(echo $jobs) -- --db "$DB" --minutes "$TUNE_MINUTES" \
   --in-flight 16 --device "$TUNE_DEVICE" --json > "$P/tune.json" 2> "$P/tune.log" || echo "tune failed: see tune.log"
 for k in matmul rmsnorm flash_attention paged_attention; do
   tf pull "$k" --out "$P/bundle" --db "$DB" >> "$P/pull.txt" 2>&1
@@ -61,15 +63,15 @@ cp -n "$P"/bundle/graph/*.json "$P/bundle/" 2>/dev/null  # kernel-objective bund
 
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   stage with-bundle prefill
-  timeout 50 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
+  timeout 150 python3 -m orchestrator profile "$MODEL" --phase prefill --batch "$PREFILL_BATCHES" --seq "$SEQ" \
     --runs "$RUNS" --trace-forwards 0 --out "$P/prefill-tuned" --with-bundle "$P/bundle" > "$P/prefill-tuned.txt" 2>&1 \
     || echo "with-bundle prefill failed: see prefill-tuned.txt"
   stage with-bundle decode
-  timeout 40 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
+  timeout 120 python3 -m orchestrator profile "$MODEL" --phase decode --batch "$DECODE_BATCHES" --seq "$SEQ" \
     --runs "$RUNS" --trace-forwards 0 --out "$P/decode-tuned" --with-bundle "$P/bundle" > "$P/decode-tuned.txt" 2>&1 \
     || echo "with-bundle decode failed: see decode-tuned.txt"
   stage launch overhead
-  timeout 25 python3 benchmarks/launch_overhead.py --json > "$L/launch_overhead.json" 2> "$L/err.txt"
+  timeout 60 python3 benchmarks/launch_overhead.py --json > "$L/launch_overhead.json" 2> "$L/err.txt"
   python3 benchmarks/launch_overhead.py --from "$L/launch_overhead.json" > "$L/table.txt"
 fi
 stage done
