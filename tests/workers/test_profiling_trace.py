@@ -114,13 +114,14 @@ def test_a_file_that_is_not_a_trace_is_refused(tmp_path: Path) -> None:
         load_trace(tmp_path / "missing.json")
 
 
-def test_the_analysis_imports_no_torch() -> None:
+def test_the_analysis_and_the_cli_with_profile_import_no_torch() -> None:
     import subprocess
     import sys
 
     code = (
         "import sys, workers.profiling.trace, workers.profiling.emit, workers.profiling.plots; "
-        "sys.exit('torch' in sys.modules)"
+        "from orchestrator.cli import build_app; build_app(); "
+        "sys.exit('torch' in sys.modules or 'triton' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
