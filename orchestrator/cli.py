@@ -33,6 +33,7 @@ def build_app() -> typer.Typer:
     tune_commands.register(app)
     capture.register(app)
     revalidate.register(app)
+    __import__("orchestrator.commands.profile").commands.profile.register(app)
     return app
 
 
