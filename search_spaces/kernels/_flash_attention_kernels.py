@@ -123,8 +123,9 @@ def flash_attention_fwd_kernel(
     Tensors are packed [total_tokens, heads, HEAD_DIM]; sequence s owns tokens
     cu_seqlens[s] .. cu_seqlens[s+1]. Grid: (cdiv(max_seqlen, BLOCK_M), q_heads, batch); query head
     h reads KV head h // GROUP. ``qk_scale`` is softmax scale * log2(e). Programs whose row block
-    starts past their sequence's end exit: those rows belong to no sequence. Needs
-    BLOCK_M % BLOCK_N == 0, so causal blocks split into unmasked ones and a masked diagonal band.
+    starts past their sequence's end exit: those rows belong to no sequence. With causal, key
+    blocks wholly below the row block's first query run unmasked, the rest up to its last query
+    (the diagonal band: one or two key blocks when BLOCK_N > BLOCK_M) masked.
 
     ``TMA``: q_src, k_src, v_src are tensor descriptors over the [total_tokens, heads * HEAD_DIM]
     views with blocks [BLOCK_M, HEAD_DIM] (q) and [BLOCK_N, HEAD_DIM] (k, v); else pointers.
@@ -175,7 +176,7 @@ def flash_attention_fwd_kernel(
 
     full_end = (seq_len // BLOCK_N) * BLOCK_N
     if CAUSAL:
-        unmasked_end = tl.minimum(start_m, full_end)
+        unmasked_end = tl.minimum(start_m // BLOCK_N * BLOCK_N, full_end)
         hi = tl.minimum(seq_len, start_m + BLOCK_M)
     else:
         unmasked_end = full_end

@@ -3,9 +3,9 @@
 Importing this module loads neither torch nor triton; the kernel lives in
 ``_flash_attention_kernels``. The space is the portability study's 450-config space (Ringlein et al.,
 2025), plus the AMD-only launch options, plus Hopper-class parameters (NVIDIA and the interpreter:
-TMA tensor-descriptor loads, heavy-first row-block order, three pipeline stages; NVIDIA GPUs only:
-warp specialization) whose defaults (off, and stages from the study's values) give the study's
-configs back: ``study_subspace`` is that subset.
+TMA tensor-descriptor loads, heavy-first row-block order; NVIDIA GPUs only: warp specialization),
+three pipeline stages, and key blocks wider than the row block (the study required
+BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _regs_fit(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
 #: Oldest NVIDIA compute capability with the bulk tensor copy engine (TMA) and warp specialization.
 TMA_MIN_SM = 90
 
-#: The portability study's values of the parameters this spec added since; ``study_subspace``.
+#: The portability study's num_stages values (this spec added 3); see ``study_subspace``.
 STUDY_STAGES = (1, 2, 4, 6, 8)
 
 SPACE = Space(
@@ -119,9 +119,11 @@ SPACE = Space(
     constraints=(
         Constraint(
             "block-m-ge-block-n",
-            "BLOCK_M >= BLOCK_N (the causal diagonal band is whole key blocks)",
+            "on AMD BLOCK_M >= BLOCK_N (the study's rule; key blocks wider than the row block "
+            "are an NVIDIA addition)",
             ("BLOCK_M", "BLOCK_N"),
-            lambda c, _lim: int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N"),
+            lambda c, lim: lim.vendor is not Vendor.AMD
+            or int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N"),
         ),
         smem_rule(
             ("BLOCK_M", "BLOCK_N", "num_stages"),
@@ -181,12 +183,13 @@ AMD_WAVES_PER_EU = 2
 
 
 def study_subspace(configs: list[Config]) -> list[Config]:
-    """The configs of the portability study's 450-config space: its stage values, and every
-    parameter added since at its default (off)."""
+    """The configs of the portability study's 450-config space: its stage values, its rule
+    BLOCK_M >= BLOCK_N, and every parameter added since at its default (off)."""
     return [
         c
         for c in configs
         if int_param(c, "num_stages") in STUDY_STAGES
+        and int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
         and not any(c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"))
     ]
 
