@@ -18,17 +18,15 @@ row per problem and the geomeans of best-candidate time over the fastest backend
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import math
 import os
-import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from _sweep import compile_all, device, geomean, interleaved, medians, on_gpu  # this folder
 
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
 
@@ -64,6 +62,26 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 64, 4, 3, tma=True, ws=True),
         _cfg(128, 128, 8, 3, tma=True, ws=True),
     ],
+    # After the first: 64-row tiles on one warpgroup with TMA won 12 of 16 problems.
+    "explore2": [
+        _cfg(64, 64, 4, 2),  # the spec default
+        _cfg(64, 64, 4, 3, tma=True),  # the first sweep's most frequent winner
+        _cfg(64, 64, 4, 4, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 64, 4, 3, tma=True, plv=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(64, 128, 4, 3, tma=True),
+        _cfg(64, 128, 4, 3, tma=True, heavy=True),
+        _cfg(128, 128, 8, 2, tma=True, ws=True),
+        _cfg(64, 64, 4, 3, tma=True, ws=True),
+        _cfg(64, 128, 4, 3, tma=True, ws=True),
+        _cfg(128, 128, 8, 3, tma=True, ws=True),
+        _cfg(64, 128, 4, 2, tma=True, ws=True),
+        _cfg(128, 64, 8, 3, tma=True, ws=True),
+        _cfg(256, 64, 8, 2, tma=True),
+        _cfg(256, 128, 8, 2, tma=True),
+        _cfg(128, 64, 8, 3, tma=True),
+    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 
@@ -94,6 +112,14 @@ GRIDS: dict[str, list[str]] = {
         for d in (64, 128)
         for b, s in ((8, 1024), (1, 8192), (32, 512), (8, 4096))
     ],
+    # The first grid, at both dtypes and both head layouts for d=128.
+    "explore2": [
+        _problem(b, s, kv, d, causal, dtype)
+        for causal in (True, False)
+        for d in (64, 128)
+        for b, s in ((8, 1024), (1, 8192), (32, 512), (8, 4096))
+        for kv, dtype in ((8, "float16"),) + (((32, "bfloat16"),) if d == 128 else ())
+    ],
     "issue": _issue_grid(("float16", "bfloat16")),
     "issue-fp16": _issue_grid(("float16",)),
     "smoke": [
@@ -103,44 +129,12 @@ GRIDS: dict[str, list[str]] = {
 }
 
 
-def _compile_one(args: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
-    """Launch ``config`` once on a small problem like ``text`` (same constexprs), filling the
-    shared Triton cache; the problem key and the error text (None if it compiled and ran)."""
-    text, config = args
-    from search_spaces import get_spec
-
-    spec = get_spec("flash_attention")
-    problem = spec.parse_problem(text)
-    small = {**problem, "batch": 1, "max_seqlen": 256}
-    device = "cuda" if _on_gpu() else "cpu"
-    try:
-        spec.make_launcher(spec.build_inputs(small, device), config)()
-    except Exception as exc:  # a candidate that does not compile is recorded, not fatal
-        return text, f"{type(exc).__name__}: {str(exc)[:300]}"
-    return text, None
-
-
-def _on_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def _specialization(text: str) -> str:
-    """Problems sharing these fields share the kernel's compiled variants."""
+    """Problems sharing these fields share the kernel's compiled variants: ``text`` at batch 1 and
+    256 tokens."""
     fields = dict(kv.split("=") for kv in text.split(","))
     fields["batch"], fields["max_seqlen"] = "1", "256"
     return ",".join(f"{k}={v}" for k, v in fields.items())
-
-
-def _bench(fn: Any) -> float:
-    import triton
-
-    if not _on_gpu():
-        start = time.perf_counter()
-        fn()
-        return (time.perf_counter() - start) * 1e3
-    return float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median"))
 
 
 def _sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: str) -> Any:
@@ -153,7 +147,7 @@ def _sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: str) -> Any:
     q = inputs["q"].view(b, s, hq, d).transpose(1, 2)
     k = inputs["k"].view(b, s, hkv, d).transpose(1, 2)
     v = inputs["v"].view(b, s, hkv, d).transpose(1, 2)
-    chosen = getattr(SDPBackend, backend) if _on_gpu() else SDPBackend.MATH
+    chosen = getattr(SDPBackend, backend) if on_gpu() else SDPBackend.MATH
 
     def run() -> Any:
         with sdpa_kernel([chosen]):
@@ -173,8 +167,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
 
     spec = get_spec("flash_attention")
     problem = spec.parse_problem(text)
-    device = "cuda" if _on_gpu() else "cpu"
-    inputs = spec.build_inputs(problem, device)
+    inputs = spec.build_inputs(problem, device())
     entries: dict[str, Any] = {}
     for i, config in enumerate(candidates):
         if i not in broken:
@@ -188,19 +181,14 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
             not_run[backend] = str(exc).splitlines()[0][:200]
             continue
         entries[backend] = fn
-    times: dict[str, list[float]] = {name: [] for name in entries}
-    names = list(entries)
-    for r in range(rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            times[name].append(_bench(entries[name]))
-    med = {name: statistics.median(ts) for name, ts in times.items()}
+    times = interleaved(entries, rounds)
+    med = medians(times)
     tried = [n for n in med if n.startswith("c")]
     best = min(tried, key=med.__getitem__)
     ran = [b for b in BACKENDS if b in med]
     fastest = min(ran, key=med.__getitem__)
     # The winner on fresh inputs, poisoned output, against the vendor path's output.
-    fresh = spec.build_inputs(problem, device)
+    fresh = spec.build_inputs(problem, device())
     fresh["out"].fill_(float("nan"))
     spec.make_launcher(fresh, candidates[int(best[1:])])()
     ref_backend = "CUDNN_ATTENTION" if "CUDNN_ATTENTION" in med else fastest
@@ -208,7 +196,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     err = max_rel_error(fresh["out"], ref)
     flops = spec.flops(problem)
     del inputs, fresh, entries
-    if device == "cuda":
+    if on_gpu():
         torch.cuda.empty_cache()
     return {
         "problem": problem,
@@ -231,10 +219,6 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     }
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -251,22 +235,11 @@ def main() -> None:
     grid = [t for t in GRIDS[args.grid] if not args.only or args.only in t]
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
     start = time.perf_counter()
-    specs = sorted({_specialization(t) for t in grid})
-    jobs = [(s, c) for s in specs for c in candidates]
-    broken: dict[str, set[int]] = {s: set() for s in specs}
-    errors: dict[str, str] = {}
-    import multiprocessing
+    from search_spaces import get_spec
 
-    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for (s, c), (_, err) in zip(jobs, pool.map(_compile_one, jobs), strict=True):
-            if err is not None:
-                i = candidates.index(c)
-                broken[s].add(i)
-                errors[f"c{i} {s}"] = err
-    print(f"compiled {len(jobs)} variants in {time.perf_counter() - start:.0f} s; "
-          f"{len(errors)} failed", flush=True)  # fmt: skip
-    for key, err in sorted(errors.items())[:20]:
-        print(f"  failed {key}: {err}", flush=True)
+    spec = get_spec("flash_attention")
+    small = {_specialization(t): spec.parse_problem(_specialization(t)) for t in grid}
+    broken = compile_all("flash_attention", small, candidates, args.jobs)
     rows = []
     for text in grid:
         rows.append(measure(text, candidates, broken[_specialization(text)], args.rounds))
@@ -288,7 +261,7 @@ def main() -> None:
         "problems": len(rows),
         "candidates_per_problem": len(candidates),
         "rounds": args.rounds,
-        "compile_failures": errors,
+        "compile_failures": {k: sorted(v) for k, v in broken.items() if v},
         "geomean_vs_fastest_backend": geomean([r["vs_fastest_backend"] for r in rows]),
         "geomean_vs_fastest_backend_seq_ge_4096": geomean([r["vs_fastest_backend"] for r in long])
         if long

@@ -133,10 +133,7 @@ def flash_attention_fwd_kernel(
     longest programs start first. ``WARP_SPECIALIZE``: Triton splits the unmasked key loop into
     producer (loads) and consumer (math) warps.
     """
-    if HEAVY_FIRST:
-        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    else:
-        pid_m = tl.program_id(0)
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)
     head = tl.program_id(1)
     seq = tl.program_id(2)
     seq_start = tl.load(cu_seqlens_ptr + seq)

@@ -9,7 +9,6 @@ source for the version hash.
 import triton
 import triton.language as tl
 
-
 #: Chunks of the per-expert scan over the count matrix, and expert-id blocks, per vector step.
 SCAN_BLOCK = 256
 
@@ -88,7 +87,9 @@ def moe_offsets_kernel(
     for c0 in range(0, chunks, SCAN):
         cs = c0 + tl.arange(0, SCAN)
         n = tl.load(workspace_ptr + cs * E_P2 + e, mask=cs < chunks, other=0)
-        tl.store(workspace_ptr + cs * E_P2 + e, running + tl.cumsum(n, axis=0) - n, mask=cs < chunks)
+        tl.store(
+            workspace_ptr + cs * E_P2 + e, running + tl.cumsum(n, axis=0) - n, mask=cs < chunks
+        )
         running += tl.sum(n, axis=0)
 
     pad = start + count + tl.arange(0, BLOCK_SIZE_M)
@@ -177,10 +178,7 @@ def fused_moe_kernel(
 
     offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    if A_PER_SLOT:
-        rows = slots
-    else:
-        rows = slots // TOP_K
+    rows = slots if A_PER_SLOT else slots // TOP_K
     x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :] * stride_xk
     w_ptrs = w_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
 

@@ -122,8 +122,9 @@ SPACE = Space(
             "on AMD BLOCK_M >= BLOCK_N (the study's rule; key blocks wider than the row block "
             "are an NVIDIA addition)",
             ("BLOCK_M", "BLOCK_N"),
-            lambda c, lim: lim.vendor is not Vendor.AMD
-            or int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N"),
+            lambda c, lim: (
+                lim.vendor is not Vendor.AMD or int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
+            ),
         ),
         smem_rule(
             ("BLOCK_M", "BLOCK_N", "num_stages"),

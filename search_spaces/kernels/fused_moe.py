@@ -137,7 +137,13 @@ class FusedMoeSpec(KernelSpec):
         )
     )
     example: ClassVar[Problem] = {
-        "M": 8, "E": 4, "topk": 2, "N": 32, "K": 32, "dtype": "float16", "gemm": "up"
+        "M": 8,
+        "E": 4,
+        "topk": 2,
+        "N": 32,
+        "K": 32,
+        "dtype": "float16",
+        "gemm": "up",
     }
     space: ClassVar[Space] = SPACE
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._fused_moe_kernels",)

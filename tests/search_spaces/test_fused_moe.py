@@ -10,6 +10,7 @@ from search_spaces.kernels._common import max_rel_error
 from search_spaces.kernels.fused_moe import SPEC, per_expert_loop
 from search_spaces.problem import Problem
 from search_spaces.space import Config, DeviceLimits, Vendor
+from tests.gpu import needs_gpu
 
 MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
 
@@ -154,8 +155,10 @@ def test_alignment_scales_to_many_experts_and_chunks() -> None:
         ({"M": 3, "E": 8, "topk": 1, "N": 32, "K": 64, "dtype": "float16"}, _config(16, 32, 128)),
         # the down projection: one activation row per routed slot
         ({**SPEC.example, "gemm": "down"}, _config(16)),
-        ({"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
-         _config(32, 32, 64, group=16)),
+        (
+            {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
+            _config(32, 32, 64, group=16),
+        ),
     ],
 )
 def test_kernel_matches_reference(problem: Problem, config: Config) -> None:
@@ -194,3 +197,23 @@ def test_down_projection_reads_a_row_per_slot() -> None:
 def test_version_hash_reads_the_kernel_source() -> None:
     assert "moe_scatter_kernel" in SPEC.source_text()
     assert len(SPEC.version_hash()) == 16
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    "problem",
+    [
+        {"M": 512, "E": 256, "topk": 8, "N": 256, "K": 512, "dtype": "bfloat16", "gemm": "up"},
+        {"M": 333, "E": 64, "topk": 8, "N": 384, "K": 256, "dtype": "bfloat16", "gemm": "down"},
+        {"M": 4096, "E": 8, "topk": 2, "N": 256, "K": 256, "dtype": "float16", "gemm": "up"},
+    ],
+)
+def test_parallel_alignment_on_the_gpu(problem: Problem) -> None:
+    """The alignment's atomics and per-expert programs on a GPU, with many experts and many
+    chunks, launched twice on one set of buffers (the counts are zeroed each launch)."""
+    inputs = SPEC.build_inputs(SPEC.validate_problem(problem), "cuda")
+    launch = SPEC.make_launcher(inputs, _config(64, 64, 64, group=16))
+    for _ in range(2):
+        inputs["out"].fill_(float("nan"))
+        launch()
+        assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
