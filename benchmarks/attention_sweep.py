@@ -82,6 +82,17 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(256, 128, 8, 2, tma=True),
         _cfg(128, 64, 8, 3, tma=True),
     ],
+    # For the grid: the default, the second sweep's winners (64x64 3 stages TMA, with and
+    # without heavy-first; 64x128 for d=64), and two-stage tiles whose shared memory lets two
+    # programs share an SM at d=128 (64x64 on 4 warps, 128x64 on 8).
+    "final": [
+        _cfg(64, 64, 4, 2),
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(64, 64, 4, 2, tma=True),
+        _cfg(128, 64, 8, 2, tma=True),
+    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 

@@ -8,9 +8,12 @@ Per problem (the spec's own inputs: x, expert weights w [E, N, K], top-k ids and
   zero fill and three Triton kernels) and the grouped GEMM with the routed weights applied and each
   slot's row written in place.
 * ``torch._grouped_mm`` (CUTLASS grouped GEMM on Hopper) on the same routing, every step timed:
-  a stable argsort of the M*topk expert ids, per-expert counts (bincount) and their cumulative
-  sum as the group offsets, the gather of the rows (x[slot // topk] for gemm=up, x[slot] for
-  gemm=down), the grouped GEMM, the routed weights and the scatter back to [M, topk, N].
+  a stable argsort of the M*topk expert ids, per-expert counts (a scatter-add, no host
+  synchronization) and their cumulative sum as the group offsets, the gather of the rows
+  (x[slot // topk] for gemm=up, x[slot] for gemm=down), the grouped GEMM, the routed weights and
+  the scatter back to [M, topk, N].
+* ``grouped_mm_gemm_only``: that grouped GEMM alone, on rows sorted beforehand (a lower bound for
+  the torch path, not a path a layer can run: it leaves out the routing both sides must do).
 
 Both therefore start from the router's output and end with the weighted rows in place; neither sums
 over topk (vLLM's moe_sum is a separate step for both). Timing as in attention_sweep.py (do_bench
@@ -93,9 +96,9 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> Any:
-    """The torch path on the same routing (see the module docstring); returns a callable giving
-    [M, topk, N]."""
+def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[Any, Any]:
+    """The torch path on the same routing (see the module docstring): a callable giving
+    [M, topk, N], and one running its grouped GEMM alone on rows sorted here."""
     import torch
 
     x, w, ids, weights = inputs["x"], inputs["w"], inputs["topk_ids"], inputs["topk_weights"]
@@ -105,17 +108,24 @@ def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> Any:
     out = torch.empty(m * topk, n, dtype=x.dtype, device=x.device)
     w_t = w.transpose(1, 2)
 
-    def run() -> Any:
+    ones = torch.ones(m * topk, dtype=torch.int32, device=x.device)
+
+    def route() -> tuple[Any, Any, Any]:
         flat = ids.flatten()
         order = flat.argsort(stable=True)
-        offs = torch.bincount(flat, minlength=e).cumsum(0).to(torch.int32)
+        counts = torch.zeros(e, dtype=torch.int32, device=x.device).scatter_add_(0, flat, ones)
         a = x[order] if per_slot else x[order // topk]
+        return order, a, counts.cumsum(0).to(torch.int32)
+
+    def run() -> Any:
+        order, a, offs = route()
         y = torch._grouped_mm(a, w_t, offs=offs)
         y = y * weights.flatten()[order, None].to(y.dtype)
         out.index_copy_(0, order, y)
         return out.view(m, topk, n)
 
-    return run
+    _, a_sorted, offs_sorted = route()
+    return run, lambda: torch._grouped_mm(a_sorted, w_t, offs=offs_sorted)
 
 
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
@@ -131,11 +141,12 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     entries: dict[str, Any] = {
         f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
     }
-    vendor = grouped_mm_path(inputs, problem)
+    vendor, gemm_only = grouped_mm_path(inputs, problem)
     vendor_note = None
     try:
         vendor_err = max_rel_error(vendor(), spec.reference(inputs))
         entries["grouped_mm"] = vendor
+        entries["grouped_mm_gemm_only"] = gemm_only
     except RuntimeError as exc:
         vendor_note = str(exc).splitlines()[0][:200]
         vendor_err = None
@@ -146,7 +157,7 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     fresh["out"].fill_(float("nan"))
     spec.make_launcher(fresh, candidates[int(best[1:])])()
     err = max_rel_error(fresh["out"], spec.reference(fresh))
-    del inputs, fresh, entries, vendor
+    del inputs, fresh, entries, vendor, gemm_only
     if on_gpu():
         torch.cuda.empty_cache()
     row: dict[str, Any] = {
@@ -166,6 +177,8 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     if "grouped_mm" in med:
         row["grouped_mm_ms"] = med["grouped_mm"]
         row["vs_grouped_mm"] = med["grouped_mm"] / med[best]
+        row["grouped_mm_gemm_only_ms"] = med["grouped_mm_gemm_only"]
+        row["vs_grouped_mm_gemm_only"] = med["grouped_mm_gemm_only"] / med[best]
     return row
 
 
@@ -192,7 +205,8 @@ def main() -> None:
         rows.append(measure(problem, candidates, broken[key], args.rounds))
         r = rows[-1]
         text = ",".join(f"{k}={v}" for k, v in problem.items() if k != "dtype")
-        vs = f"grouped_mm {r['grouped_mm_ms']:.4f} x{r['vs_grouped_mm']:.3f}" if (
+        vs = f"grouped_mm {r['grouped_mm_ms']:.4f} x{r['vs_grouped_mm']:.3f} (GEMM alone " \
+            f"{r['grouped_mm_gemm_only_ms']:.4f} x{r['vs_grouped_mm_gemm_only']:.3f})" if (
             "vs_grouped_mm" in r) else f"grouped_mm not run: {r['grouped_mm_not_run']}"  # fmt: skip
         print(
             f"{text:<52} best {r['best']} {r['best_ms']:.4f} ms (default {r['default_ms']:.4f}) "
@@ -209,6 +223,11 @@ def main() -> None:
         "geomean_vs_grouped_mm": geomean(ratios) if ratios else None,
         "min_vs_grouped_mm": min(ratios) if ratios else None,
         "below_1": sum(r < 1 for r in ratios),
+        "geomean_vs_grouped_mm_gemm_only": geomean(
+            [r["vs_grouped_mm_gemm_only"] for r in rows if "vs_grouped_mm_gemm_only" in r]
+        )
+        if ratios
+        else None,
         "geomean_best_vs_default": geomean([r["default_ms"] / r["best_ms"] for r in rows]),
         "all_winners_within_tolerance": all(
             r["winner_max_rel_error"] <= r["tolerance"] for r in rows

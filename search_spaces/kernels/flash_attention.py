@@ -77,6 +77,9 @@ def _regs_fit(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
 
 #: Oldest NVIDIA compute capability with the bulk tensor copy engine (TMA) and warp specialization.
 TMA_MIN_SM = 90
+#: Fewest warps with which warp specialization compiled for this kernel on the H200 (Triton 3.6:
+#: every 4-warp config failed its NVGPUWarpSpecialization pass, 8-warp ones compiled).
+WS_MIN_WARPS = 8
 
 #: The portability study's num_stages values (this spec added 3); see ``study_subspace``.
 STUDY_STAGES = (1, 2, 4, 6, 8)
@@ -153,9 +156,14 @@ SPACE = Space(
         ),
         Constraint(
             "warp-specialize-arch",
-            f"WARP_SPECIALIZE only on sm_{TMA_MIN_SM}+ (Hopper and later)",
-            ("WARP_SPECIALIZE",),
-            lambda c, lim: not c["WARP_SPECIALIZE"] or nvidia_sm(lim) >= TMA_MIN_SM,
+            f"WARP_SPECIALIZE only on sm_{TMA_MIN_SM}+ (Hopper and later) and with "
+            f"num_warps >= {WS_MIN_WARPS} (Triton 3.6's warp-specialization pass fails on sm_90 "
+            "with 4 warps)",
+            ("WARP_SPECIALIZE", "num_warps"),
+            lambda c, lim: (
+                not c["WARP_SPECIALIZE"]
+                or (nvidia_sm(lim) >= TMA_MIN_SM and int_param(c, "num_warps") >= WS_MIN_WARPS)
+            ),
         ),
     ),
 )
