@@ -93,6 +93,15 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 64, 4, 2, tma=True),
         _cfg(128, 64, 8, 2, tma=True),
     ],
+    # d=128 after the issue grid: the two winners there, and 64x32 tiles, whose 64 KiB of shared
+    # memory at three stages lets three programs share an SM (64x64 at three stages: two).
+    "d128": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 32, 4, 3, tma=True),
+        _cfg(64, 32, 4, 3, tma=True, heavy=True),
+        _cfg(64, 32, 4, 2, tma=True),
+    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 
@@ -133,6 +142,7 @@ GRIDS: dict[str, list[str]] = {
     ],
     "issue": _issue_grid(("float16", "bfloat16")),
     "issue-fp16": _issue_grid(("float16",)),
+    "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
     "smoke": [
         "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",
         "batch=1,max_seqlen=48,q_heads=2,kv_heads=2,head_dim=64,causal=false,dtype=float16",
