@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _sweep import compile_all, device, geomean, interleaved, medians, on_gpu  # this folder
-
-BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
+from _vendor import BACKENDS, packed_sdpa
 
 
 def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, Any]:
@@ -158,27 +157,6 @@ def _specialization(text: str) -> str:
     return ",".join(f"{k}={v}" for k, v in fields.items())
 
 
-def _sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: str) -> Any:
-    """A callable running SDPA with ``backend`` on the inputs' q, k, v as [b, h, s, d] views."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    b, s = int(problem["batch"]), int(problem["max_seqlen"])
-    hq, hkv, d = int(problem["q_heads"]), int(problem["kv_heads"]), int(problem["head_dim"])
-    q = inputs["q"].view(b, s, hq, d).transpose(1, 2)
-    k = inputs["k"].view(b, s, hkv, d).transpose(1, 2)
-    v = inputs["v"].view(b, s, hkv, d).transpose(1, 2)
-    chosen = getattr(SDPBackend, backend) if on_gpu() else SDPBackend.MATH
-
-    def run() -> Any:
-        with sdpa_kernel([chosen]):
-            return F.scaled_dot_product_attention(
-                q, k, v, is_causal=bool(problem["causal"]), enable_gqa=hq != hkv
-            )
-
-    return run
-
-
 def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], rounds: int) -> dict:
     """One problem: each working candidate and each SDPA backend, interleaved over ``rounds``."""
     import torch
@@ -195,7 +173,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
             entries[f"c{i}"] = spec.make_launcher(inputs, config)
     not_run: dict[str, str] = {}
     for backend in BACKENDS:
-        fn = _sdpa(inputs, problem, backend)
+        fn = packed_sdpa(inputs, problem, backend)
         try:
             fn()
         except RuntimeError as exc:
@@ -213,7 +191,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     fresh["out"].fill_(float("nan"))
     spec.make_launcher(fresh, candidates[int(best[1:])])()
     ref_backend = "CUDNN_ATTENTION" if "CUDNN_ATTENTION" in med else fastest
-    ref = _sdpa(fresh, problem, ref_backend)().transpose(1, 2).reshape(fresh["out"].shape)
+    ref = packed_sdpa(fresh, problem, ref_backend)().transpose(1, 2).reshape(fresh["out"].shape)
     err = max_rel_error(fresh["out"], ref)
     flops = spec.flops(problem)
     del inputs, fresh, entries

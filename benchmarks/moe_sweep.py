@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from _sweep import compile_all, device, geomean, interleaved, medians, on_gpu  # this folder
+from _vendor import grouped_mm_path
 
 
 def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int) -> dict[str, Any]:
@@ -94,38 +95,6 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
         {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down"},
     ],
 }
-
-
-def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[Any, Any]:
-    """The torch path on the same routing (see the module docstring): a callable giving
-    [M, topk, N], and one running its grouped GEMM alone on rows sorted here."""
-    import torch
-
-    x, w, ids, weights = inputs["x"], inputs["w"], inputs["topk_ids"], inputs["topk_weights"]
-    m, topk = ids.shape
-    e, n = int(w.shape[0]), int(w.shape[1])
-    per_slot = problem["gemm"] == "down" and topk > 1
-    out = torch.empty(m * topk, n, dtype=x.dtype, device=x.device)
-    w_t = w.transpose(1, 2)
-
-    ones = torch.ones(m * topk, dtype=torch.int32, device=x.device)
-
-    def route() -> tuple[Any, Any, Any]:
-        flat = ids.flatten()
-        order = flat.argsort(stable=True)
-        counts = torch.zeros(e, dtype=torch.int32, device=x.device).scatter_add_(0, flat, ones)
-        a = x[order] if per_slot else x[order // topk]
-        return order, a, counts.cumsum(0).to(torch.int32)
-
-    def run() -> Any:
-        order, a, offs = route()
-        y = torch._grouped_mm(a, w_t, offs=offs)
-        y = y * weights.flatten()[order, None].to(y.dtype)
-        out.index_copy_(0, order, y)
-        return out.view(m, topk, n)
-
-    _, a_sorted, offs_sorted = route()
-    return run, lambda: torch._grouped_mm(a_sorted, w_t, offs=offs_sorted)
 
 
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],

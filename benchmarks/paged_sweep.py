@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from _sweep import compile_all, copy_gbps, device, geomean, interleaved, medians, on_gpu
-
-BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
+from _vendor import BACKENDS, contiguous_sdpa
 
 
 def _cfg(partition: int, bn: int, warps: int, stages: int) -> dict[str, Any]:
@@ -63,28 +62,6 @@ GRIDS: dict[str, list[str]] = {
         "batch=3,context_len=96,q_heads=4,kv_heads=2,head_dim=64,dtype=float16",
     ],
 }
-
-
-def contiguous_sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: str) -> Any:
-    """SDPA with ``backend`` over the same context gathered into contiguous K and V."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    q, kc, vc, tables = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["block_tables"]
-    b, hq, d = q.shape
-    page, hkv = kc.shape[1], kc.shape[2]
-    n = int(problem["context_len"])
-    idx = tables[:, : -(-n // page)].long()
-    k = kc[idx].reshape(b, -1, hkv, d)[:, :n].transpose(1, 2).contiguous()
-    v = vc[idx].reshape(b, -1, hkv, d)[:, :n].transpose(1, 2).contiguous()
-    q4 = q.unsqueeze(2)
-    chosen = getattr(SDPBackend, backend) if on_gpu() else SDPBackend.MATH
-
-    def run() -> Any:
-        with sdpa_kernel([chosen]):
-            return F.scaled_dot_product_attention(q4, k, v, enable_gqa=hq != hkv)
-
-    return run
 
 
 def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], rounds: int,
