@@ -7,12 +7,15 @@ the sweeps without wheels.
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 
@@ -73,6 +76,9 @@ def compile_all(
                 broken[key].add(list(candidates).index(config))
                 print(f"  failed c{list(candidates).index(config)} on {key}: {err}", flush=True)
     print(f"compiled {len(work)} variants in {time.perf_counter() - start:.0f} s", flush=True)
+    for key, failed in broken.items():
+        if len(failed) == len(candidates):
+            raise SystemExit(f"no candidate config compiled and ran on {key}; see the lines above")
     return broken
 
 
@@ -118,3 +124,40 @@ def copy_gbps() -> float:
     dst = torch.empty_like(src)
     ms = statistics.median(interleaved({"copy": lambda: dst.copy_(src)}, 3)["copy"])
     return 2 * n * 2 / ms / 1e6
+
+
+def add_runnable(entries: dict[str, Any], fns: dict[str, Callable[[], Any]]) -> dict[str, str]:
+    """Run each of ``fns`` once; add those that ran to ``entries``. Label -> the first line of the
+    RuntimeError of each that refused (e.g. an SDPA backend that does not take the problem)."""
+    refused: dict[str, str] = {}
+    for label, fn in fns.items():
+        try:
+            fn()
+        except RuntimeError as exc:
+            refused[label] = str(exc).splitlines()[0][:200]
+            continue
+        entries[label] = fn
+    return refused
+
+
+def finish(
+    out: Path,
+    summary: dict[str, Any],
+    candidates: Sequence[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    start: float,
+) -> None:
+    """Complete ``summary`` (every winner within tolerance, wall time, argv), write it with the
+    candidates and rows to ``out`` and print it."""
+    summary = {
+        **summary,
+        "all_winners_within_tolerance": all(
+            r["winner_max_rel_error"] <= r["tolerance"] for r in rows
+        ),
+        "wall_s": time.perf_counter() - start,
+        "argv": sys.argv,
+    }
+    out.write_text(
+        json.dumps({"summary": summary, "candidates": list(candidates), "rows": rows}, indent=1)
+    )
+    print(json.dumps({k: v for k, v in summary.items() if k != "compile_failures"}, indent=1))

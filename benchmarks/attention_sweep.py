@@ -20,13 +20,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _sweep import compile_all, device, geomean, interleaved, medians, on_gpu  # this folder
+from _sweep import (  # this folder
+    add_runnable,
+    compile_all,
+    device,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    on_gpu,
+)
 from _vendor import BACKENDS, packed_sdpa
 
 
@@ -39,7 +47,8 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
         "num_stages": stages,
         "TMA": flags.get("tma", False),
         "HEAVY_FIRST": flags.get("heavy", False),
-        "WARP_SPECIALIZE": flags.get("ws", False),
+        # A GPU-only parameter: absent from the interpreter's space.
+        **({"WARP_SPECIALIZE": flags.get("ws", False)} if on_gpu() else {}),
     }
 
 
@@ -171,15 +180,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     for i, config in enumerate(candidates):
         if i not in broken:
             entries[f"c{i}"] = spec.make_launcher(inputs, config)
-    not_run: dict[str, str] = {}
-    for backend in BACKENDS:
-        fn = packed_sdpa(inputs, problem, backend)
-        try:
-            fn()
-        except RuntimeError as exc:
-            not_run[backend] = str(exc).splitlines()[0][:200]
-            continue
-        entries[backend] = fn
+    not_run = add_runnable(entries, {b: packed_sdpa(inputs, problem, b) for b in BACKENDS})
     times = interleaved(entries, rounds)
     med = medians(times)
     tried = [n for n in med if n.startswith("c")]
@@ -275,16 +276,8 @@ def main() -> None:
             [r["default_ms"] / r["best_ms"] for r in rows if r["default_ms"]]
         ),
         "wins": wins,
-        "all_winners_within_tolerance": all(
-            r["winner_max_rel_error"] <= r["tolerance"] for r in rows
-        ),
-        "wall_s": time.perf_counter() - start,
-        "argv": sys.argv,
     }
-    args.out.write_text(
-        json.dumps({"summary": summary, "candidates": candidates, "rows": rows}, indent=1)
-    )
-    print(json.dumps({k: v for k, v in summary.items() if k != "compile_failures"}, indent=1))
+    finish(args.out, summary, candidates, rows, start)
 
 
 if __name__ == "__main__":

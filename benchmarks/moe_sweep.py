@@ -26,13 +26,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _sweep import compile_all, device, geomean, interleaved, medians, on_gpu  # this folder
+from _sweep import (  # this folder
+    compile_all,
+    device,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    on_gpu,
+)
 from _vendor import grouped_mm_path
 
 
@@ -198,16 +205,8 @@ def main() -> None:
         if ratios
         else None,
         "geomean_best_vs_default": geomean([r["default_ms"] / r["best_ms"] for r in rows]),
-        "all_winners_within_tolerance": all(
-            r["winner_max_rel_error"] <= r["tolerance"] for r in rows
-        ),
-        "wall_s": time.perf_counter() - start,
-        "argv": sys.argv,
     }
-    args.out.write_text(
-        json.dumps({"summary": summary, "candidates": candidates, "rows": rows}, indent=1)
-    )
-    print(json.dumps(summary, indent=1))
+    finish(args.out, summary, candidates, rows, start)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _sweep import compile_all, copy_gbps, device, geomean, interleaved, medians, on_gpu
+from _sweep import (
+    add_runnable,
+    compile_all,
+    copy_gbps,
+    device,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    on_gpu,
+)
 from _vendor import BACKENDS, contiguous_sdpa
 
 
@@ -77,15 +86,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     entries: dict[str, Any] = {
         f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
     }
-    not_run: dict[str, str] = {}
-    for backend in BACKENDS:
-        fn = contiguous_sdpa(inputs, problem, backend)
-        try:
-            fn()
-        except RuntimeError as exc:
-            not_run[backend] = str(exc).splitlines()[0][:200]
-            continue
-        entries[backend] = fn
+    not_run = add_runnable(entries, {b: contiguous_sdpa(inputs, problem, b) for b in BACKENDS})
     med = medians(interleaved(entries, rounds))
     best = min((k for k in med if k.startswith("c")), key=med.__getitem__)
     ran = [b for b in BACKENDS if b in med]
@@ -172,16 +173,8 @@ def main() -> None:
         "geomean_vs_fastest_backend": geomean(
             [r["vs_fastest_backend"] for r in rows if "vs_fastest_backend" in r]
         ),
-        "all_winners_within_tolerance": all(
-            r["winner_max_rel_error"] <= r["tolerance"] for r in rows
-        ),
-        "wall_s": time.perf_counter() - start,
-        "argv": sys.argv,
     }
-    args.out.write_text(
-        json.dumps({"summary": summary, "candidates": candidates, "rows": rows}, indent=1)
-    )
-    print(json.dumps(summary, indent=1))
+    finish(args.out, summary, candidates, rows, start)
 
 
 if __name__ == "__main__":
