@@ -38,8 +38,10 @@ class JobStatus(str, enum.Enum):
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
     # running -> running: a driver resuming a job whose previous driver died.
+    # running -> queued: a driver told to stop (its lease lost, a scheduler shutting down)
+    # hands the job back for a new owner to resume.
     JobStatus.RUNNING: frozenset(
-        {JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}
+        {JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}
     ),
     JobStatus.DONE: frozenset(),
     JobStatus.FAILED: frozenset({JobStatus.RUNNING}),

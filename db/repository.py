@@ -280,7 +280,8 @@ def set_job_status(
     """Move job ``job_id`` to ``status`` along :data:`db.models.JOB_TRANSITIONS`.
 
     Entering ``running`` stamps ``started_at`` (first time only) and, on resume, clears the finish
-    time, the error and any cancel request; entering done/failed/cancelled stamps ``finished_at``.
+    time, the error and any cancel request; entering done/failed/cancelled stamps ``finished_at``
+    (``queued`` again, from ``running``: the job waits for a new owner, nothing is stamped).
     Raises InvalidTransition for a move the state machine forbids, NotFound for an unknown job.
     """
     target = _coerce(JobStatus, status, "job status")
@@ -293,7 +294,7 @@ def set_job_status(
         job.finished_at = None
         job.cancel_requested = False
         job.error = None
-    else:
+    elif target is not JobStatus.QUEUED:
         job.finished_at = now
     if error is not None:
         job.error = error

@@ -1,0 +1,186 @@
+"""The sampler registry: one table of name -> factory, from which job validation, the CLI help
+and the search benchmark's list come.
+
+A sampler is a :class:`SamplerEntry`: its name, a factory ``(seed, budget, encoding) ->
+optuna.samplers.BaseSampler``, one line of help, whether it needs every parameter encoded as a
+number, which spaces it fits, and the modules it needs. Built-ins: ``local`` (the default),
+``tpe``, ``gp``, ``random``, ``grid``, ``cmaes``. A team adds one without forking, like a kernel:
+an entry point of the group ``tunefleet.samplers`` whose value is ``module:ATTRIBUTE`` naming a
+``SamplerEntry`` (in pyproject.toml: ``[project.entry-points."tunefleet.samplers"]`` ``mine =
+"my_pkg.sampler:ENTRY"``), or :func:`register` in-process. Names come only from this table: a
+job spec naming anything else is refused, never imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+import optuna
+from optuna.samplers import BaseSampler
+
+from orchestrator.encoding import Encoding
+from orchestrator.errors import JobSpecError
+from orchestrator.samplers.grid import AskTellGridSampler
+from orchestrator.samplers.local import LocalSearchSampler
+from search_spaces.space import DeviceLimits, Space
+
+ENTRY_POINT_GROUP = "tunefleet.samplers"
+DEFAULT = "local"
+
+SamplerFactory = Callable[[int, int, Encoding], BaseSampler]
+#: ``(space, limits) -> None`` if the sampler can search the space on the device, else why not.
+Fits = Callable[[Space, DeviceLimits], str | None]
+
+
+def fits_any(space: Space, limits: DeviceLimits) -> str | None:
+    """Every space fits."""
+    return None
+
+
+@dataclass(frozen=True)
+class SamplerEntry:
+    """One registered sampler (see the module docstring); ``numeric``: every parameter is
+    encoded as an index (CMA-ES needs numbers); ``requires``: importable modules it needs."""
+
+    name: str
+    factory: SamplerFactory
+    help: str
+    numeric: bool = False
+    fits: Fits = fits_any
+    requires: tuple[str, ...] = ()
+
+    def missing(self) -> str | None:
+        """The first module of ``requires`` that is not installed, else None."""
+        return next((m for m in self.requires if importlib.util.find_spec(m) is None), None)
+
+    def encoding(self, space: Space, limits: DeviceLimits) -> Encoding:
+        """The encoding this sampler searches ``space`` in on ``limits``."""
+        return Encoding(space, limits, numeric_only=self.numeric)
+
+    def make(self, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
+        """The Optuna sampler for one study (Optuna's experimental warnings silenced)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return self.factory(seed, budget, encoding)
+
+
+def startup_trials(budget: int) -> int:
+    """Random trials before a model-based sampler takes over: a quarter of the budget, 3 to 10."""
+    return max(3, min(10, budget // 4))
+
+
+def _local(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return LocalSearchSampler(enc.distributions(), seed, startup_trials(budget), enc.valid_params)
+
+
+def _tpe(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return optuna.samplers.TPESampler(
+        seed=seed, multivariate=True, constant_liar=True, n_startup_trials=startup_trials(budget)
+    )
+
+
+def _gp(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup_trials(budget))
+
+
+def _random(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _grid(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return AskTellGridSampler(enc.grid(), seed=seed)
+
+
+def _cmaes(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup_trials(budget))
+
+
+BUILTINS: tuple[SamplerEntry, ...] = (
+    SamplerEntry(
+        "local",
+        _local,
+        "random startup, then unasked neighbours of the best configs (the default)",
+    ),
+    SamplerEntry("tpe", _tpe, "Optuna's TPE, multivariate, constant liar"),
+    SamplerEntry("gp", _gp, "Optuna's Gaussian process"),
+    SamplerEntry("random", _random, "uniform over the space"),
+    SamplerEntry("grid", _grid, "every config once, in random order"),
+    SamplerEntry(
+        "cmaes", _cmaes, "Optuna's CMA-ES over parameter indices", numeric=True, requires=("cmaes",)
+    ),
+)
+
+_registered: dict[str, SamplerEntry] = {}
+
+
+def register(
+    name: str,
+    factory: SamplerFactory,
+    *,
+    help: str,
+    numeric: bool = False,
+    fits: Fits = fits_any,
+    requires: tuple[str, ...] = (),
+) -> SamplerEntry:
+    """Add a sampler under ``name`` for this process (a built-in or entry point of that name
+    is replaced); returns its entry."""
+    entry = SamplerEntry(name, factory, help, numeric, fits, requires)
+    _registered[name] = entry
+    return entry
+
+
+def _entry_points() -> dict[str, SamplerEntry]:
+    out: dict[str, SamplerEntry] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry = ep.load()
+        except Exception as exc:  # an installed plug-in that does not import is its owner's bug
+            raise JobSpecError(
+                f"sampler entry point {ep.name!r} ({ep.value}) does not import: {exc}"
+            ) from None
+        if not isinstance(entry, SamplerEntry):
+            raise JobSpecError(
+                f"sampler entry point {ep.name!r} ({ep.value}) is a {type(entry).__name__}, "
+                "not an orchestrator.samplers.SamplerEntry"
+            )
+        out[ep.name] = entry if entry.name == ep.name else _renamed(entry, ep.name)
+    return out
+
+
+def _renamed(entry: SamplerEntry, name: str) -> SamplerEntry:
+    return SamplerEntry(name, entry.factory, entry.help, entry.numeric, entry.fits, entry.requires)
+
+
+def entries() -> dict[str, SamplerEntry]:
+    """Name -> entry: built-ins, then installed entry points, then :func:`register`ed ones (a
+    later one of the same name wins)."""
+    return {**{e.name: e for e in BUILTINS}, **_entry_points(), **_registered}
+
+
+def names() -> list[str]:
+    """Registered sampler names, the default first, then alphabetical."""
+    return sorted(entries(), key=lambda n: (n != DEFAULT, n))
+
+
+def get(name: str) -> SamplerEntry:
+    """The entry of ``name``; raises JobSpecError (one line, the known names) if unknown or if
+    a module it needs is missing."""
+    known = entries()
+    entry = known.get(name)
+    if entry is None:
+        choices = ", ".join(sorted(known, key=lambda n: (n != DEFAULT, n)))
+        raise JobSpecError(f"unknown sampler {name!r}; choose one of {choices}")
+    missing = entry.missing()
+    if missing is not None:
+        raise JobSpecError(f"sampler {name} needs the {missing!r} package: pip install {missing}")
+    return entry
+
+
+def help_text() -> str:
+    """One line for ``--sampler``: every name with its help."""
+    known = entries()
+    return "; ".join(f"{n}: {known[n].help}" for n in names()) + "."

@@ -1,0 +1,77 @@
+"""Warm start: the configs a new study asks first, from what the database already holds.
+
+In order: configs measured for this key (kernel version, problem, class, objective) by any job,
+fastest first, at most the budget (answered from the database, never re-measured); the spec's
+default; the best configs of the ``WARM_NEIGHBOURS`` nearest problems on this class (distance:
+:func:`search_spaces.problem.problem_distance`); the next fastest configs measured for the
+nearest one (up to its ``WARM_NEAREST_TOP`` fastest); the best configs of this problem on other
+classes. Deduplicated, first place kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from sqlalchemy.orm import Session
+
+from db import Objective, TrialOutcome, repository
+from search_spaces.problem import Problem, problem_distance
+from search_spaces.space import Config, DeviceLimits, config_key
+from search_spaces.spec import KernelSpec
+
+#: Best configs of other problems / classes enqueued as warm start, per source.
+WARM_NEIGHBOURS = 5
+#: Fastest configs of the nearest problem enqueued as warm start (its best among them).
+WARM_NEAREST_TOP = 8
+
+
+def measured_for_key(
+    s: Session, kernel_id: int, pkey: str, class_id: int, objective: Objective
+) -> list[tuple[Config, float | None]]:
+    """Configs measured for this key by any job (not infra): ok ones fastest first, then the
+    rest (time None)."""
+    seen: dict[str, tuple[Config, float | None]] = {}
+    for row in repository.measured_for_key(s, kernel_id, pkey, class_id, objective):
+        value = row.median_ms if row.outcome is TrialOutcome.OK else None
+        seen.setdefault(config_key(row.config), (dict(row.config), value))
+    return sorted(seen.values(), key=lambda cv: (cv[1] is None, cv[1] or 0.0))
+
+
+def warm_configs(
+    s: Session,
+    kernel: KernelSpec,
+    version: str,
+    kernel_id: int,
+    problem: Problem,
+    pkey: str,
+    class_key: str,
+    class_id: int,
+    limits: DeviceLimits,
+    objective: Objective,
+    budget: int,
+) -> list[Config]:
+    """The warm-start configs of one study (see the module docstring)."""
+    measured = measured_for_key(s, kernel_id, pkey, class_id, objective)
+    configs = [c for c, _ in measured[:budget]]
+    configs.append(kernel.default_for(limits))
+    bests = repository.get_best(s, kernel.name, kernel_version=version, objective=objective)
+    near = sorted(
+        (
+            (problem_distance(problem, dict(json.loads(b.problem_key))), b.problem_key, b.config)
+            for b in bests
+            if b.device_class_key == class_key and b.problem_key != pkey
+        ),
+        key=lambda dkc: dkc[0],
+    )
+    near = [dkc for dkc in near if math.isfinite(dkc[0])]
+    configs.extend(c for _, _, c in near[:WARM_NEIGHBOURS])
+    if near:
+        nearest = measured_for_key(s, kernel_id, near[0][1], class_id, objective)
+        configs.extend(c for c, ms in nearest[:WARM_NEAREST_TOP] if ms is not None)
+    others = sorted(
+        (b for b in bests if b.problem_key == pkey and b.device_class_key != class_key),
+        key=lambda b: b.time_ms,
+    )
+    configs.extend(b.config for b in others[:WARM_NEIGHBOURS])
+    return list({config_key(c): dict(c) for c in configs}.values())
