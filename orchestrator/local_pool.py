@@ -3,14 +3,17 @@
 :class:`LocalPool` implements :class:`orchestrator.pool.Pool` with one
 :class:`orchestrator.worker.TrialWorker` per plan, built from the same plans and options as the
 Ray pool (``WorkerPlan("replay", paths)``, ``WorkerPlan("interpreter")``) and so through the same
-runners. Trials run one after another, in the order they were submitted, inside :meth:`wait`;
-a worker is never lost and never retired. For tests of the driver and single-process tools.
+runners. Trials run one at a time in the order they were submitted, the oldest in each
+:meth:`wait` call (so the driver sees results arrive while others are in flight, as on a
+cluster); a worker is never lost and never retired. For tests of the driver and single-process
+tools.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections import deque
 from collections.abc import Sequence
 
 from orchestrator.errors import NoWorkersError
@@ -44,7 +47,8 @@ class LocalPool:
             for n, w in enumerate(self._workers)
         ]
         self._slots = [self.options.slots(plan) for plan in plans]
-        self._queued: list[list[tuple[TrialRequest, object]]] = [[] for _ in plans]
+        self._queue: deque[tuple[int, TrialRequest, object]] = deque()
+        self._load = [0] * len(plans)  # queued trials per worker
         self._closed = False
 
     def classes(self) -> dict[str, WorkerInfo]:
@@ -60,33 +64,33 @@ class LocalPool:
 
     def free_slots(self, class_key: str) -> int:
         return sum(
-            max(0, self._slots[n] - len(self._queued[n]))
+            max(0, self._slots[n] - self._load[n])
             for n, info in enumerate(self._infos)
             if info.class_key == class_key and not self._closed
         )
 
     @property
     def in_flight(self) -> int:
-        return sum(len(q) for q in self._queued)
+        return len(self._queue)
 
     def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
         live = [n for n, info in enumerate(self.workers()) if info.class_key == class_key]
         if not live:
             raise NoWorkersError(f"no live worker of class {class_key!r} is left")
-        n = min(live, key=lambda i: len(self._queued[i]))
-        self._queued[n].append((request, tag))
+        n = min(live, key=lambda i: self._load[i])
+        self._queue.append((n, request, tag))
+        self._load[n] += 1
         return self._infos[n]
 
     def wait(self, timeout: float) -> list[Done]:
-        """Measure every queued trial now (``timeout`` is not needed: nothing waits on others)."""
-        out: list[Done] = []
-        for n, queue in enumerate(self._queued):
-            while queue:
-                request, tag = queue.pop(0)
-                measurement = self._workers[n].run(request)
-                measurement.worker = self._infos[n].worker
-                out.append(Done(request, tag, measurement, self._infos[n]))
-        return out
+        """Measure the oldest queued trial now (``timeout`` unused: it never waits on others)."""
+        if not self._queue:
+            return []
+        n, request, tag = self._queue.popleft()
+        self._load[n] -= 1
+        measurement = self._workers[n].run(request)
+        measurement.worker = self._infos[n].worker
+        return [Done(request, tag, measurement, self._infos[n])]
 
     def retime(
         self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
@@ -102,6 +106,12 @@ class LocalPool:
             (medians,) = self._workers[live[0]].retime([(kernel, problem, configs)], rounds)
             out.append(medians)
         return out
+
+    def call_logs(self) -> dict[str, list[str]]:
+        """Worker -> the trials it was asked to run (``kernel|problem key|config key``)."""
+        return {
+            info.worker: w.call_log() for info, w in zip(self._infos, self._workers, strict=True)
+        }
 
     def shutdown(self, grace_s: float = 10.0) -> None:
         if self._closed:

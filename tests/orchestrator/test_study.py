@@ -8,13 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
-import pytest
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study as OptunaStudy
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
-from orchestrator import samplers
 from orchestrator.encoding import Encoding
 from orchestrator.search import IDLE_LIMIT, SearchStudy
 from orchestrator.study import Answer, Study
@@ -162,25 +160,3 @@ def test_a_dropped_config_is_told_without_a_time_and_not_counted() -> None:
     assert config is not None
     study.drop(config)
     assert states(study) == ["PRUNED"] and study.counted == 0 and not study.pending
-
-
-@pytest.mark.parametrize("name", samplers.names())
-def test_every_registered_sampler_drives_a_study_over_the_space(name: str) -> None:
-    """Contract over the registry, on a toy space: each sampler proposes only valid, new configs
-    through Study until the budget is spent."""
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    entry = samplers.get(name)
-    encoding = entry.encoding(SPACE, LIMITS)
-    search = SearchStudy(
-        optuna.create_study(sampler=entry.make(0, 6, encoding)), encoding, random.Random(0)
-    )
-    study = Study(search, SPACE, LIMITS, 6)
-    seen: set[str] = set()
-    while study.wants():
-        config = study.propose(IDLE_LIMIT + 20)
-        assert config is not None and SPACE.violation(config, LIMITS) is None
-        assert config_key(config) not in seen
-        seen.add(config_key(config))
-        study.tell(config, Answer(float(int(config["a"]) + int(config["b"])), row=len(seen)))
-    assert len(seen) == 6 and study.best_ms == 2.0
-    assert {t.state for t in search.study.get_trials()} <= {TrialState.COMPLETE, TrialState.PRUNED}
