@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.orm import Session
 
 from db import Objective, TrialOutcome, repository
-from search_spaces.problem import Problem, problem_distance
+from search_spaces.problem import Problem, problem_distance, problem_key
 from search_spaces.space import Config, DeviceLimits, config_key
 from search_spaces.spec import KernelSpec
 
@@ -38,6 +39,32 @@ def measured_for_key(
     return sorted(seen.values(), key=lambda cv: (cv[1] is None, cv[1] or 0.0))
 
 
+def warm_order(
+    problem: Problem,
+    default: Config | None,
+    bests: Sequence[tuple[Problem, Config]],
+    fastest_of: Callable[[Problem], Sequence[Config]],
+    measured: Sequence[Config] = (),
+    other_classes: Sequence[Config] = (),
+) -> list[Config]:
+    """The warm-start order (see the module docstring) from its sources: ``measured`` (this
+    key's configs, fastest first), the ``default``, ``bests`` (other problems of this class and
+    their best config; ties in distance keep this order), ``fastest_of`` (a problem's fastest
+    configs, fastest first; asked only for the nearest), ``other_classes`` (this problem's best
+    configs on other classes, fastest first). Deduplicated, first place kept."""
+    configs = [*measured, *([default] if default is not None else [])]
+    near = sorted(
+        ((problem_distance(problem, other), other, config) for other, config in bests),
+        key=lambda dpc: dpc[0],
+    )
+    near = [dpc for dpc in near if math.isfinite(dpc[0])]
+    configs.extend(c for _, _, c in near[:WARM_NEIGHBOURS])
+    if near:
+        configs.extend(fastest_of(near[0][1])[:WARM_NEAREST_TOP])
+    configs.extend(other_classes[:WARM_NEIGHBOURS])
+    return list({config_key(c): dict(c) for c in configs}.values())
+
+
 def warm_configs(
     s: Session,
     kernel: KernelSpec,
@@ -51,27 +78,28 @@ def warm_configs(
     objective: Objective,
     budget: int,
 ) -> list[Config]:
-    """The warm-start configs of one study (see the module docstring)."""
-    measured = measured_for_key(s, kernel_id, pkey, class_id, objective)
-    configs = [c for c, _ in measured[:budget]]
-    configs.append(kernel.default_for(limits))
+    """The warm-start configs of one study from the database (see the module docstring)."""
     bests = repository.get_best(s, kernel.name, kernel_version=version, objective=objective)
-    near = sorted(
-        (
-            (problem_distance(problem, dict(json.loads(b.problem_key))), b.problem_key, b.config)
+
+    def fastest_of(other: Problem) -> list[Config]:
+        ranked = measured_for_key(s, kernel_id, problem_key(other), class_id, objective)
+        return [c for c, ms in ranked if ms is not None]
+
+    return warm_order(
+        problem,
+        kernel.default_for(limits),
+        [
+            (dict(json.loads(b.problem_key)), b.config)
             for b in bests
             if b.device_class_key == class_key and b.problem_key != pkey
-        ),
-        key=lambda dkc: dkc[0],
+        ],
+        fastest_of,
+        measured=[c for c, _ in measured_for_key(s, kernel_id, pkey, class_id, objective)[:budget]],
+        other_classes=[
+            b.config
+            for b in sorted(
+                (b for b in bests if b.problem_key == pkey and b.device_class_key != class_key),
+                key=lambda b: b.time_ms,
+            )
+        ],
     )
-    near = [dkc for dkc in near if math.isfinite(dkc[0])]
-    configs.extend(c for _, _, c in near[:WARM_NEIGHBOURS])
-    if near:
-        nearest = measured_for_key(s, kernel_id, near[0][1], class_id, objective)
-        configs.extend(c for c, ms in nearest[:WARM_NEAREST_TOP] if ms is not None)
-    others = sorted(
-        (b for b in bests if b.problem_key == pkey and b.device_class_key != class_key),
-        key=lambda b: b.time_ms,
-    )
-    configs.extend(b.config for b in others[:WARM_NEIGHBOURS])
-    return list({config_key(c): dict(c) for c in configs}.values())

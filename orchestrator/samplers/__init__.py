@@ -18,20 +18,20 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
-import optuna
-from optuna.samplers import BaseSampler
-
-from orchestrator.encoding import Encoding
 from orchestrator.errors import JobSpecError
-from orchestrator.samplers.grid import AskTellGridSampler
-from orchestrator.samplers.local import LocalSearchSampler
 from search_spaces.space import DeviceLimits, Space
+
+if TYPE_CHECKING:  # Optuna loads when a sampler is made, not when a job spec is checked
+    from optuna.samplers import BaseSampler
+
+    from orchestrator.encoding import Encoding
 
 ENTRY_POINT_GROUP = "tunefleet.samplers"
 DEFAULT = "local"
 
-SamplerFactory = Callable[[int, int, Encoding], BaseSampler]
+SamplerFactory = Callable[[int, int, "Encoding"], "BaseSampler"]
 #: ``(space, limits) -> None`` if the sampler can search the space on the device, else why not.
 Fits = Callable[[Space, DeviceLimits], str | None]
 
@@ -59,10 +59,14 @@ class SamplerEntry:
 
     def encoding(self, space: Space, limits: DeviceLimits) -> Encoding:
         """The encoding this sampler searches ``space`` in on ``limits``."""
+        from orchestrator.encoding import Encoding
+
         return Encoding(space, limits, numeric_only=self.numeric)
 
     def make(self, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
         """The Optuna sampler for one study (Optuna's experimental warnings silenced)."""
+        import optuna
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return self.factory(seed, budget, encoding)
@@ -74,28 +78,40 @@ def startup_trials(budget: int) -> int:
 
 
 def _local(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    from orchestrator.samplers.local import LocalSearchSampler
+
     return LocalSearchSampler(enc.distributions(), seed, startup_trials(budget), enc.valid_params)
 
 
 def _tpe(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.TPESampler(
         seed=seed, multivariate=True, constant_liar=True, n_startup_trials=startup_trials(budget)
     )
 
 
 def _gp(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup_trials(budget))
 
 
 def _random(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.RandomSampler(seed=seed)
 
 
 def _grid(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    from orchestrator.samplers.grid import AskTellGridSampler
+
     return AskTellGridSampler(enc.grid(), seed=seed)
 
 
 def _cmaes(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup_trials(budget))
 
 
@@ -181,6 +197,10 @@ def get(name: str) -> SamplerEntry:
 
 
 def help_text() -> str:
-    """One line for ``--sampler``: every name with its help."""
-    known = entries()
+    """One line for ``--sampler``: every name with its help (a plug-in that does not load is
+    named there instead, so help still shows)."""
+    try:
+        known = entries()
+    except JobSpecError as exc:
+        return f"{', '.join(e.name for e in BUILTINS)} ({exc})"
     return "; ".join(f"{n}: {known[n].help}" for n in names()) + "."

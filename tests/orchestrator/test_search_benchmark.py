@@ -78,7 +78,7 @@ def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
     bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", times))
     assert (bench.size, bench.optimum, bench.constrained) == (10, 2.0, False)
     runs = [
-        bench_mod.run_seed(bench, *bench_mod.SAMPLERS["random"], seed=s, batch=1) for s in range(5)
+        bench_mod.run_seed(bench, *bench_mod.sampler_table()["random"], seed=s, batch=1) for s in range(5)
     ]
     for run in runs:
         assert run.trace[-1] == 2.0  # stops once the optimum is found
