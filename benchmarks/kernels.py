@@ -105,7 +105,7 @@ def measure_problem(
     """One problem on fresh inputs: the tuned config, the default and the baselines (and a copy of
     the same tensors for memory-bound kernels), all by the objective's timer."""
     from search_spaces import get_spec
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()

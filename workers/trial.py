@@ -259,7 +259,7 @@ def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float
     """(max_rel_error, why the output is wrong or None); computes the set's reference once."""
     import torch
 
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     out = chosen.inputs["out"]
     if chosen.reference is None:

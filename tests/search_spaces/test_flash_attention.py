@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
-from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS, max_rel_error
+from search_spaces.accuracy import max_rel_error
+from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS
 from search_spaces.kernels._seqlens import seq_lengths
 from search_spaces.kernels.flash_attention import SPEC
 from search_spaces.problem import ProblemValue
