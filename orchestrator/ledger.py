@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -53,6 +54,27 @@ def triton_minor(version: str | None) -> str:
     if not version:
         return "none"
     return ".".join(version.split(".")[:2])
+
+
+def _measured(
+    samples_ms: list[float] | None,
+    median_ms: float | None,
+    iqr_ms: float | None,
+    max_rel_error: float | None,
+    error: str | None,
+    worker: str | None,
+    host: str | None,
+) -> dict[str, Any]:
+    """The measurement columns of a trial row."""
+    return {
+        "samples_ms": samples_ms,
+        "median_ms": median_ms,
+        "iqr_ms": iqr_ms,
+        "max_rel_error": max_rel_error,
+        "error": error,
+        "worker": worker,
+        "host": host,
+    }
 
 
 def _finite(value: float | None) -> float | None:
@@ -155,26 +177,23 @@ class Ledger:
                 )
                 if prior is None:
                     return None
-                row_id = repository.record_trial(
+                row_id = self._write(
                     s,
-                    kernel_id=kernel_id,
-                    problem_key=plan.problem_key,
-                    device_class_id=rows.class_id,
-                    config=config,
-                    config_key=key,
-                    outcome=prior.outcome,
-                    job_id=self.job_id,
-                    study_id=rows.study_id,
-                    environment_id=prior.environment_id,
-                    samples_ms=prior.samples_ms,
-                    median_ms=prior.median_ms,
-                    iqr_ms=prior.iqr_ms,
-                    max_rel_error=prior.max_rel_error,
-                    error=prior.error,
-                    worker=prior.worker,
-                    host=prior.host,
+                    kernel_id,
+                    rows,
+                    config,
+                    prior.outcome,
+                    prior.environment_id,
                     reused=True,
-                    objective=self._objective,
+                    **_measured(
+                        prior.samples_ms,
+                        prior.median_ms,
+                        prior.iqr_ms,
+                        prior.max_rel_error,
+                        prior.error,
+                        prior.worker,
+                        prior.host,
+                    ),
                 )
             if prior.outcome is TrialOutcome.OK:
                 return Answer(prior.median_ms, row_id)
@@ -185,32 +204,55 @@ class Ledger:
     def record(self, kernel_id: int, rows: StudyRows, done: Done) -> Answer:
         """Commit one measured (or lost) trial; its answer for the study."""
         m = done.measurement
-        plan = rows.plan
         with self.database.session() as s:
-            row_id = repository.record_trial(
+            env = self._environment(s, done.worker, rows.class_id)
+            row_id = self._write(
                 s,
-                kernel_id=kernel_id,
-                problem_key=plan.problem_key,
-                device_class_id=rows.class_id,
-                config=done.request.config,
-                config_key=config_key(done.request.config),
-                outcome=m.outcome.value,
-                job_id=self.job_id,
-                study_id=rows.study_id,
-                environment_id=self._environment(s, done.worker, rows.class_id),
-                samples_ms=list(m.samples_ms) or None,
-                median_ms=m.median_ms,
-                iqr_ms=m.iqr_ms,
-                max_rel_error=_finite(m.max_rel_error),
+                kernel_id,
+                rows,
+                done.request.config,
+                m.outcome.value,
+                env,
                 compile_s=m.compile_s,
                 run_s=m.run_s,
-                error=m.error,
-                worker=m.worker,
-                host=m.host,
-                objective=self._objective,
+                **_measured(
+                    list(m.samples_ms) or None,
+                    m.median_ms,
+                    m.iqr_ms,
+                    _finite(m.max_rel_error),
+                    m.error,
+                    m.worker,
+                    m.host,
+                ),
             )
         ok = m.outcome is Outcome.OK and m.median_ms is not None
         return Answer(m.median_ms, row_id) if ok else Answer(None)
+
+    def _write(
+        self,
+        s: Session,
+        kernel_id: int,
+        rows: StudyRows,
+        config: Config,
+        outcome: TrialOutcome | str,
+        environment_id: int | None,
+        **fields: Any,
+    ) -> int:
+        """``record_trial`` with this job's, study's and key's ids filled in; the row id."""
+        return repository.record_trial(
+            s,
+            kernel_id=kernel_id,
+            problem_key=rows.plan.problem_key,
+            device_class_id=rows.class_id,
+            config=config,
+            config_key=config_key(config),
+            outcome=outcome,
+            job_id=self.job_id,
+            study_id=rows.study_id,
+            environment_id=environment_id,
+            objective=self._objective,
+            **fields,
+        )
 
     def cancel_requested(self) -> bool:
         with self.database.session(readonly=True) as s:

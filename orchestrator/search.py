@@ -9,9 +9,9 @@ a constraint or did not produce a valid time is PRUNED, which TPE counts among t
 
 Storage: Optuna's in-memory storage. The database's trial rows are the record: a resumed job
 rebuilds each study from them (:meth:`SearchStudy.add_history`). With Optuna's RDB storage the
-driver managed 20 trials/s on replayed trials, in memory 404 (benchmarks/results/cpu/
-driver_throughput.txt); on two H200s it had capped a job near 10 trials/s
-(benchmarks/results/h200/scaling/). Constraint-rejected asks are not rebuilt: asked again after a
+driver managed 20 trials/s on replayed trials, in memory 404
+(benchmarks/results/driver_throughput/2026-11-30-08e6ee2-cpu/); on two H200s it had capped a job
+near 10 trials/s (benchmarks/results/scaling/2026-11-30-08e6ee2-h200x2/). Constraint-rejected asks are not rebuilt: asked again after a
 resume, they are rejected again for free.
 """
 

@@ -28,6 +28,7 @@ from search_spaces.space import (
     Vendor,
     config_key,
 )
+from tests.orchestrator.scripted import Scripted
 from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
 from workers.measurement import Outcome
 
@@ -48,29 +49,8 @@ def _landscape(path: Path, times: Mapping[tuple[int, int], float], kernel: str =
     )
 
 
-class _Fixed(BaseSampler):
-    """Proposes the given encoded points in order (a deterministic stand-in for a model)."""
-
-    def __init__(self, distributions: Mapping[str, BaseDistribution], points: Sequence[dict]):
-        self._distributions = dict(distributions)
-        self._points = list(points)
-
-    def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return dict(self._distributions)
-
-    def sample_relative(
-        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        return self._points.pop(0)
-
-    def sample_independent(self, *args: Any) -> Any:
-        raise AssertionError("every point is given")
-
-
 def _fixed(points: Sequence[dict]) -> Any:
-    return lambda seed, budget, enc: _Fixed(enc.distributions(), points)
+    return lambda seed, budget, enc: Scripted(enc.distributions(), points)
 
 
 def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
@@ -78,7 +58,8 @@ def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
     bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", times))
     assert (bench.size, bench.optimum, bench.constrained) == (10, 2.0, False)
     runs = [
-        bench_mod.run_seed(bench, *bench_mod.sampler_table()["random"], seed=s, batch=1) for s in range(5)
+        bench_mod.run_seed(bench, *bench_mod.sampler_table()["random"], seed=s, batch=1)
+        for s in range(5)
     ]
     for run in runs:
         assert run.trace[-1] == 2.0  # stops once the optimum is found

@@ -4,28 +4,17 @@ tell, the stuck-sampler draw)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler
-from optuna.study import Study as OptunaStudy
-from optuna.trial import FrozenTrial
 
 from orchestrator.encoding import Encoding
 from orchestrator.search import IDLE_LIMIT, SearchStudy
 from orchestrator.study import Answer, Study
-from search_spaces.space import (
-    Config,
-    Constraint,
-    DeviceLimits,
-    Param,
-    ParamKind,
-    Space,
-    Vendor,
-    config_key,
-)
+from search_spaces import Config, Constraint, DeviceLimits, Param
+from search_spaces.space import ParamKind, Space, Vendor, config_key
+from tests.orchestrator.scripted import Scripted
 
 #: a in 1..4, b in 1..2 with a * b <= 4: 6 valid configs of 8.
 SPACE = Space(
@@ -44,31 +33,10 @@ def encoded(config: Config) -> dict[str, Any]:
     return {"a": (1, 2, 3, 4).index(int(config["a"])), "b": (1, 2).index(int(config["b"]))}
 
 
-class Scripted(BaseSampler):
-    """Proposes the given configs in order, then the last one forever (a stuck model)."""
-
-    def __init__(self, distributions: Mapping[str, BaseDistribution], configs: Sequence[Config]):
-        self._distributions = dict(distributions)
-        self._points = [encoded(c) for c in configs]
-
-    def infer_relative_search_space(
-        self, study: OptunaStudy, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return dict(self._distributions)
-
-    def sample_relative(
-        self, study: OptunaStudy, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        return self._points.pop(0) if len(self._points) > 1 else dict(self._points[0])
-
-    def sample_independent(self, *args: Any) -> Any:
-        raise AssertionError("every point is given")
-
-
 def make_study(configs: Sequence[Config], budget: int = 6, **kwargs: Any) -> Study:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     encoding = Encoding(SPACE, LIMITS, numeric_only=False)
-    sampler = Scripted(encoding.distributions(), configs)
+    sampler = Scripted(encoding.distributions(), [encoded(c) for c in configs])
     search = SearchStudy(optuna.create_study(sampler=sampler), encoding, random.Random(0))
     return Study(search, SPACE, LIMITS, budget, **kwargs)
 
