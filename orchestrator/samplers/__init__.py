@@ -17,7 +17,7 @@ import importlib.util
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import JobSpecError
@@ -149,47 +149,47 @@ def register(
     return entry
 
 
-def _entry_points() -> dict[str, SamplerEntry]:
-    out: dict[str, SamplerEntry] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            entry = ep.load()
-        except Exception as exc:  # an installed plug-in that does not import is its owner's bug
-            raise JobSpecError(
-                f"sampler entry point {ep.name!r} ({ep.value}) does not import: {exc}"
-            ) from None
-        if not isinstance(entry, SamplerEntry):
-            raise JobSpecError(
-                f"sampler entry point {ep.name!r} ({ep.value}) is a {type(entry).__name__}, "
-                "not an orchestrator.samplers.SamplerEntry"
-            )
-        out[ep.name] = entry if entry.name == ep.name else _renamed(entry, ep.name)
-    return out
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def _renamed(entry: SamplerEntry, name: str) -> SamplerEntry:
-    return SamplerEntry(name, entry.factory, entry.help, entry.numeric, entry.fits, entry.requires)
-
-
-def entries() -> dict[str, SamplerEntry]:
-    """Name -> entry: built-ins, then installed entry points, then :func:`register`ed ones (a
-    later one of the same name wins)."""
-    return {**{e.name: e for e in BUILTINS}, **_entry_points(), **_registered}
+def _load(ep: EntryPoint) -> SamplerEntry:
+    try:
+        entry = ep.load()
+    except Exception as exc:  # an installed plug-in that does not import is its owner's bug
+        raise JobSpecError(
+            f"sampler entry point {ep.name!r} ({ep.value}) does not import: {exc}"
+        ) from None
+    if not isinstance(entry, SamplerEntry):
+        raise JobSpecError(
+            f"sampler entry point {ep.name!r} ({ep.value}) is a {type(entry).__name__}, "
+            "not an orchestrator.samplers.SamplerEntry"
+        )
+    if entry.name == ep.name:
+        return entry
+    return SamplerEntry(
+        ep.name, entry.factory, entry.help, entry.numeric, entry.fits, entry.requires
+    )
 
 
 def names() -> list[str]:
-    """Registered sampler names, the default first, then alphabetical."""
-    return sorted(entries(), key=lambda n: (n != DEFAULT, n))
+    """Sampler names: built-ins, installed entry points and :func:`register`ed ones; the
+    default first, then alphabetical. Lists entry points without importing them."""
+    known = {e.name for e in BUILTINS} | set(_entry_points()) | set(_registered)
+    return sorted(known, key=lambda n: (n != DEFAULT, n))
 
 
 def get(name: str) -> SamplerEntry:
-    """The entry of ``name``; raises JobSpecError (one line, the known names) if unknown or if
-    a module it needs is missing."""
-    known = entries()
-    entry = known.get(name)
+    """The entry of ``name`` (a :func:`register`ed one, else an entry point, else a built-in:
+    the later source wins a name); raises JobSpecError (one line) if the name is unknown, its
+    entry point does not load, or a module it needs is missing. Only this name's entry point
+    is imported, so a broken plug-in breaks only itself."""
+    entry = _registered.get(name)
     if entry is None:
-        choices = ", ".join(sorted(known, key=lambda n: (n != DEFAULT, n)))
-        raise JobSpecError(f"unknown sampler {name!r}; choose one of {choices}")
+        ep = _entry_points().get(name)
+        entry = _load(ep) if ep is not None else next((e for e in BUILTINS if e.name == name), None)
+    if entry is None:
+        raise JobSpecError(f"unknown sampler {name!r}; choose one of {', '.join(names())}")
     missing = entry.missing()
     if missing is not None:
         raise JobSpecError(f"sampler {name} needs the {missing!r} package: pip install {missing}")
@@ -197,10 +197,11 @@ def get(name: str) -> SamplerEntry:
 
 
 def help_text() -> str:
-    """One line for ``--sampler``: every name with its help (a plug-in that does not load is
-    named there instead, so help still shows)."""
-    try:
-        known = entries()
-    except JobSpecError as exc:
-        return f"{', '.join(e.name for e in BUILTINS)} ({exc})"
-    return "; ".join(f"{n}: {known[n].help}" for n in names()) + "."
+    """One line for ``--sampler``: every name with its help (one that does not load says why)."""
+    parts = []
+    for name in names():
+        try:
+            parts.append(f"{name}: {get(name).help}")
+        except JobSpecError as exc:
+            parts.append(f"{name}: unavailable ({exc})")
+    return "; ".join(parts) + "."

@@ -4,7 +4,6 @@ entry-point group (a real dist-info on sys.path), and the checks a job spec goes
 from __future__ import annotations
 
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,28 +55,31 @@ ENTRY = SamplerEntry(
 '''
 
 
-@pytest.fixture
-def toy_plugin(tmp_path: Path) -> Iterator[Path]:
-    """Install ``toy`` as a distribution would: a module and a dist-info naming it in
-    entry_points.txt, on sys.path."""
-    (tmp_path / "toy_sampler.py").write_text(TOY_MODULE)
-    info = tmp_path / "toy_sampler-0.1.dist-info"
+def install(folder: Path, entry_points: str) -> None:
+    """A distribution as pip leaves it: a dist-info with METADATA and entry_points.txt."""
+    info = folder / "toy_sampler-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-sampler\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent(
-            """\
-            [tunefleet.samplers]
-            toy = toy_sampler:ENTRY
-            """
-        )
-    )
+    (info / "entry_points.txt").write_text("[tunefleet.samplers]\n" + entry_points)
+
+
+@pytest.fixture
+def on_path(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path`` on sys.path for the test."""
     sys.path.insert(0, str(tmp_path))
     try:
         yield tmp_path
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("toy_sampler", None)
+
+
+@pytest.fixture
+def toy_plugin(on_path: Path) -> Path:
+    """``toy`` installed through the entry-point group, and ``broken``, whose module is gone."""
+    (on_path / "toy_sampler.py").write_text(TOY_MODULE)
+    install(on_path, "toy = toy_sampler:ENTRY\nbroken = no_such_module:ENTRY\n")
+    return on_path
 
 
 def test_builtins_are_listed_default_first_with_their_help() -> None:
@@ -139,3 +141,11 @@ def test_register_adds_a_sampler_for_this_process(monkeypatch: pytest.MonkeyPatc
     space, limits = get_spec("matmul").space, lookup("H200").limits
     sampler = entry.make(0, 5, entry.encoding(space, limits))
     assert isinstance(sampler, optuna.samplers.RandomSampler)
+
+
+def test_a_plug_in_that_does_not_import_breaks_only_itself(toy_plugin: Path) -> None:
+    assert {"toy", "broken"} <= set(samplers.names())
+    with pytest.raises(JobSpecError, match=r"sampler entry point 'broken' .* does not import"):
+        samplers.get("broken")
+    assert samplers.get("local").name == "local" and samplers.get("toy").name == "toy"
+    assert "broken: unavailable (" in samplers.help_text()
