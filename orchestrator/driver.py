@@ -30,7 +30,7 @@ from typing import cast
 import optuna
 
 from db import Database, JobStatus
-from orchestrator.errors import NoWorkersError
+from orchestrator.errors import JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
 from orchestrator.ledger import Ledger, OpenJob, StudyRows, create_job
 from orchestrator.planning import StudyPlan, plan_job
@@ -146,7 +146,7 @@ class Driver:
 
     def _ledger_of_job(self) -> Ledger:
         if self._ledger is None:
-            raise RuntimeError("the driver has no job loaded")
+            raise JobStateError("the driver has no job loaded")
         return self._ledger
 
     # ----- the loop

@@ -24,7 +24,7 @@ RetimeJob = tuple[str, str, dict[str, Any], list[Config]]
 class WorkerInfo:
     """What a started worker reports: where it runs and which device class it measures."""
 
-    worker: str  # "<node id>/<pid>": unique in the cluster, recorded with each trial
+    worker: str  # unique in the pool ("<Ray node id>/<pid>", "local/<n>"), recorded per trial
     node_id: str
     host: str
     pid: int
