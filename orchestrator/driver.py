@@ -113,7 +113,6 @@ class Driver:
         self._retries: dict[str, list[tuple[TrialRequest, _Ticket]]] = {}
         self._rr: dict[str, int] = {}
         self._ledger: Ledger | None = None
-        self._kernel_id = 0
         self._kernel_name = ""
 
     # ----- setup
@@ -121,7 +120,7 @@ class Driver:
         ledger = Ledger(self.database, job_id)
         job = ledger.open()
         plans = plan_job(job.spec, job.kernel, self.pool)
-        self._ledger, self._kernel_id, self._kernel_name = ledger, job.kernel_id, job.spec.kernel
+        self._ledger, self._kernel_name = ledger, job.spec.kernel
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna").setLevel(logging.WARNING)
         spec = job.spec
@@ -136,7 +135,7 @@ class Driver:
                 limits,
                 spec.trials,
                 valid=rows.plan.valid,
-                reuse=ledger.reuse(job.kernel_id, rows),
+                reuse=ledger.reuse(rows),
             )
             study.restore(rows.history)
             study.warm_start(rows.warm)
@@ -253,7 +252,7 @@ class Driver:
     def _handle(self, done: Done) -> None:
         ticket = cast(_Ticket, done.tag)
         r = ticket.running
-        answer = self._ledger_of_job().record(self._kernel_id, r.rows, done)
+        answer = self._ledger_of_job().record(r.rows, done)
         if done.lost or done.measurement.outcome is Outcome.INFRA:
             if ticket.attempt + 1 < MAX_ATTEMPTS:
                 retry = _Ticket(r, ticket.attempt + 1)

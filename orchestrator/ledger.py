@@ -99,6 +99,7 @@ class Ledger:
         self.job_id = job_id
         self._envs: dict[str, int] = {}
         self._objective = Objective.KERNEL
+        self._kernel_id = 0
 
     def open(self) -> OpenJob:
         """Read the job; raises JobStateError if it is done or made for another kernel version."""
@@ -114,7 +115,7 @@ class Ledger:
             )
         if job.status is JobStatus.DONE:
             raise JobStateError(f"job {self.job_id} is already done; start a new job to tune more")
-        self._objective = spec.objective
+        self._objective, self._kernel_id = spec.objective, job.kernel_id
         return OpenJob(self.job_id, spec, kernel, job.kernel_id, version)
 
     def start(self, job: OpenJob, plans: list[StudyPlan]) -> list[StudyRows]:
@@ -165,7 +166,7 @@ class Ledger:
             repository.set_job_status(s, self.job_id, JobStatus.RUNNING)
         return out
 
-    def reuse(self, kernel_id: int, rows: StudyRows) -> Reuse:
+    def reuse(self, rows: StudyRows) -> Reuse:
         """The study's reuse hook: a config measured for the same key by any job is recorded
         again for this job as a ``reused`` row (counting toward its budget) and answered."""
 
@@ -173,13 +174,12 @@ class Ledger:
             plan = rows.plan
             with self.database.session() as s:
                 prior = repository.find_measured(
-                    s, kernel_id, plan.problem_key, rows.class_id, key, self._objective
+                    s, self._kernel_id, plan.problem_key, rows.class_id, key, self._objective
                 )
                 if prior is None:
                     return None
                 row_id = self._write(
                     s,
-                    kernel_id,
                     rows,
                     config,
                     prior.outcome,
@@ -201,14 +201,13 @@ class Ledger:
 
         return answer
 
-    def record(self, kernel_id: int, rows: StudyRows, done: Done) -> Answer:
+    def record(self, rows: StudyRows, done: Done) -> Answer:
         """Commit one measured (or lost) trial; its answer for the study."""
         m = done.measurement
         with self.database.session() as s:
             env = self._environment(s, done.worker, rows.class_id)
             row_id = self._write(
                 s,
-                kernel_id,
                 rows,
                 done.request.config,
                 m.outcome.value,
@@ -231,7 +230,6 @@ class Ledger:
     def _write(
         self,
         s: Session,
-        kernel_id: int,
         rows: StudyRows,
         config: Config,
         outcome: TrialOutcome | str,
@@ -241,7 +239,7 @@ class Ledger:
         """``record_trial`` with this job's, study's and key's ids filled in; the row id."""
         return repository.record_trial(
             s,
-            kernel_id=kernel_id,
+            kernel_id=self._kernel_id,
             problem_key=rows.plan.problem_key,
             device_class_id=rows.class_id,
             config=config,
