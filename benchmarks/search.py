@@ -69,7 +69,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator import samplers
 from orchestrator.encoding import Encoding
-from orchestrator.samplers import SamplerFactory, startup_trials
+from orchestrator.samplers import SamplerContext, SamplerFactory, startup_trials
 from orchestrator.search import SearchStudy
 from orchestrator.study import Answer, Study
 from orchestrator.warm_start import warm_order
@@ -283,20 +283,18 @@ class NoveltySampler(BaseSampler):
 
 
 def _novel(inner: SamplerFactory) -> SamplerFactory:
-    return lambda seed, budget, enc: NoveltySampler(
-        inner(seed, budget, enc), enc.distributions(), seed
-    )
+    return lambda c: NoveltySampler(inner(c), c.encoding.distributions(), c.seed)
 
 
 def _tpe(multivariate: bool, liar: bool) -> SamplerFactory:
-    def factory(seed: int, budget: int, _enc: Encoding) -> BaseSampler:
+    def factory(c: SamplerContext) -> BaseSampler:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return TPESampler(
-                seed=seed,
+                seed=c.seed,
                 multivariate=multivariate,
                 constant_liar=liar,
-                n_startup_trials=startup_trials(budget),
+                n_startup_trials=startup_trials(c.budget),
             )
 
     return factory
@@ -353,9 +351,8 @@ def run_seed(
     started = time.perf_counter()
     budget = max(1, math.ceil(horizon * bench.size))
     encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
-    optuna_study = optuna.create_study(
-        direction="minimize", sampler=factory(seed, budget, encoding)
-    )
+    sampler = factory(SamplerContext(seed, budget, encoding))
+    optuna_study = optuna.create_study(direction="minimize", sampler=sampler)
     search = SearchStudy(optuna_study, encoding, random.Random(seed))
     study = Study(search, bench.space, bench.limits, budget)
     study.warm_start([dict(c) for c in warm])

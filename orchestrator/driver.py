@@ -127,7 +127,15 @@ class Driver:
         for rows in ledger.start(job, plans):
             limits = rows.plan.info.limits
             search = SearchStudy.create(
-                rows.name, job.kernel.space, limits, spec.sampler, spec.seed, spec.trials
+                rows.name,
+                job.kernel.space,
+                limits,
+                spec.sampler,
+                spec.seed,
+                spec.trials,
+                kernel=job.kernel,
+                problem=rows.plan.problem,
+                device_class=rows.plan.class_key,
             )
             study = Study(
                 search,

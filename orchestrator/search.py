@@ -28,6 +28,7 @@ from optuna.trial import Trial, TrialState
 from orchestrator import samplers
 from orchestrator.encoding import Encoding, valid_configs
 from search_spaces.space import Config, DeviceLimits, Space, Value, config_key
+from search_spaces.spec import KernelSpec
 
 
 def study_name(kernel: str, version: str, problem_key: str, class_key: str, job_id: int) -> str:
@@ -66,13 +67,20 @@ class SearchStudy:
         sampler: str,
         seed: int,
         budget: int,
+        *,
+        kernel: KernelSpec | None = None,
+        problem: Mapping[str, object] | None = None,
+        device_class: str | None = None,
     ) -> SearchStudy:
         """A new in-memory study ``name`` with the registered ``sampler`` built from ``seed``
-        (raises JobSpecError for an unknown one)."""
+        and the study's context (raises JobSpecError for an unknown sampler)."""
         entry = samplers.get(sampler)
         encoding = entry.encoding(space, limits)
+        context = samplers.SamplerContext(
+            seed, budget, encoding, kernel, dict(problem or {}), device_class
+        )
         study = optuna.create_study(
-            study_name=name, direction="minimize", sampler=entry.make(seed, budget, encoding)
+            study_name=name, direction="minimize", sampler=entry.make(context)
         )
         return cls(study, encoding)
 

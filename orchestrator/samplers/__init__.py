@@ -1,8 +1,9 @@
 """The sampler registry: one table of name -> factory, from which job validation, the CLI help
 and the search benchmark's list come.
 
-A sampler is a :class:`SamplerEntry`: its name, a factory ``(seed, budget, encoding) ->
-optuna.samplers.BaseSampler``, one line of help, whether it needs every parameter encoded as a
+A sampler is a :class:`SamplerEntry`: its name, a factory ``(SamplerContext) ->
+optuna.samplers.BaseSampler`` (the context: seed, budget, the study's encoding, its kernel spec,
+problem and device class), one line of help, whether it needs every parameter encoded as a
 number, which spaces it fits, and the modules it needs. Built-ins: ``local`` (the default),
 ``tpe``, ``gp``, ``random``, ``grid``, ``cmaes``. A team adds one without forking, like a kernel:
 an entry point of the group ``tunefleet.samplers`` whose value is ``module:ATTRIBUTE`` naming a
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import JobSpecError
 from search_spaces.space import DeviceLimits, Space
+from search_spaces.spec import KernelSpec
 
 if TYPE_CHECKING:  # Optuna loads when a sampler is made, not when a job spec is checked
     from optuna.samplers import BaseSampler
@@ -31,7 +33,22 @@ if TYPE_CHECKING:  # Optuna loads when a sampler is made, not when a job spec is
 ENTRY_POINT_GROUP = "tunefleet.samplers"
 DEFAULT = "local"
 
-SamplerFactory = Callable[[int, int, "Encoding"], "BaseSampler"]
+
+@dataclass(frozen=True)
+class SamplerContext:
+    """What a factory may use to build the sampler of one study. ``kernel``, ``problem`` and
+    ``device_class`` are None where the caller has none (a benchmark on a landscape of an
+    unshipped kernel); fields may be added, so factories read them by name."""
+
+    seed: int
+    budget: int
+    encoding: Encoding
+    kernel: KernelSpec | None = None
+    problem: Mapping[str, object] = field(default_factory=dict)
+    device_class: str | None = None
+
+
+SamplerFactory = Callable[[SamplerContext], "BaseSampler"]
 #: ``(space, limits) -> None`` if the sampler can search the space on the device, else why not.
 Fits = Callable[[Space, DeviceLimits], str | None]
 
@@ -63,13 +80,13 @@ class SamplerEntry:
 
         return Encoding(space, limits, numeric_only=self.numeric)
 
-    def make(self, seed: int, budget: int, encoding: Encoding) -> BaseSampler:
+    def make(self, context: SamplerContext) -> BaseSampler:
         """The Optuna sampler for one study (Optuna's experimental warnings silenced)."""
         import optuna
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return self.factory(seed, budget, encoding)
+            return self.factory(context)
 
 
 def startup_trials(budget: int) -> int:
@@ -77,42 +94,48 @@ def startup_trials(budget: int) -> int:
     return max(3, min(10, budget // 4))
 
 
-def _local(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+def _local(c: SamplerContext) -> BaseSampler:
     from orchestrator.samplers.local import LocalSearchSampler
 
-    return LocalSearchSampler(enc.distributions(), seed, startup_trials(budget), enc.valid_params)
-
-
-def _tpe(seed: int, budget: int, enc: Encoding) -> BaseSampler:
-    import optuna
-
-    return optuna.samplers.TPESampler(
-        seed=seed, multivariate=True, constant_liar=True, n_startup_trials=startup_trials(budget)
+    enc = c.encoding
+    return LocalSearchSampler(
+        enc.distributions(), c.seed, startup_trials(c.budget), enc.valid_params
     )
 
 
-def _gp(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+def _tpe(c: SamplerContext) -> BaseSampler:
     import optuna
 
-    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup_trials(budget))
+    return optuna.samplers.TPESampler(
+        seed=c.seed,
+        multivariate=True,
+        constant_liar=True,
+        n_startup_trials=startup_trials(c.budget),
+    )
 
 
-def _random(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+def _gp(c: SamplerContext) -> BaseSampler:
     import optuna
 
-    return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.GPSampler(seed=c.seed, n_startup_trials=startup_trials(c.budget))
 
 
-def _grid(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+def _random(c: SamplerContext) -> BaseSampler:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=c.seed)
+
+
+def _grid(c: SamplerContext) -> BaseSampler:
     from orchestrator.samplers.grid import AskTellGridSampler
 
-    return AskTellGridSampler(enc.grid(), seed=seed)
+    return AskTellGridSampler(c.encoding.grid(), seed=c.seed)
 
 
-def _cmaes(seed: int, budget: int, enc: Encoding) -> BaseSampler:
+def _cmaes(c: SamplerContext) -> BaseSampler:
     import optuna
 
-    return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup_trials(budget))
+    return optuna.samplers.CmaEsSampler(seed=c.seed, n_startup_trials=startup_trials(c.budget))
 
 
 BUILTINS: tuple[SamplerEntry, ...] = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -119,3 +120,27 @@ def test_a_sampler_that_does_not_fit_the_space_is_refused_before_anything_is_wri
         submit_job(database, job, pool)
     with database.session(readonly=True) as s:
         assert repository.list_jobs(s) == []
+
+
+def test_the_sampler_is_built_with_its_studys_context(
+    pool: LocalPool, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[samplers.SamplerContext] = []
+
+    def factory(context: samplers.SamplerContext) -> Any:
+        seen.append(context)
+        return samplers.get("random").factory(context)
+
+    monkeypatch.setattr(samplers, "_registered", {})
+    samplers.register("spy", factory, help="random, remembering its context")
+    job = spec(problems=[SMALL], device_classes=[H200_CLASS], sampler="spy", trials=3, seed=7)
+    assert (
+        Driver(database, pool, retime_rounds=1, poll_s=0.0)
+        .run(submit_job(database, job, pool))
+        .status
+        is JobStatus.DONE
+    )
+    (context,) = seen
+    assert (context.seed, context.budget, context.device_class) == (7, 3, H200_CLASS)
+    assert context.problem == SMALL and context.kernel is not None
+    assert context.kernel.name == "matmul"

@@ -106,7 +106,7 @@ def test_only_valid_unasked_configs_are_proposed_and_the_optimum_is_reached() ->
 def test_the_product_sampler_takes_the_spec_space_valid_points() -> None:
     spec, limits = get_spec("matmul"), lookup("H200").limits
     encoding = Encoding(spec.space, limits, numeric_only=False)
-    sampler = samplers.get("local").make(seed=0, budget=60, encoding=encoding)
+    sampler = samplers.get("local").make(samplers.SamplerContext(0, 60, encoding))
     assert isinstance(sampler, LocalSearchSampler)
     params = encoding.valid_params()
     assert len(params) == spec.space.count(limits)

@@ -36,7 +36,7 @@ def test_every_registered_sampler_spends_its_budget_on_new_valid_configs(
     space, limits = get_spec("matmul").space, lookup(H200).limits
     entry = samplers.get(name)
     encoding = entry.encoding(space, limits)
-    sampler = entry.make(0, BUDGET, encoding)
+    sampler = entry.make(samplers.SamplerContext(0, BUDGET, encoding))
     study = Study(
         SearchStudy(optuna.create_study(sampler=sampler), encoding, random.Random(0)),
         space,

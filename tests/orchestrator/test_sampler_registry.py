@@ -48,7 +48,7 @@ def fits(space, limits):
 
 ENTRY = SamplerEntry(
     "toy",
-    lambda seed, budget, encoding: InOrder(encoding.valid_params()),
+    lambda context: InOrder(context.encoding.valid_params()),
     "the valid configs in order",
     fits=fits,
 )
@@ -134,12 +134,12 @@ def test_register_adds_a_sampler_for_this_process(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(samplers, "_registered", {})
     entry = samplers.register(
         "seeded-random",
-        lambda seed, budget, enc: optuna.samplers.RandomSampler(seed=seed + 1),
+        lambda c: optuna.samplers.RandomSampler(seed=c.seed + 1),
         help="random with another seed",
     )
     assert samplers.get("seeded-random") is entry and "seeded-random" in samplers.names()
     space, limits = get_spec("matmul").space, lookup("H200").limits
-    sampler = entry.make(0, 5, entry.encoding(space, limits))
+    sampler = entry.make(samplers.SamplerContext(0, 5, entry.encoding(space, limits)))
     assert isinstance(sampler, optuna.samplers.RandomSampler)
 
 

@@ -50,7 +50,7 @@ def _landscape(path: Path, times: Mapping[tuple[int, int], float], kernel: str =
 
 
 def _fixed(points: Sequence[dict]) -> Any:
-    return lambda seed, budget, enc: Scripted(enc.distributions(), points)
+    return lambda c: Scripted(c.encoding.distributions(), points)
 
 
 def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
@@ -267,8 +267,10 @@ def test_the_cut_space_replays_the_numbers_recorded_in_the_older_space() -> None
     4096^3, 20 seeds, batch 4: trials to 2% median 28, p90 45.1."""
     bench = bench_mod.load_bench(H200_4096)
 
-    def factory(seed: int, budget: int, enc: Any) -> BaseSampler:
-        return _RecordedLocal(enc.distributions(), seed, bench_mod.startup_trials(budget))
+    def factory(c: Any) -> BaseSampler:
+        return _RecordedLocal(
+            c.encoding.distributions(), c.seed, bench_mod.startup_trials(c.budget)
+        )
 
     runs = [bench_mod.run_seed(bench, factory, False, seed) for seed in range(20)]
     row = bench_mod.summarize(bench, "local", runs, 1.0)
