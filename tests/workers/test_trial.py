@@ -27,7 +27,9 @@ class Sink:
 
 def run(state: _State, write: int, n: int = 40) -> Outcome:
     problem: Problem = {"N": n, "dtype": "float32"}
-    return run_job(Sink(), TrialRequest(WRITER, problem, {"WRITE": write}), state).measurement.outcome  # type: ignore[arg-type]
+    return run_job(
+        Sink(), TrialRequest(WRITER, problem, {"WRITE": write}), state
+    ).measurement.outcome  # type: ignore[arg-type]
 
 
 def test_a_second_trial_of_the_problem_reuses_the_inputs_and_reference() -> None:
