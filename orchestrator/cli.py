@@ -19,7 +19,7 @@ EXIT_INTERRUPTED = 130
 
 def build_app() -> typer.Typer:
     """The app with every command group registered (imports stay light: no torch, no Ray)."""
-    from orchestrator.commands import capture, core, revalidate
+    from orchestrator.commands import capture, core, profile, revalidate
     from orchestrator.commands import tune as tune_commands
 
     app = typer.Typer(
@@ -33,6 +33,7 @@ def build_app() -> typer.Typer:
     tune_commands.register(app)
     capture.register(app)
     revalidate.register(app)
+    profile.register(app)
     return app
 
 
