@@ -56,7 +56,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +67,15 @@ from optuna.samplers import BaseSampler, TPESampler
 from optuna.study import Study as OptunaStudy
 from optuna.trial import FrozenTrial, TrialState
 
+from benchmarks.search_prior import learned_table, prior_trials
 from orchestrator import samplers
 from orchestrator.encoding import Encoding
 from orchestrator.samplers import SamplerContext, SamplerFactory, startup_trials
+from orchestrator.samplers.learned import PriorTrial
 from orchestrator.search import SearchStudy
 from orchestrator.study import Answer, Study
 from orchestrator.warm_start import warm_order
-from search_spaces.problem import problem_key
+from search_spaces.problem import Problem, problem_key
 from search_spaces.registry import get_spec
 from search_spaces.space import (
     Constraint,
@@ -109,6 +111,9 @@ class Bench:
     size: int
     optimum: float
     in_file: bool = False  # spec space restricted to the file's configs (older spec version)
+    kernel: str = ""
+    problem: Problem = field(default_factory=dict)
+    device_class: str = ""
 
     @property
     def kind(self) -> str:
@@ -217,6 +222,9 @@ def load_bench(path: str | Path, observed: bool = False) -> Bench:
         size=size,
         optimum=min(ok),
         in_file=spec is not None and spec[2],
+        kernel=landscape.kernel,
+        problem=dict(landscape.problem),
+        device_class=landscape.device_name,
     )
 
 
@@ -344,14 +352,25 @@ def run_seed(
     batch: int = 4,
     horizon: float = 1.0,
     warm: Sequence[Mapping[str, Any]] = (),
+    prior: Sequence[PriorTrial] = (),
 ) -> SeedRun:
     """One seed of the product's :class:`Study` against the landscape (``warm`` configs queued
-    first), until the best is within 2% and 25% of the space is spent (or the optimum is found),
+    first; ``prior``: the sampler's database prior), until the best is within 2% and 25% of the space is spent (or the optimum is found),
     or the horizon or the space ends."""
     started = time.perf_counter()
     budget = max(1, math.ceil(horizon * bench.size))
     encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
-    sampler = factory(SamplerContext(seed, budget, encoding))
+    sampler = factory(
+        SamplerContext(
+            seed,
+            budget,
+            encoding,
+            _shipped(bench.kernel),
+            bench.problem,
+            bench.device_class,
+            tuple(prior),
+        )
+    )
     optuna_study = optuna.create_study(direction="minimize", sampler=sampler)
     search = SearchStudy(optuna_study, encoding, random.Random(seed))
     study = Study(search, bench.space, bench.limits, budget)
@@ -465,12 +484,28 @@ def summarize(
 
 
 def _one(
-    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]]],
+    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]], tuple[str, ...]],
 ) -> SeedRun:
-    path, observed, sampler, seed, batch, horizon, warm = args
+    path, observed, sampler, seed, batch, horizon, warm, prior = args
     factory, numeric = sampler_table()[sampler]
+    bench = _cached_bench(path, observed)
+    trials = _cached_prior(path, observed, prior) if prior else ()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return run_seed(_cached_bench(path, observed), factory, numeric, seed, batch, horizon, warm)
+    return run_seed(bench, factory, numeric, seed, batch, horizon, warm, trials)
+
+
+def _shipped(kernel: str) -> KernelSpec | None:
+    """The shipped spec of ``kernel``, or None (a landscape of an unshipped kernel)."""
+    try:
+        return get_spec(kernel)
+    except Exception:  # not a shipped kernel (or its spec does not import)
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_prior(path: str, observed: bool, paths: tuple[str, ...]) -> tuple[PriorTrial, ...]:
+    bench = _cached_bench(path, observed)
+    return tuple(prior_trials(bench.kernel, bench.problem, paths))
 
 
 @functools.lru_cache(maxsize=4)
@@ -557,15 +592,37 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="FILE",
         help="also run each sampler warm-started from these landscapes' winners (SAMPLER+warm)",
     )
+    parser.add_argument(
+        "--prior-from",
+        nargs="*",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also run `learned` with these landscapes of the same kernel on other problems as "
+        "its database prior (leave one problem out: learned+prior)",
+    )
+    parser.add_argument(
+        "--start",
+        nargs="+",
+        choices=("", "+warm", "+prior", "+prior+warm"),
+        help="run only these starts (row suffixes; '' is cold); default: every one the "
+        "--warm-from and --prior-from options give",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes running seeds")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--synthesize", type=Path, metavar="OUT_DIR")
     parser.add_argument(
         "--table", nargs="+", type=Path, metavar="JSON", help="print --json outputs as Markdown"
     )
+    parser.add_argument(
+        "--learned-table",
+        action="store_true",
+        help="with --table: the learned sampler against local, with issue 23's targets",
+    )
     args = parser.parse_args(argv)
     if args.table:
-        print(markdown_table([r for p in args.table for r in json.loads(p.read_text())["results"]]))
+        rows = [r for p in args.table for r in json.loads(p.read_text())["results"]]
+        print(learned_table(rows) if args.learned_table else markdown_table(rows))
         return
     if not args.landscape:
         parser.error("--landscape is required")
@@ -582,12 +639,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         mapper = pool.map if args.jobs > 1 else map
         for path in args.landscape:
             bench = load_bench(path, observed)
-            starts: dict[str, list[dict[str, Any]]] = {"": []}
+            starts: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {"": ([], ())}
             if args.warm_from is not None:
-                starts["+warm"] = warm_configs(path, args.warm_from)
-            for sampler, (suffix, warm) in itertools.product(args.sampler, starts.items()):
+                starts["+warm"] = (warm_configs(path, args.warm_from), ())
+            if args.prior_from is not None:
+                prior_paths = tuple(str(p) for p in args.prior_from)
+                starts["+prior"] = ([], prior_paths)
+                if args.warm_from is not None:
+                    starts["+prior+warm"] = (starts["+warm"][0], prior_paths)
+            for sampler, (suffix, (warm, prior)) in itertools.product(args.sampler, starts.items()):
+                if (prior and sampler != "learned") or (args.start and suffix not in args.start):
+                    continue  # only the learned sampler takes a prior
                 tasks = [
-                    (str(path), observed, sampler, s, args.batch, args.horizon, warm)
+                    (str(path), observed, sampler, s, args.batch, args.horizon, warm, prior)
                     for s in range(args.seeds)
                 ]
                 runs = list(mapper(_one, tasks))

@@ -30,6 +30,7 @@ from typing import cast
 import optuna
 
 from db import Database, JobStatus
+from orchestrator import samplers
 from orchestrator.errors import JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
 from orchestrator.ledger import Ledger, OpenJob, StudyRows, create_job
@@ -124,6 +125,7 @@ class Driver:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna").setLevel(logging.WARNING)
         spec = job.spec
+        prior = ledger.prior() if samplers.get(spec.sampler).prior else []
         for rows in ledger.start(job, plans):
             limits = rows.plan.info.limits
             search = SearchStudy.create(
@@ -136,6 +138,7 @@ class Driver:
                 kernel=job.kernel,
                 problem=rows.plan.problem,
                 device_class=rows.plan.class_key,
+                prior=prior,
             )
             study = Study(
                 search,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
@@ -17,12 +17,16 @@ from orchestrator.errors import JobStateError
 from orchestrator.jobs import JobSpec
 from orchestrator.planning import StudyPlan
 from orchestrator.pool import Done, WorkerInfo
+from orchestrator.prior import prior_trials
 from orchestrator.search import study_name
 from orchestrator.study import Answer, Reuse
 from orchestrator.warm_start import warm_configs
 from search_spaces.space import Config, config_key
 from search_spaces.spec import KernelSpec
 from workers.measurement import Outcome
+
+if TYPE_CHECKING:
+    from orchestrator.samplers.learned import PriorTrial
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,12 @@ class Ledger:
         self._envs: dict[str, int] = {}
         self._objective = Objective.KERNEL
         self._kernel_id = 0
+
+    def prior(self) -> list[PriorTrial]:
+        """The ok trials of the job's kernel version and objective on every problem and device
+        class (the ``learned`` sampler's prior; :func:`orchestrator.prior.prior_trials`)."""
+        with self.database.session(readonly=True) as s:
+            return prior_trials(s, self._kernel_id, self._objective)
 
     def open(self) -> OpenJob:
         """Read the job; raises JobStateError if it is done or made for another kernel version."""

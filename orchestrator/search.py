@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import random
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import Trial, TrialState
@@ -29,6 +30,9 @@ from orchestrator import samplers
 from orchestrator.encoding import Encoding, valid_configs
 from search_spaces.space import Config, DeviceLimits, Space, Value, config_key
 from search_spaces.spec import KernelSpec
+
+if TYPE_CHECKING:
+    from orchestrator.samplers.learned import PriorTrial
 
 
 def study_name(kernel: str, version: str, problem_key: str, class_key: str, job_id: int) -> str:
@@ -71,13 +75,15 @@ class SearchStudy:
         kernel: KernelSpec | None = None,
         problem: Mapping[str, object] | None = None,
         device_class: str | None = None,
+        prior: Sequence[PriorTrial] = (),
     ) -> SearchStudy:
         """A new in-memory study ``name`` with the registered ``sampler`` built from ``seed``
-        and the study's context (raises JobSpecError for an unknown sampler)."""
+        and the study's context (``prior``: for a sampler that learns from the database's
+        trials; raises JobSpecError for an unknown sampler)."""
         entry = samplers.get(sampler)
         encoding = entry.encoding(space, limits)
         context = samplers.SamplerContext(
-            seed, budget, encoding, kernel, dict(problem or {}), device_class
+            seed, budget, encoding, kernel, dict(problem or {}), device_class, tuple(prior)
         )
         study = optuna.create_study(
             study_name=name, direction="minimize", sampler=entry.make(context)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # Optuna loads when a sampler is made, not when a job spec is
     from optuna.samplers import BaseSampler
 
     from orchestrator.encoding import Encoding
+    from orchestrator.samplers.learned import PriorTrial
 
 ENTRY_POINT_GROUP = "tunefleet.samplers"
 DEFAULT = "local"
@@ -46,6 +47,9 @@ class SamplerContext:
     kernel: KernelSpec | None = None
     problem: Mapping[str, object] = field(default_factory=dict)
     device_class: str | None = None
+    #: The same kernel version's ok trials elsewhere (orchestrator/prior.py reads them from the
+    #: database); empty where the caller has none.
+    prior: Sequence[PriorTrial] = ()
 
 
 SamplerFactory = Callable[[SamplerContext], "BaseSampler"]
@@ -61,7 +65,8 @@ def fits_any(space: Space, limits: DeviceLimits) -> str | None:
 @dataclass(frozen=True)
 class SamplerEntry:
     """One registered sampler (see the module docstring); ``numeric``: every parameter is
-    encoded as an index (CMA-ES needs numbers); ``requires``: importable modules it needs."""
+    encoded as an index (CMA-ES needs numbers); ``requires``: importable modules it needs;
+    ``prior``: it reads :attr:`SamplerContext.prior` (the driver then fills it from the database)."""
 
     name: str
     factory: SamplerFactory
@@ -69,6 +74,7 @@ class SamplerEntry:
     numeric: bool = False
     fits: Fits = fits_any
     requires: tuple[str, ...] = ()
+    prior: bool = False
 
     def missing(self) -> str | None:
         """The first module of ``requires`` that is not installed, else None."""
@@ -138,6 +144,19 @@ def _cmaes(c: SamplerContext) -> BaseSampler:
     return optuna.samplers.CmaEsSampler(seed=c.seed, n_startup_trials=startup_trials(c.budget))
 
 
+def _learned(c: SamplerContext) -> BaseSampler:
+    from orchestrator.samplers.learned import LearnedSampler
+
+    return LearnedSampler(
+        c.encoding,
+        c.seed,
+        problem=dict(c.problem) or None,  # type: ignore[arg-type]
+        device_class=c.device_class,
+        features=c.kernel.features if c.kernel is not None else None,
+        prior=c.prior,
+    )
+
+
 BUILTINS: tuple[SamplerEntry, ...] = (
     SamplerEntry(
         "local",
@@ -150,6 +169,13 @@ BUILTINS: tuple[SamplerEntry, ...] = (
     SamplerEntry("grid", _grid, "every config once, in random order"),
     SamplerEntry(
         "cmaes", _cmaes, "Optuna's CMA-ES over parameter indices", numeric=True, requires=("cmaes",)
+    ),
+    SamplerEntry(
+        "learned",
+        _learned,
+        "a Gaussian-process cost model over config features, with a prior from the kernel's "
+        "trials on other problems and device classes",
+        prior=True,
     ),
 )
 

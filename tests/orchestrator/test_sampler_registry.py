@@ -83,7 +83,7 @@ def toy_plugin(on_path: Path) -> Path:
 
 
 def test_builtins_are_listed_default_first_with_their_help() -> None:
-    assert samplers.names() == ["local", "cmaes", "gp", "grid", "random", "tpe"]
+    assert samplers.names() == ["local", "cmaes", "gp", "grid", "learned", "random", "tpe"]
     assert (
         JobSpec.from_mapping(
             {"kernel": "matmul", "problems": ["M=64,N=64,K=64,dtype=float16"]}
