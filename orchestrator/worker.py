@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.jobs import SourceKind
+from db import Objective
+from orchestrator.jobs import JobSpec, SourceKind
 from orchestrator.pool import WorkerInfo
 from search_spaces.problem import problem_key
 from search_spaces.space import Config, config_key
@@ -47,8 +48,9 @@ DEFAULT_IN_FLIGHT = 2
 @dataclass(frozen=True)
 class PoolOptions:
     """Pool settings: calls queued per actor (None: see ``slots``), crashes in a row before
-    retirement, runner knobs; ``keep``: leave the actors running for the next job (see the
-    module docstring)."""
+    retirement, runner knobs (``compile_timeout_s``/``run_timeout_s`` bound each trial's phases,
+    from the job spec); ``keep``: leave the actors running for the next job (see the module
+    docstring of orchestrator.dispatch)."""
 
     in_flight: int | None = None
     max_crashes: int = 3
@@ -59,6 +61,20 @@ class PoolOptions:
     replay_delay_s: float = 0.0
     start_timeout_s: float = 300.0
     keep: bool = False
+    compile_timeout_s: float = 120.0
+    run_timeout_s: float = 60.0
+    owner: str | None = None  # kept workers' owner (None: this user); see dispatch.kept_name
+
+    @classmethod
+    def for_job(cls, spec: JobSpec, *, keep: bool = False) -> PoolOptions:
+        """The options a job's spec asks for: its calls in flight, graph timing, timeouts."""
+        return cls(
+            in_flight=spec.in_flight,
+            graph=spec.objective is Objective.GRAPH,
+            keep=keep,
+            compile_timeout_s=spec.compile_timeout_s,
+            run_timeout_s=spec.run_timeout_s,
+        )
 
     def slots(self, plan: WorkerPlan) -> int:
         """Calls queued on one actor: ``in_flight`` if set, else one per compile process plus
@@ -117,6 +133,8 @@ class TrialWorker:
             fp.backend,
             graph=self._options.graph and gpu,
             compile_workers=self._plan.compile_workers if gpu and compile_ahead else 0,
+            compile_timeout_s=self._options.compile_timeout_s,
+            run_timeout_s=self._options.run_timeout_s,
         )
         runner = TrialRunner(options, fingerprint=fp)
         runner.start()
