@@ -6,31 +6,25 @@ stays light.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from db import Objective, repository
+from db import JobStatus, Objective
+from orchestrator import service
+from orchestrator.commands import render
 from orchestrator.commands._common import (
     DbOption,
     JobArgument,
     JsonOption,
     KernelArgument,
-    console,
     open_database,
-    print_json,
 )
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs import JobSpec, load_job_file
-from search_spaces.problem import problem_key
+from orchestrator.progress import reporter_for
 from search_spaces.registry import get_spec
-from workers.device_table import canonical_class_key
-
-if TYPE_CHECKING:
-    from db import Database
 
 ProblemOption = Annotated[
     list[str] | None,
@@ -62,67 +56,6 @@ KeepOption = Annotated[
         "(warm trial processes and compile pools); `tunefleet workers stop` ends them.",
     ),
 ]
-
-
-def _cluster_address(ray_address: str | None) -> str:
-    address = ray_address or os.environ.get("RAY_ADDRESS")
-    if not address:
-        raise OrchestratorError(
-            "kept workers need a running Ray cluster: start one with `ray start --head` and give "
-            "--ray-address or RAY_ADDRESS (a local Ray ends with the command)"
-        )
-    return address
-
-
-def _run(
-    database: Database,
-    spec: JobSpec,
-    job_id: int | None,
-    ray_address: str | None,
-    json_out: bool,
-    keep: bool = False,
-) -> int:
-    """Start (or, with ``keep``, find) workers, submit (or resume) the job, drive it, print the
-    summary; return its id."""
-    import ray
-
-    from orchestrator.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
-    from orchestrator.driver import Driver, submit_job
-    from orchestrator.progress import reporter_for
-
-    started = ensure_ray(_cluster_address(ray_address) if keep else ray_address)
-    pool = None
-    try:
-        options = PoolOptions(
-            in_flight=spec.in_flight, graph=spec.objective is Objective.GRAPH, keep=keep
-        )
-        pool = WorkerPool(plans_for(spec.devices, options), options)
-        if job_id is None:
-            job_id = submit_job(database, spec, pool)
-        reporter = reporter_for(json_out)
-        timed = "" if spec.objective is Objective.KERNEL else ", objective graph (back to back)"
-        reporter.note(
-            f"job {job_id}: {spec.kernel}, {len(spec.problems)} problem(s){timed}; "
-            f"cancel with `tunefleet cancel {job_id}`"
-        )
-        Driver(database, pool, reporter=reporter).run(job_id)
-    finally:
-        if pool is not None:
-            pool.shutdown()
-        if started:
-            ray.shutdown()
-    _show_summary(database, job_id, json_out)
-    return job_id
-
-
-def _show_summary(database: Database, job_id: int, json_out: bool) -> None:
-    from orchestrator.summary import collect, render
-
-    summary = collect(database, job_id)
-    if json_out:
-        print_json(summary)
-    else:
-        render(summary, console())
 
 
 def tune(
@@ -188,8 +121,15 @@ def tune(
             )
         spec = JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
     if keep_workers:
-        _cluster_address(ray_address)  # fail before touching the database
-    _run(open_database(db), spec, None, ray_address, json_out, keep_workers)
+        service.cluster_address(ray_address)  # fail before touching the database
+    summary = service.tune(
+        open_database(db),
+        spec,
+        ray_address=ray_address,
+        keep_workers=keep_workers,
+        reporter=reporter_for(json_out),
+    )
+    render.show_summary(summary, json_out)
 
 
 def resume(
@@ -200,12 +140,14 @@ def resume(
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
-    if keep_workers:
-        _cluster_address(ray_address)
-    database = open_database(db)
-    with database.session(readonly=True) as s:
-        record = repository.get_job(s, job)
-    _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out, keep_workers)
+    summary = service.resume_job(
+        open_database(db),
+        job,
+        ray_address=ray_address,
+        keep_workers=keep_workers,
+        reporter=reporter_for(json_out),
+    )
+    render.show_summary(summary, json_out)
 
 
 workers_app = typer.Typer(help="Manage worker actors kept on a Ray cluster.", no_args_is_help=True)
@@ -218,7 +160,7 @@ def workers_stop(ray_address: RayOption = None) -> None:
 
     from orchestrator.dispatch import ensure_ray, stop_kept_workers
 
-    ensure_ray(_cluster_address(ray_address))
+    ensure_ray(service.cluster_address(ray_address))
     try:
         print(f"stopped {stop_kept_workers()} kept worker(s)")
     finally:
@@ -226,60 +168,42 @@ def workers_stop(ray_address: RayOption = None) -> None:
 
 
 def cancel(job: JobArgument, db: DbOption = None) -> None:
-    """Ask a running job to stop: its driver stops dispatching and keeps every finished trial."""
-    database = open_database(db)
-    with database.session() as s:
-        repository.request_cancel(s, job)
-    print(f"job {job}: cancel requested")
+    """Stop a job: a running one stops dispatching and keeps every finished trial; one that
+    nobody runs (queued, or its driver died and its lease expired) is cancelled at once."""
+    view = service.cancel_job(open_database(db), job)
+    state = "cancelled" if view.status is JobStatus.CANCELLED else "cancel requested"
+    print(f"job {job}: {state}")
 
 
-def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
-    """List the newest jobs."""
-    from rich.table import Table
-
-    database = open_database(db)
-    with database.session(readonly=True) as s:
-        records = repository.list_jobs(s)
-    rows = [
-        {
-            "job": r.id,
-            "kernel": r.kernel_name,
-            "status": r.status.value,
-            "team": r.team,
-            "problems": len(r.spec.get("problems", [])),
-            "objective": r.objective.value,
-            "created_at": r.created_at.isoformat(timespec="seconds"),
-            "error": r.error,
-        }
-        for r in records
-    ]
-    if json_out:
-        print_json({"jobs": rows})
-        return
-    table = Table(title="jobs")
-    for column in (
-        "job",
-        "kernel",
-        "status",
-        "team",
-        "problems",
-        "objective",
-        "created_at",
-        "error",
-    ):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
-    console().print(table)
+def jobs(
+    team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
+    kernel: Annotated[str | None, typer.Option(help="Only jobs of this kernel.")] = None,
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=service.MAX_LIMIT, help="Jobs shown.")] = 50,
+    offset: Annotated[int, typer.Option(min=0, help="Newest jobs skipped.")] = 0,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """List jobs, newest first: status, trials done of budget, best so far, team, age."""
+    page = service.list_jobs(
+        open_database(db), team=team, kernel=kernel, status=status, limit=limit, offset=offset
+    )
+    render.show_jobs(page, json_out)
 
 
 def job(
     job: JobArgument,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Follow the job's progress until it ends.")
+    ] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Show a job's summary: best config per (problem, class) and trials by outcome."""
-    _show_summary(open_database(db), job, json_out)
+    """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
+    database = open_database(db)
+    if watch:
+        render.watch(lambda: service.job_detail(database, job), reporter_for(json_out))
+    render.show_detail(service.job_detail(database, job), json_out)
 
 
 def best(
@@ -291,63 +215,19 @@ def best(
     json_out: JsonOption = False,
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
-    from rich.table import Table
-
     spec = get_spec(kernel)
-    keys: list[str | None] = [problem_key(spec.parse_problem(p)) for p in problem or []] or [None]
-    classes: list[str | None] = [canonical_class_key(c) for c in device_class or []] or [None]
     database = open_database(db)
-    with database.session(readonly=True) as s:
-        records = [
-            r
-            for pk in keys
-            for ck in classes
-            for r in repository.get_best(
-                s, spec.name, pk, ck, spec.version_hash(), objective=objective
-            )
-        ]
-    rows: list[dict[str, Any]] = [
-        {
-            "problem": problem_key_to_dict(r.problem_key),
-            "device_class": r.device_class_key,
-            "triton": r.triton_minor,
-            "objective": r.objective.value,
-            "config": r.config,
-            "time_ms": r.time_ms,
-            "job": r.job_id,
-        }
-        for r in records
+    problems: list[str | None] = list(problem or []) or [None]
+    classes: list[str | None] = list(device_class or []) or [None]
+    rows = [
+        row
+        for p in problems
+        for c in classes
+        for row in service.best_configs(
+            database, kernel=spec.name, device_class=c, objective=objective, problem=p
+        )
     ]
-    if json_out:
-        print_json({"kernel": spec.name, "kernel_version": spec.version_hash(), "best": rows})
-        return
-    if not rows:
-        print(
-            f"no best configs stored for {spec.name} version {spec.version_hash()} "
-            f"(objective {objective.value})",
-            file=sys.stderr,
-        )
-        return
-    table = Table(title=f"best configs · {spec.name} {spec.version_hash()} · {objective.value}")
-    for column in ("problem", "class", "triton", "config", "time (ms)", "job"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            ",".join(f"{k}={v}" for k, v in row["problem"].items()),
-            row["device_class"],
-            row["triton"],
-            ",".join(f"{k}={v}" for k, v in row["config"].items()),
-            f"{row['time_ms']:.4g}",
-            str(row["job"]),
-        )
-    console().print(table)
-
-
-def problem_key_to_dict(key: str) -> dict[str, Any]:
-    import json
-
-    value = json.loads(key)
-    return dict(value) if isinstance(value, dict) else {}
+    render.show_best(spec.name, spec.version_hash(), objective, rows, json_out)
 
 
 def pull(
@@ -364,14 +244,12 @@ def pull(
     db: DbOption = None,
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
-    from orchestrator.bundle_export import BundleFormat, export
+    from orchestrator.vllm_export import write_files
 
-    try:
-        chosen = BundleFormat(fmt)
-    except ValueError:
-        raise OrchestratorError(f"unknown format {fmt!r}; use native, triton or vllm") from None
-    classes = [canonical_class_key(c) for c in device_class or []]
-    for path in export(open_database(db), kernel, out, classes, chosen, objective):
+    files = service.bundle_files(
+        open_database(db), kernel, device_classes=device_class or [], objective=objective, fmt=fmt
+    )
+    for path in write_files([(f.filename, f.content.decode()) for f in files], out):
         print(path)
 
 
