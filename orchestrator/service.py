@@ -460,11 +460,17 @@ def cluster_address(ray_address: str | None) -> str:
     return address
 
 
-def pool_options(spec: JobSpec, keep: bool = False) -> PoolOptions:
-    """The worker pool settings a job asks for (jobs with equal options can share a pool)."""
+def pool_options(spec: JobSpec, keep: bool = False, base: PoolOptions | None = None) -> PoolOptions:
+    """The worker pool settings a job asks for, on top of ``base`` (jobs with equal options can
+    share a pool)."""
     from orchestrator.dispatch import PoolOptions
 
-    return PoolOptions(in_flight=spec.in_flight, graph=spec.objective is Objective.GRAPH, keep=keep)
+    return dataclasses.replace(
+        base or PoolOptions(),
+        in_flight=spec.in_flight,
+        graph=spec.objective is Objective.GRAPH,
+        keep=keep,
+    )
 
 
 @contextmanager
@@ -489,14 +495,14 @@ def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[Wo
 
 def drive(
     database: Database,
-    pool: WorkerPool,
+    pool: Any,
     job_id: int,
     keeper: LeaseKeeper,
     reporter: Reporter | None = None,
     *,
     stop: Callable[[], bool] | None = None,
 ) -> JobStatus:
-    """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
+    """Run job ``job_id`` on ``pool`` (a WorkerPool or any pool of its protocol) under ``keeper``'s lease until done, cancelled, failed or
     stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner)."""
     from orchestrator.driver import Driver
 
@@ -590,6 +596,14 @@ def job_summary(database: Database, job_id: int) -> JobSummaryView:
     return JobSummaryView(job_id, JobStatus(summary["status"]), summary)
 
 
+def mark_cancelled(s: sa.orm.Session, job_id: int) -> None:
+    """Cancel job ``job_id`` now, with its running studies (for a job no driver runs)."""
+    for study in repository.studies_for_job(s, job_id):
+        if study.status is StudyStatus.RUNNING:
+            repository.set_study_status(s, study.id, StudyStatus.CANCELLED)
+    repository.set_job_status(s, job_id, JobStatus.CANCELLED)
+
+
 def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> JobView:
     """Cancel job ``job_id`` (``team`` given: only that team's). A job nobody runs (no live
     lease: queued, or its driver died) is cancelled at once; a running one is asked to stop and
@@ -600,12 +614,8 @@ def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> J
             repository.request_cancel(s, job_id)  # locks the row until this session ends
         except InvalidTransition as exc:
             raise Conflict(str(exc)) from None
-        job = repository.get_job(s, job_id)
-        if not _lease_live(job):
-            for study in repository.studies_for_job(s, job_id):
-                if study.status is StudyStatus.RUNNING:
-                    repository.set_study_status(s, study.id, StudyStatus.CANCELLED)
-            repository.set_job_status(s, job_id, JobStatus.CANCELLED)
+        if not _lease_live(repository.get_job(s, job_id)):
+            mark_cancelled(s, job_id)
         job = repository.get_job(s, job_id)
         counts = _study_counts(s, [job_id])
     return _job_view(job, counts.get(job_id, {}))
@@ -919,6 +929,7 @@ __all__ = [
     "kernel_space",
     "list_jobs",
     "list_kernels",
+    "mark_cancelled",
     "pool_options",
     "resume_job",
     "run_job",
