@@ -54,3 +54,15 @@ class InvalidRequest(OrchestratorError):
 
 class SchedulerConflict(OrchestratorError):
     """Another scheduler already serves this SQLite database file."""
+
+
+class Unauthorized(OrchestratorError):
+    """A server refused the request's token: none, unknown, revoked or expired (HTTP 401)."""
+
+
+class ServerError(OrchestratorError):
+    """A tunefleet server failed the request, or answered with something the client cannot read."""
+
+
+class ServerUnavailable(ServerError):
+    """A tunefleet server could not be reached, or did not answer in time."""

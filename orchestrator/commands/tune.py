@@ -21,6 +21,7 @@ from orchestrator.commands._common import (
     KernelArgument,
     open_database,
 )
+from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs import JobSpec, load_job_file
 from orchestrator.progress import reporter_for
@@ -58,68 +59,88 @@ KeepOption = Annotated[
 ]
 
 
+TargetArgument = Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")]
+TrialsOption = Annotated[int | None, typer.Option(help="Trials per study (default 30).")]
+MinutesOption = Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")]
+SamplerOption = Annotated[
+    str | None, typer.Option(help="local (default), tpe, gp, random, grid, cmaes.")
+]
+DeviceSourceOption = Annotated[
+    list[str] | None,
+    typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),
+]
+SeedOption = Annotated[int | None, typer.Option(help="Sampler seed (default 0).")]
+TopKOption = Annotated[int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")]
+TeamOption = Annotated[str | None, typer.Option(help="Team that owns the job.")]
+InFlightOption = Annotated[
+    int | None,
+    typer.Option(
+        "--in-flight",
+        help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
+    ),
+]
+SpecObjectiveOption = Annotated[
+    Objective | None,
+    typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
+]
+
+
+WatchOption = Annotated[
+    bool, typer.Option("--watch", help="Follow the job's progress until it ends.")
+]
+
+
+def build_spec(target: str, problem: list[str] | None, **fields: Any) -> JobSpec:
+    """The job of a command line: a job file with the given fields over its own, or a kernel
+    name with its ``-p`` problems; fields left None are not given."""
+    overrides: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    if isinstance(overrides.get("objective"), Objective):
+        overrides["objective"] = overrides["objective"].value
+    if target.endswith((".yaml", ".yml", ".json")):
+        if problem:
+            overrides["problems"] = list(problem)
+        return load_job_file(target, overrides)
+    if not problem:
+        example = get_spec(target).example
+        raise OrchestratorError(
+            f"give at least one problem, e.g. -p {','.join(f'{k}={v}' for k, v in example.items())}"
+        )
+    return JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
+
+
 def tune(
-    target: Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")],
+    target: TargetArgument,
     problem: ProblemOption = None,
-    trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
-    minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
-    sampler: Annotated[
-        str | None, typer.Option(help="local (default), tpe, gp, random, grid, cmaes.")
-    ] = None,
+    trials: TrialsOption = None,
+    minutes: MinutesOption = None,
+    sampler: SamplerOption = None,
     device_class: ClassOption = None,
-    device: Annotated[
-        list[str] | None,
-        typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),
-    ] = None,
+    device: DeviceSourceOption = None,
     ray_address: RayOption = None,
     db: DbOption = None,
-    seed: Annotated[int | None, typer.Option(help="Sampler seed (default 0).")] = None,
-    top_k: Annotated[
-        int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")
-    ] = None,
-    team: Annotated[str | None, typer.Option(help="Team that owns the job.")] = None,
-    in_flight: Annotated[
-        int | None,
-        typer.Option(
-            "--in-flight",
-            help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
-        ),
-    ] = None,
-    objective: Annotated[
-        Objective | None,
-        typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
-    ] = None,
+    seed: SeedOption = None,
+    top_k: TopKOption = None,
+    team: TeamOption = None,
+    in_flight: InFlightOption = None,
+    objective: SpecObjectiveOption = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
-    overrides: dict[str, Any] = {
-        k: v
-        for k, v in {
-            "trials": trials,
-            "minutes": minutes,
-            "sampler": sampler,
-            "device_classes": device_class or None,
-            "devices": device or None,
-            "seed": seed,
-            "top_k": top_k,
-            "team": team,
-            "in_flight": in_flight,
-            "objective": objective.value if objective else None,
-        }.items()
-        if v is not None
-    }
-    if target.endswith((".yaml", ".yml", ".json")):
-        if problem:
-            overrides["problems"] = list(problem)
-        spec = load_job_file(target, overrides)
-    else:
-        if not problem:
-            example = get_spec(target).example
-            raise OrchestratorError(
-                f"give at least one problem, e.g. -p {','.join(f'{k}={v}' for k, v in example.items())}"
-            )
-        spec = JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
+    spec = build_spec(
+        target,
+        problem,
+        trials=trials,
+        minutes=minutes,
+        sampler=sampler,
+        device_classes=device_class or None,
+        devices=device or None,
+        seed=seed,
+        top_k=top_k,
+        team=team,
+        in_flight=in_flight,
+        objective=objective,
+    )
     if keep_workers:
         service.cluster_address(ray_address)  # fail before touching the database
     summary = service.tune(
@@ -167,10 +188,20 @@ def workers_stop(ray_address: RayOption = None) -> None:
         ray.shutdown()
 
 
-def cancel(job: JobArgument, db: DbOption = None) -> None:
+def cancel(
+    job: JobArgument,
+    db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
+) -> None:
     """Stop a job: a running one stops dispatching and keeps every finished trial; one that
     nobody runs (queued, or its driver died and its lease expired) is cancelled at once."""
-    view = service.cancel_job(open_database(db), job)
+    client = client_for(server, token_file, db)
+    if client is None:
+        view = service.cancel_job(open_database(db), job)
+    else:
+        with client:
+            view = client.cancel(job)
     state = "cancelled" if view.status is JobStatus.CANCELLED else "cancel requested"
     print(f"job {job}: {state}")
 
@@ -182,28 +213,55 @@ def jobs(
     limit: Annotated[int, typer.Option(min=1, max=service.MAX_LIMIT, help="Jobs shown.")] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Newest jobs skipped.")] = 0,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """List jobs, newest first: status, trials done of budget, best so far, team, age."""
-    page = service.list_jobs(
-        open_database(db), team=team, kernel=kernel, status=status, limit=limit, offset=offset
-    )
+    client = client_for(server, token_file, db)
+    if client is None:
+        page = service.list_jobs(
+            open_database(db), team=team, kernel=kernel, status=status, limit=limit, offset=offset
+        )
+    else:
+        with client:
+            page = client.jobs(
+                team=team,
+                kernel=kernel,
+                status=status.value if status else None,
+                limit=limit,
+                offset=offset,
+            )
     render.show_jobs(page, json_out)
 
 
 def job(
     job: JobArgument,
-    watch: Annotated[
-        bool, typer.Option("--watch", help="Follow the job's progress until it ends.")
-    ] = False,
+    watch: WatchOption = False,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
-    database = open_database(db)
-    if watch:
-        render.watch(lambda: service.job_detail(database, job), reporter_for(json_out))
-    render.show_detail(service.job_detail(database, job), json_out)
+    client = client_for(server, token_file, db)
+    if client is None:
+        database = open_database(db)
+
+        def fetch() -> service.JobDetail:
+            return service.job_detail(database, job)
+    else:
+        remote = client
+
+        def fetch() -> service.JobDetail:
+            return remote.job(job)
+
+    try:
+        detail = render.watch(fetch, reporter_for(json_out)) if watch else fetch()
+    finally:
+        if client is not None:
+            client.close()
+    render.show_detail(detail, json_out)
 
 
 def best(
@@ -212,13 +270,27 @@ def best(
     device_class: ClassOption = None,
     objective: ObjectiveOption = Objective.KERNEL,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
-    spec = get_spec(kernel)
-    database = open_database(db)
     problems: list[str | None] = list(problem or []) or [None]
     classes: list[str | None] = list(device_class or []) or [None]
+    client = client_for(server, token_file, db)
+    if client is not None:
+        with client:
+            rows = [
+                row
+                for p in problems
+                for c in classes
+                for row in client.best(kernel, device_class=c, objective=objective.value, problem=p)
+            ]
+        version = rows[0].kernel_version if rows else None
+        render.show_best(rows[0].kernel if rows else kernel, version, objective, rows, json_out)
+        return
+    spec = get_spec(kernel)
+    database = open_database(db)
     rows = [
         row
         for p in problems
@@ -242,13 +314,33 @@ def pull(
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
     from orchestrator.vllm_export import write_files
 
-    files = service.bundle_files(
-        open_database(db), kernel, device_classes=device_class or [], objective=objective, fmt=fmt
-    )
+    client = client_for(server, token_file, db)
+    if client is None:
+        files = service.bundle_files(
+            open_database(db),
+            kernel,
+            device_classes=device_class or [],
+            objective=objective,
+            fmt=fmt,
+        )
+    else:
+        from orchestrator.client import bundle_members
+
+        classes: list[str | None] = list(device_class or []) or [None]
+        with client:
+            files = [
+                member
+                for c in classes
+                for member in bundle_members(
+                    client.bundle(kernel, device_class=c, objective=objective.value, fmt=fmt)
+                )
+            ]
     for path in write_files([(f.filename, f.content.decode()) for f in files], out):
         print(path)
 
@@ -267,6 +359,9 @@ def plot(
 
 def register(app: typer.Typer) -> None:
     """Add the job commands to ``app``."""
+    from orchestrator.commands import submit
+
     for command in (tune, jobs, job, cancel, resume, best, pull, plot):
         app.command()(command)
+    submit.register(app)
     app.add_typer(workers_app, name="workers")

@@ -1,0 +1,92 @@
+"""``tunefleet submit``: queue a job on a tunefleet server (its scheduler runs it)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.commands import render
+from orchestrator.commands._common import JsonOption
+from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
+from orchestrator.commands.tune import (
+    ClassOption,
+    DeviceSourceOption,
+    InFlightOption,
+    MinutesOption,
+    ProblemOption,
+    SamplerOption,
+    SeedOption,
+    SpecObjectiveOption,
+    TargetArgument,
+    TeamOption,
+    TopKOption,
+    TrialsOption,
+    WatchOption,
+    build_spec,
+)
+from orchestrator.errors import OrchestratorError
+from orchestrator.progress import reporter_for
+
+
+def submit(
+    target: TargetArgument,
+    problem: ProblemOption = None,
+    trials: TrialsOption = None,
+    minutes: MinutesOption = None,
+    sampler: SamplerOption = None,
+    device_class: ClassOption = None,
+    device: DeviceSourceOption = None,
+    seed: SeedOption = None,
+    top_k: TopKOption = None,
+    team: TeamOption = None,
+    in_flight: InFlightOption = None,
+    objective: SpecObjectiveOption = None,
+    priority: Annotated[
+        int, typer.Option(help="Queue priority: higher runs first, equal ones oldest first.")
+    ] = 0,
+    watch: WatchOption = False,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Queue a job (a job file or a kernel with -p problems) on a tunefleet server."""
+    spec = build_spec(
+        target,
+        problem,
+        trials=trials,
+        minutes=minutes,
+        sampler=sampler,
+        device_classes=device_class or None,
+        devices=device or None,
+        seed=seed,
+        top_k=top_k,
+        team=team,
+        in_flight=in_flight,
+        objective=objective,
+    )
+    client = client_for(server, token_file, None)
+    if client is None:
+        raise OrchestratorError(
+            "submit queues a job on a server: give --server URL or set TUNEFLEET_SERVER "
+            "(`tunefleet tune` runs a job here)"
+        )
+    with client:
+        detail = client.submit(spec.to_dict(), priority=priority)
+        job_id = detail.job.id
+        if watch:
+            reporter = reporter_for(json_out)
+            reporter.note(f"job {job_id} queued on {client.url}")
+            detail = render.watch(lambda: client.job(job_id), reporter)
+        elif not json_out:
+            print(
+                f"job {job_id}: queued on {client.url} (team {detail.job.team}); follow it with "
+                f"`tunefleet job {job_id} --server {client.url} --watch`"
+            )
+            return
+    render.show_detail(detail, json_out)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``submit`` to ``app``."""
+    app.command()(submit)
