@@ -94,5 +94,10 @@ class LeaseKeeper:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
-        with self.database.session() as s:
-            repository.release_lease(s, self.job_id, self.owner)
+        try:
+            with self.database.session() as s:
+                repository.release_lease(s, self.job_id, self.owner)
+        except DatabaseError:
+            if exc is None:
+                raise
+            # The block's own error is the one to report; the lease expires by itself.
