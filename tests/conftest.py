@@ -119,3 +119,12 @@ def empty_url(
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+
+
+@pytest.fixture
+def db(empty_url: str) -> Iterator[Database]:
+    """A migrated database of ``backend``."""
+    database = Database(empty_url)
+    database.upgrade()
+    yield database
+    database.close()

@@ -51,20 +51,7 @@ def submit(
     json_out: JsonOption = False,
 ) -> None:
     """Queue a job (a job file or a kernel with -p problems) on a tunefleet server."""
-    spec = build_spec(
-        target,
-        problem,
-        trials=trials,
-        minutes=minutes,
-        sampler=sampler,
-        device_classes=device_class or None,
-        devices=device or None,
-        seed=seed,
-        top_k=top_k,
-        team=team,
-        in_flight=in_flight,
-        objective=objective,
-    )
+    spec = build_spec(target, problem, locals())
     client = client_for(server, token_file, None)
     if client is None:
         raise OrchestratorError(

@@ -6,6 +6,7 @@ stays light.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -90,12 +91,29 @@ WatchOption = Annotated[
 ]
 
 
-def build_spec(target: str, problem: list[str] | None, **fields: Any) -> JobSpec:
-    """The job of a command line: a job file with the given fields over its own, or a kernel
-    name with its ``-p`` problems; fields left None are not given."""
-    overrides: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
-    if isinstance(overrides.get("objective"), Objective):
-        overrides["objective"] = overrides["objective"].value
+#: The job-spec parameters ``tune`` and ``submit`` share: parameter name -> job file field.
+SPEC_FIELDS = {
+    "trials": "trials",
+    "minutes": "minutes",
+    "sampler": "sampler",
+    "device_class": "device_classes",
+    "device": "devices",
+    "seed": "seed",
+    "top_k": "top_k",
+    "team": "team",
+    "in_flight": "in_flight",
+    "objective": "objective",
+}
+
+
+def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]) -> JobSpec:
+    """The job of a command line: a job file with the SPEC_FIELDS given in ``values`` over its
+    own, or a kernel name with its ``-p`` problems (values that are None or empty are not given)."""
+    overrides: dict[str, Any] = {
+        field: value.value if isinstance(value, Objective) else value
+        for name, field in SPEC_FIELDS.items()
+        if (value := values.get(name)) not in (None, [])
+    }
     if target.endswith((".yaml", ".yml", ".json")):
         if problem:
             overrides["problems"] = list(problem)
@@ -127,20 +145,7 @@ def tune(
     json_out: JsonOption = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
-    spec = build_spec(
-        target,
-        problem,
-        trials=trials,
-        minutes=minutes,
-        sampler=sampler,
-        device_classes=device_class or None,
-        devices=device or None,
-        seed=seed,
-        top_k=top_k,
-        team=team,
-        in_flight=in_flight,
-        objective=objective,
-    )
+    spec = build_spec(target, problem, locals())
     if keep_workers:
         service.cluster_address(ray_address)  # fail before touching the database
     summary = service.tune(

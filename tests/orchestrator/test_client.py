@@ -39,22 +39,11 @@ from orchestrator.errors import (
 )
 from orchestrator.jobs import JobSpec
 from search_spaces.bundle import load_bundle
-from search_spaces.problem import problem_key
-from search_spaces.registry import get_spec
-from search_spaces.space import config_key
+from tests.orchestrator.rows import CONFIG, add_study, store_best
 
 TOKEN = "good-token"
 TINY = "M=16,N=16,K=16,dtype=float16"
 PROBLEM: dict[str, int | bool | str] = {"M": 16, "N": 16, "K": 16, "dtype": "float16"}
-CONFIG = {
-    "BLOCK_M": 16,
-    "BLOCK_N": 16,
-    "BLOCK_K": 16,
-    "GROUP_M": 1,
-    "SPLIT_K": 1,
-    "num_warps": 1,
-    "num_stages": 1,
-}
 STATUS = (
     (PermissionDenied, 403),
     (NotFound, 404),
@@ -161,49 +150,6 @@ def served(database: Database) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     thread.join(10)
 
 
-def store_best(database: Database, job_id: int, class_key: str) -> None:
-    kernel = get_spec("matmul")
-    with database.session() as s:
-        repository.ensure_device_class(s, class_key, "cpu", class_key, "interpreter")
-        repository.upsert_best(
-            s,
-            "matmul",
-            kernel.version_hash(),
-            problem_key(PROBLEM),
-            class_key,
-            "3.6",
-            CONFIG,
-            0.5,
-            None,
-            job_id,
-            None,
-        )
-
-
-def progress(database: Database, job_id: int, outcomes: list[str]) -> None:
-    """A study of ``job_id`` on class cpu with one trial per outcome (distinct configs)."""
-    with database.session() as s:
-        job = repository.get_job(s, job_id)
-        cls = repository.ensure_device_class(s, "cpu", "cpu", "cpu", "interpreter")
-        study = repository.ensure_study(
-            s, job_id, job.kernel_id, problem_key(PROBLEM), PROBLEM, cls, "local", "s"
-        )
-        for i, outcome in enumerate(outcomes):
-            config = {**CONFIG, "BLOCK_K": 16 * (i + 1)}
-            repository.record_trial(
-                s,
-                kernel_id=job.kernel_id,
-                problem_key=problem_key(PROBLEM),
-                device_class_id=cls,
-                config=config,
-                config_key=config_key(config),
-                outcome=outcome,
-                job_id=job_id,
-                study_id=study,
-                median_ms=1.0 + i if outcome == "ok" else None,
-            )
-
-
 def test_requests_carry_the_token_and_answers_read_back_as_views(
     database: Database, served: tuple[str, list[dict[str, Any]]]
 ) -> None:
@@ -223,13 +169,13 @@ def test_requests_carry_the_token_and_answers_read_back_as_views(
         assert [j.id for j in page.items] == [detail.job.id] and page.total == 1
         assert client.job(detail.job.id) == detail
         assert client.cancel(detail.job.id).status is JobStatus.CANCELLED
-        store_best(database, detail.job.id, "cpu")
+        store_best(database, detail.job.id, "cpu", PROBLEM)
         (best,) = client.best("matmul", problem=TINY)
         assert seen[-1]["query"] == {"kernel": "matmul", "objective": "kernel", "problem": TINY}
         assert (best.config, best.job_id, best.team) == (CONFIG, detail.job.id, "red")
         one = client.bundle("matmul", device_class="cpu")
         assert bundle_members(one) == [one] and one.filename.endswith(".json")
-        store_best(database, detail.job.id, "replay:cpu")
+        store_best(database, detail.job.id, "replay:cpu", PROBLEM)
         both = client.bundle("matmul", fmt="triton")
         assert both.media_type == "application/zip"
         members = bundle_members(both)
@@ -320,7 +266,7 @@ def test_commands_with_server_render_what_they_render_locally(
 
     def finish() -> None:
         time.sleep(1.5)
-        progress(database, 1, ["ok", "wrong"])
+        add_study(database, 1, PROBLEM, [("ok", 1.0), ("wrong", 0.0)])
         with database.session() as s:
             repository.set_job_status(s, 1, JobStatus.RUNNING)
             repository.set_job_status(s, 1, JobStatus.DONE)
@@ -333,7 +279,7 @@ def test_commands_with_server_render_what_they_render_locally(
     assert "job 1: queued" in err and "job 1: done" in err and "2/2 trials" in err
     assert "done" in out and "ok 1, wrong 1" in out
 
-    store_best(database, 1, "cpu")
+    store_best(database, 1, "cpu", PROBLEM)
     code, remote, _ = run_cli(capsys, "best", "matmul", "--json")
     code, local, _ = run_cli(capsys, "best", "matmul", "--json", "--db", db_url)
     assert json.loads(remote) == json.loads(local) and json.loads(remote)["best"]
