@@ -216,7 +216,12 @@ class Scheduler:
         if not name or name == ":memory:":
             return
         path = Path(f"{name}.scheduler.lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OrchestratorError(
+                f"cannot create the scheduler's lock file {path}: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
