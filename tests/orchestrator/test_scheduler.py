@@ -1,5 +1,5 @@
 """The scheduler on a real local Ray with replay workers (two device classes): queued jobs run
-exactly once, by priority, classes at once and one class in turns; a stopped scheduler's job is
+exactly once, by priority, classes at once and one class in turns (SQLite and PostgreSQL); a stopped scheduler's job is
 finished by the next one with no trial lost or measured twice; what a scheduler owned it resumes
 at once; a second scheduler on one SQLite file refuses to start."""
 
@@ -76,8 +76,9 @@ def assert_once(database: Database, job_id: int, budget: int) -> None:
 
 
 def test_queued_jobs_run_once_by_priority_classes_at_once(
-    database: Database, landscapes: dict[str, list[Path]]
+    db: Database, landscapes: dict[str, list[Path]]
 ) -> None:
+    database = db  # SQLite and PostgreSQL
     later = submit(database, H200, 6)
     other = submit(database, A100, 6)
     first = submit(database, H200, 6, priority=5)
