@@ -1,7 +1,7 @@
 """The scheduler on a real local Ray with replay workers (two device classes): queued jobs run
-exactly once, by priority, classes at once and one class in turns (SQLite and PostgreSQL); a stopped scheduler's job is
-finished by the next one with no trial lost or measured twice; what a scheduler owned it resumes
-at once; a second scheduler on one SQLite file refuses to start."""
+exactly once, by priority, classes at once and one class in turns (on SQLite and PostgreSQL); a
+stopped scheduler's job is finished by the next one with no trial lost or measured twice; what a
+scheduler owned it resumes at once; a second scheduler on one SQLite file refuses to start."""
 
 from __future__ import annotations
 
