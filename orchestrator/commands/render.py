@@ -121,7 +121,7 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
     c.print(" · ".join(times) + " UTC")
     if detail.studies:
         table = Table()
-        table.add_column("study")
+        table.add_column("study", overflow="fold")
         table.add_column("status")
         table.add_column("trials", justify="right")
         table.add_column("outcomes")
