@@ -342,7 +342,7 @@ class _Counts:
 
 
 def _study_counts(s: sa.orm.Session, job_ids: Sequence[int]) -> dict[int, dict[int, _Counts]]:
-    """job id -> study id -> its counts, in one query over the trial rows."""
+    """job id -> study id -> its counts, in one query over the (not provisional) trial rows."""
     rows = s.execute(
         sa.select(
             Study.job_id,
@@ -352,7 +352,8 @@ def _study_counts(s: sa.orm.Session, job_ids: Sequence[int]) -> dict[int, dict[i
             sa.func.count(Trial.id),
             sa.func.min(Trial.median_ms),
         )
-        .join(Trial, Trial.study_id == Study.id, isouter=True)
+        # A provisional verdict is measured again; its final row is the one that counts.
+        .join(Trial, sa.and_(Trial.study_id == Study.id, ~Trial.provisional), isouter=True)
         .where(Study.job_id.in_(list(job_ids)))
         .group_by(Study.job_id, Study.id, Trial.outcome, Trial.reused)
     ).all()

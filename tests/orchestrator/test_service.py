@@ -87,7 +87,21 @@ def test_list_filters_and_pages_newest_first(db: Database) -> None:
 
 def test_detail_counts_trials_by_outcome_with_budget_and_best(db: Database) -> None:
     job_id = service.submit_job(db, spec(team="red"))
-    add_study(db, job_id, SMALL, [("ok", 2.0), ("ok", 1.5), ("wrong", 0), ("infra", 0)])
+    study = add_study(db, job_id, SMALL, [("ok", 2.0), ("ok", 1.5), ("wrong", 0), ("infra", 0)])
+    with db.session() as s:  # a crash that is measured again: not counted until it stands
+        first = repository.trials_for_study(s, study)[0]
+        repository.record_trial(
+            s,
+            kernel_id=first.kernel_id,
+            problem_key=first.problem_key,
+            device_class_id=first.device_class_id,
+            config={**CONFIG, "BLOCK_K": 128},
+            config_key="provisional",
+            outcome="crash",
+            job_id=job_id,
+            study_id=study,
+            provisional=True,
+        )
     add_study(db, job_id, BIG, [("ok", 9.0)] + [("invalid", 0)] * 5)
     detail = service.job_detail(db, job_id, team="red")
     small, big = detail.studies
