@@ -24,7 +24,7 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,9 +139,12 @@ class Scheduler:
         lease_s: float = 30.0,
         poll_s: float = 1.0,
         pool_options: PoolOptions | None = None,
+        kernel_modules: Collection[str] = (),
     ) -> None:
         """``pool_options``: the base settings of every pool (a job's ``in_flight`` and
-        objective override theirs)."""
+        objective override theirs). ``kernel_modules``: the modules whose ``module:attribute``
+        kernels jobs may name (the server's allow-list); a job row naming another is failed
+        without importing anything."""
         if not devices:
             raise OrchestratorError("the scheduler needs at least one --device source")
         self.database = database
@@ -151,6 +154,7 @@ class Scheduler:
         self.lease_s = lease_s
         self.poll_s = poll_s
         self._base = pool_options
+        self.kernel_modules = frozenset(kernel_modules)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -388,8 +392,19 @@ class Scheduler:
         if cancelled:
             self._release(job)
             return None
-        spec = JobSpec.from_mapping(record.spec)
-        return self._match(spec)
+        return self._match(self._spec(record.spec))
+
+    def _spec(self, stored: Mapping[str, Any]) -> JobSpec:
+        """The job spec of a job row; a ``module:attribute`` kernel only from an allowed module
+        (JobSpecError before anything is imported)."""
+        kernel = str(stored.get("kernel", ""))
+        module = kernel.partition(":")[0]
+        if ":" in kernel and module not in self.kernel_modules:
+            raise JobSpecError(
+                f"kernel module {module[:80]!r} is not allowed on this server; its operator "
+                "allows one with --allow-kernel-module"
+            )
+        return JobSpec.from_mapping(stored)
 
     def _match(self, spec: JobSpec) -> list[_Group]:
         groups = list(self._groups)
@@ -433,7 +448,7 @@ class Scheduler:
     def _run(self, job: _Job) -> None:
         try:
             with self.database.session(readonly=True) as s:
-                spec = JobSpec.from_mapping(repository.get_job(s, job.id).spec)
+                spec = self._spec(repository.get_job(s, job.id).spec)
             options = service.pool_options(spec, base=self._base)
             pools = PoolSet([self._pool(g, options) for g in job.groups])
             status = service.drive(

@@ -1,7 +1,8 @@
 """The scheduler on a real local Ray with replay workers (two device classes): queued jobs run
 exactly once, by priority, classes at once and one class in turns (on SQLite and PostgreSQL); a
 stopped scheduler's job is finished by the next one with no trial lost or measured twice; what a
-scheduler owned it resumes at once; a second scheduler on one SQLite file refuses to start."""
+scheduler owned it resumes at once; it never imports a kernel module it was not allowed; a second
+scheduler on one SQLite file refuses to start."""
 
 from __future__ import annotations
 
@@ -138,13 +139,18 @@ def test_a_stopped_scheduler_leaves_the_job_to_the_next_one(
     assert_once(database, job_id, 40)
 
 
-def test_resumes_what_it_owned_and_leaves_others_leases(
+def test_resumes_what_it_owned_leaves_others_leases_imports_nothing_unallowed(
     database: Database, landscapes: dict[str, list[Path]]
 ) -> None:
     mine, theirs = submit(database, H200, 4), submit(database, H200, 4)
     with database.session() as s:
         assert repository.acquire_lease(s, mine, "server-a", 120.0)
         assert repository.acquire_lease(s, theirs, "server-b", 120.0)
+        # A row written straight to the database, naming code the server never allowed.
+        kernel_id = repository.ensure_kernel(s, "planted_module:SPEC", "v1", "h1")
+        planted = repository.create_job(
+            s, kernel_id, {"kernel": "planted_module:SPEC", "problems": [{"n": 1}]}, "red"
+        )
     scheduler = Scheduler(
         database, devices=(replay(landscapes, H200),), owner="server-a", poll_s=0.2
     )
@@ -153,6 +159,10 @@ def test_resumes_what_it_owned_and_leaves_others_leases(
         until(lambda: job(database, mine).status is JobStatus.DONE, what="its own job done")
         assert job(database, theirs).status is JobStatus.QUEUED
         assert job(database, theirs).lease_owner == "server-b"
+        until(lambda: job(database, planted).status is JobStatus.FAILED, what="planted job failed")
+        assert "kernel module 'planted_module' is not allowed" in (
+            job(database, planted).error or ""
+        )
     finally:
         scheduler.stop(60)
 
