@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,7 +26,16 @@ from orchestrator.commands.tune import (
     build_spec,
 )
 from orchestrator.errors import OrchestratorError
+from orchestrator.jobs import JobSpec
 from orchestrator.progress import reporter_for
+
+
+def job_request(spec: JobSpec) -> dict[str, Any]:
+    """The job's fields as a server's ``POST /v1/jobs`` takes them: kernel, problems and every
+    field that is not at its default (a server of an older version knows fewer fields)."""
+    given = spec.to_dict()
+    default = JobSpec(spec.kernel, spec.problems).to_dict()
+    return {k: v for k, v in given.items() if k in ("kernel", "problems") or v != default[k]}
 
 
 def submit(
@@ -59,7 +68,7 @@ def submit(
             "(`tunefleet tune` runs a job here)"
         )
     with client:
-        detail = client.submit(spec.to_dict(), priority=priority)
+        detail = client.submit(job_request(spec), priority=priority)
         job_id = detail.job.id
         if watch:
             reporter = reporter_for(json_out)

@@ -254,7 +254,13 @@ def test_commands_with_server_render_what_they_render_locally(
     )  # fmt: skip
     assert code == 0, err
     assert out.startswith("job 1: queued on ") and "--watch" in out
-    assert seen[-1]["body"]["trials"] == 2 and seen[-1]["body"]["priority"] == 2
+    assert seen[-1]["body"] == {
+        "kernel": "matmul",
+        "problems": [PROBLEM],
+        "trials": 2,
+        "team": "red",
+        "priority": 2,
+    }  # the fields given, not every default
 
     monkeypatch.setenv("TUNEFLEET_SERVER", url)
     monkeypatch.setenv("TUNEFLEET_TOKEN", TOKEN)
