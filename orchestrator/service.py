@@ -17,7 +17,7 @@ import io
 import json
 import types
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -43,7 +43,7 @@ from orchestrator.lease import LeaseKeeper, default_owner
 from orchestrator.progress import Reporter, SilentReporter
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
-from search_spaces.registry import all_specs, get_spec
+from search_spaces.registry import all_specs, get_spec, spec_from_storage
 from search_spaces.space import DeviceLimits
 from search_spaces.spec import KernelSpec
 from workers.device_table import canonical_class_key, find, lookup
@@ -552,12 +552,14 @@ def tune(
     return job_summary(database, job_id)
 
 
-def _runnable(database: Database, job_id: int) -> JobSpec:
-    """The job's spec if it can run here: not done, not held by a live lease (cluster-free)."""
+def _runnable(database: Database, job_id: int, kernel_modules: Collection[str]) -> JobSpec:
+    """The job's spec if it can run here (not done); its kernel is imported only if registered
+    or named in ``kernel_modules`` (a job row never makes us import code)."""
     with database.session(readonly=True) as s:
         job = _job(s, job_id, None)
     if job.status is JobStatus.DONE:
         raise JobStateError(f"job {job_id} is already done; start a new job to tune more")
+    spec_from_storage(str(job.spec.get("kernel", job.kernel_name)), kernel_modules)
     return JobSpec.from_mapping(job.spec)
 
 
@@ -569,10 +571,12 @@ def run_job(
     keep_workers: bool = False,
     reporter: Reporter | None = None,
     owner: str | None = None,
+    kernel_modules: Collection[str] = (),
 ) -> JobSummaryView:
     """Take job ``job_id``'s lease (JobLeased if another live owner holds it; an expired lease
-    is taken over), drive the job on Ray workers here, release the lease; its summary."""
-    spec = _runnable(database, job_id)
+    is taken over), drive the job on Ray workers here, release the lease; its summary.
+    ``kernel_modules``: the ``module:attribute`` kernels (or modules) the caller allows."""
+    spec = _runnable(database, job_id, kernel_modules)
     if keep_workers:
         cluster_address(ray_address)
     reporter = reporter or SilentReporter()
@@ -582,18 +586,21 @@ def run_job(
     ):
         _announce(reporter, job_id, spec)
         drive(database, pool, job_id, keeper, reporter)
-    return job_summary(database, job_id)
+    return job_summary(database, job_id, kernel_modules)
 
 
 #: Resuming is running an existing job again: it rebuilds its studies from the trial rows.
 resume_job = run_job
 
 
-def job_summary(database: Database, job_id: int) -> JobSummaryView:
-    """The job's results (needs the job's kernel spec: rates and the default config)."""
+def job_summary(
+    database: Database, job_id: int, kernel_modules: Collection[str] = ()
+) -> JobSummaryView:
+    """The job's results (needs the job's kernel spec, loaded as ``run_job`` does: rates and
+    the default config)."""
     from orchestrator.summary import collect
 
-    summary = collect(database, job_id)
+    summary = collect(database, job_id, kernel_modules)
     return JobSummaryView(job_id, JobStatus(summary["status"]), summary)
 
 

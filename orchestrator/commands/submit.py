@@ -11,10 +11,12 @@ from orchestrator.commands._common import JsonOption
 from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.commands.tune import (
     ClassOption,
+    CompileTimeoutOption,
     DeviceSourceOption,
     InFlightOption,
     MinutesOption,
     ProblemOption,
+    RunTimeoutOption,
     SamplerOption,
     SeedOption,
     SpecObjectiveOption,
@@ -51,6 +53,8 @@ def submit(
     team: TeamOption = None,
     in_flight: InFlightOption = None,
     objective: SpecObjectiveOption = None,
+    compile_timeout: CompileTimeoutOption = None,
+    run_timeout: RunTimeoutOption = None,
     priority: Annotated[
         int, typer.Option(help="Queue priority: higher runs first, equal ones oldest first.")
     ] = 0,

@@ -84,6 +84,22 @@ SpecObjectiveOption = Annotated[
     Objective | None,
     typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
 ]
+CompileTimeoutOption = Annotated[
+    float | None,
+    typer.Option("--compile-timeout", help="Seconds a trial may compile (default 120)."),
+]
+RunTimeoutOption = Annotated[
+    float | None,
+    typer.Option("--run-timeout", help="Seconds a trial may check and time (default 60)."),
+]
+KernelModuleOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kernel-module",
+        help="Import this MODULE:ATTRIBUTE (or MODULE) if the job names it: a job row never "
+        "makes tunefleet import code you did not name (repeatable).",
+    ),
+]
 
 
 WatchOption = Annotated[
@@ -103,6 +119,8 @@ SPEC_FIELDS = {
     "team": "team",
     "in_flight": "in_flight",
     "objective": "objective",
+    "compile_timeout": "compile_timeout_s",
+    "run_timeout": "run_timeout_s",
 }
 
 
@@ -141,6 +159,8 @@ def tune(
     team: TeamOption = None,
     in_flight: InFlightOption = None,
     objective: SpecObjectiveOption = None,
+    compile_timeout: CompileTimeoutOption = None,
+    run_timeout: RunTimeoutOption = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -163,6 +183,7 @@ def resume(
     ray_address: RayOption = None,
     db: DbOption = None,
     keep_workers: KeepOption = False,
+    kernel_module: KernelModuleOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
@@ -172,6 +193,7 @@ def resume(
         ray_address=ray_address,
         keep_workers=keep_workers,
         reporter=reporter_for(json_out),
+        kernel_modules=kernel_module or (),
     )
     render.show_summary(summary, json_out)
 

@@ -37,6 +37,7 @@ from orchestrator.jobs import DeviceSource, JobSpec, SourceKind
 from orchestrator.lease import LeaseKeeper, default_owner
 from orchestrator.service import DeviceClassView
 from search_spaces.errors import SpecError
+from search_spaces.registry import spec_from_storage
 from workers.device_table import canonical_class_key
 from workers.errors import WorkerError
 
@@ -396,14 +397,8 @@ class Scheduler:
 
     def _spec(self, stored: Mapping[str, Any]) -> JobSpec:
         """The job spec of a job row; a ``module:attribute`` kernel only from an allowed module
-        (JobSpecError before anything is imported)."""
-        kernel = str(stored.get("kernel", ""))
-        module = kernel.partition(":")[0]
-        if ":" in kernel and module not in self.kernel_modules:
-            raise JobSpecError(
-                f"kernel module {module[:80]!r} is not allowed on this server; its operator "
-                "allows one with --allow-kernel-module"
-            )
+        (RegistryError before anything is imported)."""
+        spec_from_storage(str(stored.get("kernel", "")), self.kernel_modules)
         return JobSpec.from_mapping(stored)
 
     def _match(self, spec: JobSpec) -> list[_Group]:

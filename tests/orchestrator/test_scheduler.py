@@ -160,7 +160,7 @@ def test_resumes_what_it_owned_leaves_others_leases_imports_nothing_unallowed(
         assert job(database, theirs).status is JobStatus.QUEUED
         assert job(database, theirs).lease_owner == "server-b"
         until(lambda: job(database, planted).status is JobStatus.FAILED, what="planted job failed")
-        assert "kernel module 'planted_module' is not allowed" in (
+        assert "kernel 'planted_module:SPEC' is not registered" in (
             job(database, planted).error or ""
         )
     finally:
