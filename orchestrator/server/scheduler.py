@@ -173,10 +173,15 @@ class Scheduler:
         if self._thread is not None:
             raise OrchestratorError("the scheduler is already started")
         self._lock_file()
+        import ray
+
         from orchestrator.dispatch import ensure_ray
 
         try:
             self._started_ray = ensure_ray(self.ray_address)
+            # Ray builds its serialization context (which imports pydantic's compat modules) on
+            # first use: here, in the caller's thread, not in ours racing a web server's imports.
+            ray.put(None)
         except BaseException:
             self._unlock_file()
             raise
