@@ -50,6 +50,7 @@ from workers.device_table import canonical_class_key, find, lookup
 
 if TYPE_CHECKING:
     from orchestrator.dispatch import PoolOptions, WorkerPool
+    from orchestrator.pool import Pool
 
 #: Seconds a job's lease lives without renewal (the keeper renews it every third of that).
 LEASE_S = 30.0
@@ -496,14 +497,14 @@ def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[Wo
 
 def drive(
     database: Database,
-    pool: Any,
+    pool: Pool,
     job_id: int,
     keeper: LeaseKeeper,
     reporter: Reporter | None = None,
     *,
     stop: Callable[[], bool] | None = None,
 ) -> JobStatus:
-    """Run job ``job_id`` on ``pool`` (a WorkerPool or any pool of its protocol) under ``keeper``'s lease until done, cancelled, failed or
+    """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
     stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner)."""
     from orchestrator.driver import Driver
 
@@ -762,7 +763,7 @@ def best_configs(
 ) -> list[BestView]:
     """Best stored configs of the installed version of ``kernel`` for ``objective``, optionally
     of one device class and one problem (``M=64,...`` or a mapping), in key order."""
-    from orchestrator.summary import _rates as rates
+    from orchestrator.rates import rates
 
     spec = _kernel(kernel)
     try:
@@ -785,7 +786,7 @@ def best_configs(
     for r in records:
         problem_dict = json.loads(r.problem_key)
         known = find(r.device_class_key)
-        rated = rates(spec, problem_dict, known.name if known else r.device_class_key, r.time_ms)
+        rated = rates(spec, problem_dict, r.time_ms, known.name if known else r.device_class_key)
         out.append(
             BestView(
                 kernel=r.kernel_name,
@@ -796,9 +797,9 @@ def best_configs(
                 objective=r.objective,
                 config=dict(r.config),
                 time_ms=r.time_ms,
-                tflops=rated["tflops"],
-                gbs=rated["gbs"],
-                roofline_pct=rated["roofline_pct"],
+                tflops=rated.tflops,
+                gbs=rated.gbs,
+                roofline_pct=rated.roofline_pct,
                 team=r.team,
                 job_id=r.job_id,
                 updated_at=_aware(r.updated_at),

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from db import JobStatus, Objective
-from orchestrator import service
+from orchestrator import samplers, service
 from orchestrator.commands import render
 from orchestrator.commands._common import (
     DbOption,
@@ -63,9 +63,7 @@ KeepOption = Annotated[
 TargetArgument = Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")]
 TrialsOption = Annotated[int | None, typer.Option(help="Trials per study (default 30).")]
 MinutesOption = Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")]
-SamplerOption = Annotated[
-    str | None, typer.Option(help="local (default), tpe, gp, random, grid, cmaes.")
-]
+SamplerOption = Annotated[str | None, typer.Option(help=f"Search strategy; {samplers.help_text()}")]
 DeviceSourceOption = Annotated[
     list[str] | None,
     typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),

@@ -43,6 +43,8 @@ from workers.errors import WorkerError
 
 if TYPE_CHECKING:
     from orchestrator.dispatch import PoolOptions, WorkerPlan, WorkerPool
+    from orchestrator.pool import Done, Pool, RetimeJob, WorkerInfo
+    from workers.trial import TrialRequest
 
 log = logging.getLogger("tunefleet.scheduler")
 
@@ -55,19 +57,19 @@ class PoolSet:
     other per-class calls go to the class's pool; ``wait`` collects from all). ``shutdown`` does
     nothing: the scheduler owns the pools and keeps them for the next job."""
 
-    def __init__(self, pools: Sequence[WorkerPool]) -> None:
+    def __init__(self, pools: Sequence[Pool]) -> None:
         self._pools = list(pools)
 
-    def _of(self, class_key: str) -> WorkerPool:
+    def _of(self, class_key: str) -> Pool:
         for pool in self._pools:
             if class_key in pool.classes():
                 return pool
         raise NoWorkersError(f"no live worker of class {class_key!r} is left")
 
-    def classes(self) -> dict[str, Any]:
+    def classes(self) -> dict[str, WorkerInfo]:
         return {k: v for pool in self._pools for k, v in pool.classes().items()}
 
-    def workers(self, class_key: str | None = None) -> list[Any]:
+    def workers(self, class_key: str | None = None) -> list[WorkerInfo]:
         return [w for pool in self._pools for w in pool.workers(class_key)]
 
     def free_slots(self, class_key: str) -> int:
@@ -77,18 +79,20 @@ class PoolSet:
     def in_flight(self) -> int:
         return sum(pool.in_flight for pool in self._pools)
 
-    def submit(self, class_key: str, *args: Any) -> Any:
-        return self._of(class_key).submit(class_key, *args)
+    def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
+        return self._of(class_key).submit(class_key, request, tag)
 
-    def wait(self, timeout: float) -> list[Any]:
+    def wait(self, timeout: float) -> list[Done]:
         busy = [pool for pool in self._pools if pool.in_flight] or self._pools[:1]
-        out: list[Any] = []
+        out: list[Done] = []
         for pool in busy:
             out.extend(pool.wait(timeout / len(busy)))
         return out
 
-    def retime(self, jobs: Sequence[Any], rounds: int, timeout_s: float = 600.0) -> list[Any]:
-        out: list[Any] = [None] * len(jobs)
+    def retime(
+        self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
+    ) -> list[list[list[float]] | None]:
+        out: list[list[list[float]] | None] = [None] * len(jobs)
         for pool in self._pools:
             mine = [i for i, job in enumerate(jobs) if job[0] in pool.classes()]
             if mine:
