@@ -75,7 +75,7 @@ def _stop_gracefully(server: uvicorn.Server, scheduler: Any) -> None:
         threading.Thread(target=stop, name="tunefleet-stop", daemon=True).start()
 
     # uvicorn swaps its own handler in while it runs and restores these afterwards.
-    server.handle_exit = handle  # type: ignore[method-assign]
+    server.handle_exit = handle  # type: ignore[method-assign,assignment]
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
 
@@ -88,9 +88,7 @@ def serve(
     db: DbOption = None,
     ray_address: Annotated[
         str | None,
-        typer.Option(
-            "--ray-address", help="Ray cluster for the scheduler (default: a local Ray)."
-        ),
+        typer.Option("--ray-address", help="Ray cluster for the scheduler (default: a local Ray)."),
     ] = None,
     device: Annotated[
         list[str] | None,
@@ -182,9 +180,7 @@ def _team(value: str) -> str:
 @token_app.command("create")
 def token_create(
     team: Annotated[str, typer.Option("--team", help="The team the token acts for.")],
-    scope: Annotated[
-        TokenScope, typer.Option("--scope", help="read, submit (and cancel) or admin.")
-    ],
+    scope: Annotated[str, typer.Option("--scope", help="read, submit (and cancel) or admin.")],
     expires: Annotated[
         float | None, typer.Option("--expires", min=0.001, help="Days until it expires.")
     ] = None,
@@ -193,21 +189,26 @@ def token_create(
     json_out: JsonOption = False,
 ) -> None:
     """Create a token and print it once (the database keeps only its SHA-256)."""
+    try:
+        chosen = TokenScope(scope)
+    except ValueError:
+        raise OrchestratorError(f"unknown scope {scope!r}; use read, submit or admin") from None
+    checked = _team(team)
     database = open_database(db)
     expires_at = None if expires is None else utcnow() + timedelta(days=expires)
     with database.session() as s:
         record, secret = repository.create_token(
-            s, _team(team), scope, expires_at=expires_at, name=name
+            s, checked, chosen, expires_at=expires_at, name=name
         )
         repository.write_audit(
             s, action="token.create", target=f"team {record.team}", detail={"via": "cli"}
         )
     if json_out:
-        print_json({"id": record.id, "team": record.team, "scope": scope.value, "token": secret})
+        print_json({"id": record.id, "team": record.team, "scope": chosen.value, "token": secret})
         return
     print(secret)
     print(
-        f"token {record.id} for team {record.team} ({scope.value}"
+        f"token {record.id} for team {record.team} ({chosen.value}"
         + (f", expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else "")
         + "); it is shown only now",
         file=sys.stderr,

@@ -198,7 +198,7 @@ def create_app(
     _routes(app, api)
     app.add_middleware(BodyLimit)
     app.add_middleware(PathGuard)
-    app.add_middleware(metrics.middleware)  # type: ignore[arg-type]
+    app.add_middleware(metrics.middleware)
     return app
 
 
@@ -344,9 +344,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         return json_response({"kernels": service.list_kernels()})
 
     @app.get("/v1/kernels/{name}/space", tags=["kernels"])
-    def kernel_space(
-        name: KernelName, _: ReadPrincipal, device_class: KnownClassQuery
-    ) -> Response:
+    def kernel_space(name: KernelName, _: ReadPrincipal, device_class: KnownClassQuery) -> Response:
         """A kernel's search space on a known device class: parameters, rules, default, counts."""
         api.kernel(name)
         names.device_class(device_class)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -67,7 +68,7 @@ class ApiError(Exception):
 
 
 def error_response(
-    status: int, error: str, detail: Any = None, headers: dict[str, str] | None = None
+    status: int, error: str, detail: Any = None, headers: Mapping[str, str] | None = None
 ) -> Response:
     body = json.dumps({"error": error, "detail": jsonable_encoder(detail)}, default=str)
     return Response(body, status_code=status, media_type="application/json", headers=headers)

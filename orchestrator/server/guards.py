@@ -50,7 +50,9 @@ class PathGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             raw = scope.get("raw_path") or scope["path"].encode()
-            problem = suspicious(raw.decode("latin-1"), scope.get("query_string", b"").decode("latin-1"))
+            problem = suspicious(
+                raw.decode("latin-1"), scope.get("query_string", b"").decode("latin-1")
+            )
             if problem is not None:
                 await error_response(400, f"bad request target: {problem}")(scope, receive, send)
                 return

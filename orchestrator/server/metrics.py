@@ -85,9 +85,9 @@ class Metrics:
                     route = scope.get("route")
                     template = getattr(route, "path", "unmatched")
                     method = scope["method"] if scope["method"] in _METHODS else "other"
-                    self.latency.labels(
-                        method, template, str(message["status"])
-                    ).observe(time.perf_counter() - start)
+                    self.latency.labels(method, template, str(message["status"])).observe(
+                        time.perf_counter() - start
+                    )
                 await send(message)
 
             await app(scope, receive, observe)

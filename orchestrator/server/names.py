@@ -15,7 +15,9 @@ from search_spaces.registry import available
 TEAM_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CLASS_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.:()+-]{0,199}")
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-MODULE_REF_PATTERN = re.compile(rf"({_IDENTIFIER}(?:\.{_IDENTIFIER})*):({_IDENTIFIER}(?:\.{_IDENTIFIER})*)")
+MODULE_REF_PATTERN = re.compile(
+    rf"({_IDENTIFIER}(?:\.{_IDENTIFIER})*):({_IDENTIFIER}(?:\.{_IDENTIFIER})*)"
+)
 
 
 class BadName(ValueError):

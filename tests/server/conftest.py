@@ -78,9 +78,7 @@ def seed_best(database: Database, team: str, problems: list[dict[str, Any]]) -> 
     spec = get_spec("matmul")
     config = spec.default_config(Vendor.NVIDIA)
     with database.session() as s:
-        kernel_id = repository.ensure_kernel(
-            s, spec.name, spec.version_hash(), spec.space.hash()
-        )
+        kernel_id = repository.ensure_kernel(s, spec.name, spec.version_hash(), spec.space.hash())
         job_spec = {"kernel": "matmul", "problems": problems, "team": team}
         job_id = repository.create_job(s, kernel_id, job_spec, team)
         cls_id = repository.ensure_device_class(s, CLASS_KEY, "nvidia", CLASS_KEY, "sm_90")

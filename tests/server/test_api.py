@@ -46,7 +46,9 @@ def test_unknown_revoked_and_expired_tokens_get_401(api: Api) -> None:
     assert api.call("alpha", "GET", "/v1/jobs").status_code == 200
     _, expired = make_token(api.database, "alpha", TokenScope.ADMIN, utcnow() - timedelta(1))
     revoked_id, revoked = make_token(api.database, "alpha", TokenScope.ADMIN)
-    assert api.call(None, "GET", "/v1/jobs", headers={"Authorization": f"Bearer {revoked}"}).is_success
+    assert api.call(
+        None, "GET", "/v1/jobs", headers={"Authorization": f"Bearer {revoked}"}
+    ).is_success
     with api.database.session() as s:
         assert repository.revoke_token(s, revoked_id)
     for header in (
@@ -75,7 +77,9 @@ def test_scopes_teams_and_the_audit_trail(api: Api) -> None:
 
     # Submitting for another team is refused; an admin may.
     assert api.call("alpha", "POST", "/v1/jobs", json=job_body(team="beta")).status_code == 403
-    assert api.call("admin", "POST", "/v1/jobs", json=job_body(team="beta")).json()["team"] == "beta"
+    assert (
+        api.call("admin", "POST", "/v1/jobs", json=job_body(team="beta")).json()["team"] == "beta"
+    )
 
     # beta cannot cancel alpha's job; alpha can; a finished job cannot be cancelled again.
     r = api.call("beta", "POST", f"/v1/jobs/{job['id']}/cancel")
@@ -91,7 +95,10 @@ def test_scopes_teams_and_the_audit_trail(api: Api) -> None:
     assert api.call("admin", "POST", "/v1/jobs/999999/cancel").status_code == 404
 
     alpha_id = api.tokens["alpha"][0]
-    entries = [(e.action, e.token_id, e.team, e.target, (e.detail or {}).get("status")) for e in _audit(api)]
+    entries = [
+        (e.action, e.token_id, e.team, e.target, (e.detail or {}).get("status"))
+        for e in _audit(api)
+    ]
     assert ("job.submit", alpha_id, "alpha", "matmul", 200) in entries
     assert ("job.cancel", alpha_id, "alpha", f"job {job['id']}", 200) in entries
     assert ("job.cancel", api.tokens["beta"][0], "beta", f"job {job['id']}", 403) in entries
@@ -144,7 +151,11 @@ def test_best_configs_and_bundles_are_shared_across_teams(api: Api, tmp_path: Pa
         "beta",
         "GET",
         "/v1/best",
-        params={"kernel": "matmul", "problem": "M=32,N=32,K=32,dtype=float16", "device_class": "H200"},
+        params={
+            "kernel": "matmul",
+            "problem": "M=32,N=32,K=32,dtype=float16",
+            "device_class": "H200",
+        },
     ).json()["best"]
     assert [b["problem"]["M"] for b in one] == [32]
 
@@ -160,8 +171,12 @@ def test_best_configs_and_bundles_are_shared_across_teams(api: Api, tmp_path: Pa
 
     py = api.call("alpha_read", "GET", "/v1/bundles/matmul", params={"format": "triton"})
     assert py.status_code == 200 and "CONFIGS = [" in py.text
-    assert api.call("beta", "GET", "/v1/bundles/matmul", params={"format": "vllm"}).status_code == 422
-    assert api.call("beta", "GET", "/v1/bundles/matmul", params={"format": "xml"}).status_code == 422
+    assert (
+        api.call("beta", "GET", "/v1/bundles/matmul", params={"format": "vllm"}).status_code == 422
+    )
+    assert (
+        api.call("beta", "GET", "/v1/bundles/matmul", params={"format": "xml"}).status_code == 422
+    )
     missing = api.call("beta", "GET", "/v1/bundles/rmsnorm")
     assert missing.status_code == 422 and "no best configs" in missing.json()["error"]
 
@@ -185,10 +200,15 @@ def test_events_stream_progress_until_the_job_ends(api: Api) -> None:
 def test_kernels_space_and_device_classes(api: Api) -> None:
     kernels = api.call("alpha_read", "GET", "/v1/kernels").json()["kernels"]
     assert "matmul" in {k["name"] for k in kernels}
-    space = api.call("alpha_read", "GET", "/v1/kernels/matmul/space", params={"device_class": "H200"})
+    space = api.call(
+        "alpha_read", "GET", "/v1/kernels/matmul/space", params={"device_class": "H200"}
+    )
     assert space.status_code == 200, space.text
     assert space.json()["device_class"] == "NVIDIA H200" and space.json()["valid"] > 0
-    assert api.call("alpha_read", "GET", "/v1/kernels/nokernel/space?device_class=H200").status_code == 400
+    assert (
+        api.call("alpha_read", "GET", "/v1/kernels/nokernel/space?device_class=H200").status_code
+        == 400
+    )
     unknown = api.call("alpha_read", "GET", "/v1/kernels/matmul/space?device_class=Z9000")
     assert unknown.status_code == 422, unknown.text
     classes = api.call("alpha_read", "GET", "/v1/device-classes").json()
@@ -210,7 +230,9 @@ def test_metrics(api: Api) -> None:
 
 def test_admin_manages_tokens_over_http(api: Api) -> None:
     assert api.call("alpha", "GET", "/v1/tokens").status_code == 403
-    r = api.call("admin", "POST", "/v1/tokens", json={"team": "gamma", "scope": "read", "expires_days": 1})
+    r = api.call(
+        "admin", "POST", "/v1/tokens", json={"team": "gamma", "scope": "read", "expires_days": 1}
+    )
     assert r.status_code == 201, r.text
     created = r.json()
     assert created["team"] == "gamma" and len(created["token"]) >= 40
@@ -231,6 +253,8 @@ def test_admin_manages_tokens_over_http(api: Api) -> None:
 
 def test_openapi_and_docs(api: Api) -> None:
     doc = api.call(None, "GET", "/openapi.json").json()
-    assert {"/v1/jobs", "/v1/jobs/{job_id}/events", "/v1/bundles/{kernel}", "/metrics"} <= set(doc["paths"])
+    assert {"/v1/jobs", "/v1/jobs/{job_id}/events", "/v1/bundles/{kernel}", "/metrics"} <= set(
+        doc["paths"]
+    )
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
     assert "swagger" in api.call(None, "GET", "/docs").text.lower()
