@@ -22,7 +22,7 @@ DEVICES = ("H200", "MI300X", "A100")
 
 
 def product_loop(space: Space, limits: DeviceLimits) -> list[Config]:
-    """The valid configs the way ``Space.iter_valid`` listed them before session 4."""
+    """The valid configs the way ``Space.iter_valid`` listed them before commit e268991."""
     present = space.params_for(limits.vendor)
     names = [p.name for p in present]
     active = [c for c in space.constraints if set(c.uses) <= set(names)]

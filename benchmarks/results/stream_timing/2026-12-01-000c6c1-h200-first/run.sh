@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One nvidia-h200 device call (repo root, PYTHONPATH=$PWD), at commit 000c6c1: rmsnorm's every config
+# timed alone (the tuner's timer) and in a stream of launches (benchmarks/stream_timing.py).
+# Needs only torch and triton. Output in $OUT/results.tgz.
+set -u
+R=$OUT/r
+mkdir -p "$R"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$R/gpu.txt"
+timeout 560 python3 benchmarks/stream_timing.py --json "$R/stream_timing.json" > "$R/log.txt" 2>&1
+echo "stream_timing rc=$?"
+tail -n 12 "$R/log.txt"
+gzip "$R/stream_timing.json"
+tar czf "$OUT/results.tgz" -C "$R" .
