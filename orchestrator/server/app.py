@@ -19,6 +19,7 @@ mounts on this app under ``/`` with ``templates/`` and ``static/`` beside this m
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from collections.abc import AsyncIterator, Collection, Sequence
@@ -45,14 +46,20 @@ from orchestrator.server.auth import (
     SubmitPrincipal,
     audit,
 )
+from orchestrator.server.cache import BestCache, Recent
 from orchestrator.server.errors import ApiError, install, status_of
 from orchestrator.server.guards import BodyLimit, PathGuard
 from orchestrator.server.metrics import Metrics
+from search_spaces.problem import problem_key
+from search_spaces.registry import available, get_spec
+from search_spaces.spec import KernelSpec
 
 API_VERSION = "1"
 TERMINAL = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
 MAX_PAGE = 500
 EVENT_KEEPALIVE_S = 15.0
+#: How long one job's detail is reused for the clients polling it (every server reads the database).
+PROGRESS_TTL_S = 0.5
 _SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]{0,200}")
 
 ProblemValue = StrictInt | StrictFloat | StrictStr | StrictBool
@@ -140,9 +147,60 @@ class _Api:
         self.scheduler = scheduler
         self.modules = frozenset(allow_kernel_modules)
         self.served_devices = frozenset(served_devices)
+        self.registered = frozenset(available())
+        self._specs: dict[str, KernelSpec] = {}
+        self.best = BestCache(database)
+        self.progress = Recent(PROGRESS_TTL_S)
 
     def kernel(self, name: str) -> str:
-        return names.kernel(name, self.modules)
+        return names.kernel(name, self.modules, self.registered)
+
+    def spec(self, name: str) -> KernelSpec:
+        """The kernel spec of a checked name (loaded once per server)."""
+        if name not in self._specs:
+            self._specs[name] = get_spec(self.kernel(name))
+        return self._specs[name]
+
+    def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
+        """A job's detail (at most PROGRESS_TTL_S old); 404 for another team's job."""
+        view: dict[str, Any] = self.progress.get(
+            job_id, lambda: _plain(service.job_detail(self.database, job_id))
+        )
+        team = principal.team_filter()
+        if team is not None and view["team"] != team:
+            raise ApiError(404, f"no job {job_id} of team {principal.team}")
+        return view
+
+    def best_index(
+        self, kernel: str, device_class: str | None, objective: Objective
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The best configs of ``kernel`` by problem key (cached until they change)."""
+
+        def compute() -> dict[str, list[dict[str, Any]]]:
+            found = service.best_configs(
+                self.database, kernel=kernel, device_class=device_class, objective=objective
+            )
+            index: dict[str, list[dict[str, Any]]] = {}
+            for view in found:
+                plain = _plain(view)
+                index.setdefault(problem_key(plain["problem"]), []).append(plain)
+            return index
+
+        return self.best.get(self.spec(kernel).name, ("best", device_class, objective), compute)
+
+    def bundle(
+        self, kernel: str, device_class: str | None, objective: Objective, fmt: BundleFormat
+    ) -> tuple[service.BundleFile, str]:
+        """The bundle file and its ETag (cached until the kernel's best configs change)."""
+
+        def compute() -> tuple[service.BundleFile, str]:
+            file = service.build_bundle(
+                self.database, kernel, device_class=device_class, objective=objective, fmt=fmt.value
+            )
+            return file, f'"{hashlib.sha256(file.content).hexdigest()[:32]}"'
+
+        key = ("bundle", device_class, objective, fmt)
+        return self.best.get(self.spec(kernel).name, key, compute)
 
     def job_mapping(self, body: JobRequest, principal: Principal) -> dict[str, Any]:
         """The job file mapping of ``body`` with its names checked and its team the token's."""
@@ -213,11 +271,7 @@ KnownClassQuery = Annotated[
 def _routes(app: FastAPI, api: _Api) -> None:
     database = api.database
 
-    def detail_for(job_id: int, principal: Principal) -> Any:
-        try:
-            return service.job_detail(database, job_id, team=principal.team_filter())
-        except PermissionDenied:
-            raise ApiError(404, f"no job {job_id} of team {principal.team}") from None
+    detail_for = api.detail
 
     def audited(principal: Principal, action: str, target: str, run: Any) -> Any:
         """``run()``, with an audit row of its outcome (the error's status if it raises)."""
@@ -304,7 +358,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
             detail, last, sent_at, number = first, "", 0.0, 0
             loop = asyncio.get_running_loop()
             while True:
-                view = _plain(detail)
+                view = detail
                 payload = json.dumps(view, default=str, separators=(",", ":"))
                 if payload != last:
                     number += 1
@@ -336,6 +390,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
             f"job {job_id}",
             lambda: service.cancel_job(database, job_id, team=principal.team_filter()),
         )
+        api.progress.forget(job_id)
         return json_response(view)
 
     @app.get("/v1/kernels", tags=["kernels"])
@@ -373,32 +428,34 @@ def _routes(app: FastAPI, api: _Api) -> None:
         api.kernel(kernel)
         if device_class is not None:
             names.device_class(device_class)
-        found = service.best_configs(
-            database, kernel=kernel, device_class=device_class, objective=objective, problem=problem
-        )
+        index = api.best_index(kernel, device_class, objective)
+        if problem is None:
+            found = [view for views in index.values() for view in views]
+        else:
+            found = index.get(problem_key(api.spec(kernel).parse_problem(problem)), [])
         return json_response({"kernel": kernel, "objective": objective.value, "best": found})
 
     @app.get("/v1/bundles/{kernel}", tags=["results"])
     def bundle(
         kernel: KernelName,
+        request: Request,
         _: ReadPrincipal,
         device_class: ClassQuery = None,
         objective: Objective = Objective.KERNEL,
         fmt: Annotated[BundleFormat, Query(alias="format")] = BundleFormat.NATIVE,
     ) -> Response:
-        """The bundle file ``tunefleet pull`` writes, as a download."""
+        """The bundle file ``tunefleet pull`` writes, as a download (with an ETag: a client that
+        sends it back in If-None-Match gets 304 while the bundle is unchanged)."""
         api.kernel(kernel)
         if device_class is not None:
             names.device_class(device_class)
-        file = service.build_bundle(
-            database, kernel, device_class=device_class, objective=objective, fmt=fmt.value
-        )
+        file, etag = api.bundle(kernel, device_class, objective, fmt)
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
         filename = file.filename if _SAFE_FILENAME.fullmatch(file.filename) else "bundle"
-        return Response(
-            file.content,
-            media_type=file.media_type,
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-        )
+        headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return Response(file.content, media_type=file.media_type, headers=headers)
 
     @app.post("/v1/tokens", status_code=201, tags=["tokens"])
     def create_token(body: TokenRequest, principal: AdminPrincipal) -> Response:

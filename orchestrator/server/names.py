@@ -42,14 +42,17 @@ def device_class(value: str) -> str:
     )
 
 
-def kernel(value: str, allowed_modules: Collection[str]) -> str:
-    """``value`` if it is a registered kernel, or ``module:attribute`` of an allow-listed module.
+def kernel(
+    value: str, allowed_modules: Collection[str], registered: Collection[str] | None = None
+) -> str:
+    """``value`` if it is a registered kernel (one of ``registered``, default: the registry's), or
+    ``module:attribute`` of an allow-listed module.
 
     Never imports anything: an unknown registered name and a module the operator did not list are
     refused before the registry would load them.
     """
     if ":" not in value:
-        if value not in available():
+        if value not in (available() if registered is None else registered):
             raise BadName(f"unknown kernel {value[:80]!r}; GET /v1/kernels lists the kernels")
         return value
     match = MODULE_REF_PATTERN.fullmatch(value)

@@ -3,15 +3,22 @@ best configs and bundles, progress events, metrics and the audit trail."""
 
 from __future__ import annotations
 
+import json
+import time
 from datetime import timedelta
 from pathlib import Path
 
-from db import repository
+from db import JobStatus, repository
 from db.models import TokenScope, utcnow
+from orchestrator.server.app import PROGRESS_TTL_S
 from search_spaces.bundle import load_bundle
+from search_spaces.problem import problem_key
+from search_spaces.registry import get_spec
+from search_spaces.space import Vendor
 from tests.server.conftest import (
     CLASS_KEY,
     MATMUL_PROBLEMS,
+    TRITON_MINOR,
     Api,
     job_body,
     make_token,
@@ -258,3 +265,48 @@ def test_openapi_and_docs(api: Api) -> None:
     )
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
     assert "swagger" in api.call(None, "GET", "/docs").text.lower()
+
+
+def test_cached_answers_follow_the_database(api: Api) -> None:
+    job_id = seed_best(api.database, "alpha", MATMUL_PROBLEMS[:1])
+    params = {"kernel": "matmul", "problem": "M=16,N=16,K=16,dtype=float16"}
+    assert [
+        b["time_ms"] for b in api.call("beta", "GET", "/v1/best", params=params).json()["best"]
+    ] == [0.01]
+    first = api.call("beta", "GET", "/v1/bundles/matmul")
+    etag = first.headers["etag"]
+    unchanged = api.call("beta", "GET", "/v1/bundles/matmul", headers={"If-None-Match": etag})
+    assert unchanged.status_code == 304 and unchanged.content == b""
+
+    # Another writer (a scheduler on some server) promotes a faster config and adds a problem.
+    seed_best(api.database, "beta", [{**MATMUL_PROBLEMS[0]}, MATMUL_PROBLEMS[1]])
+    with api.database.session() as s:
+        spec = get_spec("matmul")
+        key = problem_key(spec.validate_problem(MATMUL_PROBLEMS[0]))
+        config = spec.default_config(Vendor.NVIDIA)
+        assert repository.upsert_best(
+            s,
+            "matmul",
+            spec.version_hash(),
+            key,
+            CLASS_KEY,
+            TRITON_MINOR,
+            config,
+            0.005,
+            None,
+            job_id,
+            None,
+        )
+    best = api.call("beta", "GET", "/v1/best", params=params).json()["best"]
+    assert [(b["time_ms"], b["job_id"]) for b in best] == [(0.005, job_id)]
+    changed = api.call("beta", "GET", "/v1/bundles/matmul", headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    assert len(json.loads(changed.content)["entries"]) == 2
+
+    # A job's progress is reused for a moment only.
+    job = api.call("alpha", "POST", "/v1/jobs", json=job_body()).json()["id"]
+    assert api.call("alpha", "GET", f"/v1/jobs/{job}").json()["status"] == "queued"
+    with api.database.session() as s:
+        repository.set_job_status(s, job, JobStatus.CANCELLED)
+    time.sleep(PROGRESS_TTL_S)
+    assert api.call("alpha", "GET", f"/v1/jobs/{job}").json()["status"] == "cancelled"

@@ -1,0 +1,328 @@
+"""Load on the team service's HTTP API while a job runs: do progress polls, best-config queries and
+bundle downloads stay fast with many clients?
+
+Usage (repo root): python benchmarks/service_load.py [--clients 50] [--seconds 30] [--interval 1.0]
+    [--bundle-every 5] [--entries 1000] [--db URL] [--out DIR]
+
+Loopback only and bounded: a fresh database (a temporary SQLite file, or the PostgreSQL --db URL
+names, which must be empty) gets ``--entries`` stored best configs of matmul on one device class
+(the bundle's size) and tokens; ``tunefleet serve --no-scheduler`` serves it on a free 127.0.0.1
+port and ``tunefleet tune`` runs a replay job (the recorded H200 matmul landscapes, so no GPU) into
+the same database. Then ``--clients`` clients, each with its own connection and its own token of
+the job's team, every ``--interval`` seconds poll the job (``GET /v1/jobs/{id}``) and query the best
+config of a random stored problem (``GET /v1/best``), and every ``--bundle-every`` rounds download
+the native bundle (``GET /v1/bundles/matmul``), for ``--seconds`` seconds after a 3 s warm-up.
+Latencies are client-side (request sent to body read). Prints one line per request kind (count,
+errors, p50/p90/p99/max ms) and the trials the job recorded meanwhile; ``--out`` also writes the
+samples as JSON. Exits 1 if any request failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from db import Database, JobStatus, repository  # noqa: E402
+from db.models import TokenScope  # noqa: E402
+from search_spaces.problem import problem_key  # noqa: E402
+from search_spaces.registry import get_spec  # noqa: E402
+from search_spaces.space import Vendor  # noqa: E402
+
+CLASS_KEY = "NVIDIA H200"
+LANDSCAPES = ROOT / "benchmarks" / "landscapes" / "h200"
+JOB_SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+WARMUP_S = 3.0
+
+
+def seed(database: Database, entries: int) -> list[str]:
+    """``entries`` best configs of matmul on CLASS_KEY from a finished job of team alpha; returns
+    the problems as ``M=..,N=..,K=..,dtype=..`` strings."""
+    spec = get_spec("matmul")
+    config = spec.default_config(Vendor.NVIDIA)
+    version = spec.version_hash()
+    side = 1
+    while side**3 < entries:
+        side += 1
+    dims = [64 * (i + 1) for i in range(side)]
+    problems = [
+        {"M": m, "N": n, "K": k, "dtype": "float16"} for m in dims for n in dims for k in dims
+    ][:entries]
+    with database.session() as s:
+        kernel_id = repository.ensure_kernel(s, spec.name, version, spec.space.hash())
+        job_id = repository.create_job(s, kernel_id, {"kernel": "matmul", "problems": []}, "alpha")
+        repository.set_job_status(s, job_id, JobStatus.RUNNING)
+        repository.set_job_status(s, job_id, JobStatus.DONE)
+        for i, problem in enumerate(problems):
+            key = problem_key(spec.validate_problem(problem))
+            repository.upsert_best(
+                s, spec.name, version, key, CLASS_KEY, "3.6", config, 0.01 + i * 1e-5, None,
+                job_id, None,
+            )  # fmt: skip
+    return [",".join(f"{k}={v}" for k, v in p.items()) for p in problems]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "orchestrator", *args]
+
+
+def wait_healthy(base: str, proc: subprocess.Popen[bytes], deadline_s: float = 60) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the server did not answer /healthz within 60 s")
+
+
+@dataclass
+class Samples:
+    """Latencies (ms) and failures of one request kind."""
+
+    ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def line(self, kind: str) -> str:
+        if not self.ms:
+            return f"{kind:9s} no requests; errors {len(self.errors)}"
+        q = statistics.quantiles(self.ms, n=100, method="inclusive")
+        return (
+            f"{kind:9s} n={len(self.ms):6d} errors={len(self.errors):3d}  p50 {q[49]:7.2f} ms  "
+            f"p90 {q[89]:7.2f} ms  p99 {q[98]:7.2f} ms  max {max(self.ms):7.2f} ms"
+        )
+
+
+async def client(
+    base: str,
+    token: str,
+    job_id: int,
+    problems: list[str],
+    args: argparse.Namespace,
+    start_at: float,
+    stop_at: float,
+    results: dict[str, Samples],
+    rng: random.Random,
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    loop = asyncio.get_running_loop()
+    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=30) as c:
+        await asyncio.sleep(rng.uniform(0, args.interval))  # spread the clients over a round
+        round_no = rng.randrange(args.bundle_every)
+        while loop.time() < stop_at:
+            requests: list[tuple[str, str, dict[str, str]]] = [
+                ("progress", f"/v1/jobs/{job_id}", {}),
+                (
+                    "best",
+                    "/v1/best",
+                    {
+                        "kernel": "matmul",
+                        "device_class": CLASS_KEY,
+                        "problem": rng.choice(problems),
+                    },
+                ),
+            ]
+            if round_no % args.bundle_every == 0:
+                requests.append(("bundle", "/v1/bundles/matmul", {"device_class": CLASS_KEY}))
+            round_no += 1
+            tick = loop.time()
+            for kind, path, params in requests:
+                sent = time.perf_counter()
+                try:
+                    r = await c.get(path, params=params)
+                    body = r.content
+                    ms = (time.perf_counter() - sent) * 1e3
+                    problem = None
+                    if r.status_code != 200:
+                        problem = f"{r.status_code} {body[:200]!r}"
+                    elif kind == "bundle" and len(json.loads(body)["entries"]) != args.entries:
+                        problem = "bundle with a wrong number of entries"
+                    elif kind == "best" and len(json.loads(body)["best"]) != 1:
+                        problem = "best query without exactly one answer"
+                except httpx.HTTPError as exc:
+                    ms, problem = (time.perf_counter() - sent) * 1e3, f"{type(exc).__name__}: {exc}"
+                if tick >= start_at:
+                    results[kind].ms.append(ms)
+                    if problem is not None:
+                        results[kind].errors.append(problem)
+            await asyncio.sleep(max(0.0, tick + args.interval - loop.time()))
+
+
+async def load(
+    base: str, tokens: list[str], job_id: int, problems: list[str], args: argparse.Namespace
+) -> dict[str, Samples]:
+    results = {kind: Samples() for kind in ("progress", "best", "bundle")}
+    loop = asyncio.get_running_loop()
+    start_at = loop.time() + WARMUP_S
+    stop_at = start_at + args.seconds
+    rng = random.Random(0)
+    await asyncio.gather(
+        *(
+            client(
+                base,
+                tokens[i],
+                job_id,
+                problems,
+                args,
+                start_at,
+                stop_at,
+                results,
+                random.Random(rng.random()),
+            )
+            for i in range(args.clients)
+        )
+    )
+    return results
+
+
+def busy_processes() -> str:
+    """The processes using the most CPU now (what else ran during the measurement)."""
+    out = subprocess.run(
+        ["ps", "-eo", "pcpu,etimes,args", "--sort=-pcpu"], capture_output=True, text=True
+    ).stdout.splitlines()
+    return "\n".join(line[:160] for line in out[:8])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--interval", type=float, default=1.0, help="Seconds between a client's rounds."
+    )
+    parser.add_argument(
+        "--bundle-every", type=int, default=5, help="A bundle download every N rounds."
+    )
+    parser.add_argument("--entries", type=int, default=1000, help="Best configs in the bundle.")
+    parser.add_argument(
+        "--db", help="An empty PostgreSQL database (default: a temporary SQLite file)."
+    )
+    parser.add_argument("--out", type=Path, help="Folder for samples.json.")
+    args = parser.parse_args()
+    if not (1 <= args.clients <= 200 and 0 < args.seconds <= 120 and args.entries <= 20000):
+        raise SystemExit("bounded benchmark: 1-200 clients, at most 120 s, at most 20000 entries")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = args.db or f"sqlite:///{Path(tmp) / 'service.db'}"
+        database = Database(url)
+        database.upgrade()
+        problems = seed(database, args.entries)
+        with database.session() as s:
+            tokens = [
+                repository.create_token(s, "alpha", TokenScope.READ)[1] for _ in range(args.clients)
+            ]
+            admin = repository.create_token(s, "ops", TokenScope.ADMIN)[1]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen(
+            cli("serve", "--port", str(port), "--no-scheduler", "--db", url),
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        files = [
+            LANDSCAPES / f"matmul_M{m}_N{n}_K{k}_dtypebfloat16.json.gz"
+            for m in (16, 128)
+            for n, k in JOB_SHAPES
+        ]
+        job_cmd = cli("tune", "matmul", "--trials", "100000", "--minutes", "10", "--team", "alpha")
+        for m in (16, 128):
+            for n, k in JOB_SHAPES:
+                job_cmd += ["-p", f"M={m},N={n},K={k},dtype=bfloat16"]
+        job_cmd += ["--device", "replay:" + ",".join(map(str, files)), "--db", url, "--json"]
+        job = None
+        try:
+            wait_healthy(base, server)
+            job = subprocess.Popen(
+                job_cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            auth = {"Authorization": f"Bearer {admin}"}
+            job_id = None
+            deadline = time.monotonic() + 120
+            while job_id is None:
+                if job.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"the replay job did not start: {job.stderr.read().decode()[-2000:] if job.stderr else ''}"
+                    )
+                page = httpx.get(
+                    f"{base}/v1/jobs", params={"status": "running"}, headers=auth
+                ).json()
+                job_id = page["items"][0]["id"] if page["items"] else None
+                time.sleep(0.5)
+            first = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()["trials_done"]
+            while (
+                httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()["trials_done"] == first
+            ):
+                time.sleep(0.5)  # wait until the job records trials
+            before = busy_processes()
+            load_start = os.getloadavg()
+            t0 = time.monotonic()
+            results = asyncio.run(load(base, tokens, job_id, problems, args))
+            wall = time.monotonic() - t0
+            load_end = os.getloadavg()
+            detail = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()
+            httpx.post(f"{base}/v1/jobs/{job_id}/cancel", headers=auth)
+            job.wait(120)
+        finally:
+            for proc in (job, server):
+                if proc is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        proc.wait(60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+        database.close()
+
+    print(
+        f"# {args.clients} clients, {args.seconds:.0f} s (+{WARMUP_S:.0f} s warm-up), a round every "
+        f"{args.interval} s per client (progress + best; bundle every {args.bundle_every} rounds), "
+        f"bundle of {args.entries} entries, {'PostgreSQL' if args.db else 'SQLite'}"
+    )
+    for kind, samples in results.items():
+        print(samples.line(kind))
+    print(
+        f"job {job_id} during the load: status {detail['status']}, trials done {detail['trials_done']} "
+        f"(was {first}); load wall {wall:.1f} s"
+    )
+    print(f"load average (1/5/15 min) at start {load_start}, at end {load_end}")
+    print("# busiest processes when the load started:\n" + before)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "samples.json").write_text(
+            json.dumps({k: {"ms": v.ms, "errors": v.errors} for k, v in results.items()})
+        )
+    failed = sum(len(s.errors) for s in results.values())
+    for kind, samples in results.items():
+        for error in samples.errors[:3]:
+            print(f"{kind} error: {error}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Answers the API keeps between requests, so many clients polling the same thing cost one query.
+
+* :class:`BestCache`: values computed from a kernel's best configs (query answers, bundles), kept
+  while the kernel's rows in ``tf_best_configs`` are unchanged: every use checks the row count and
+  the newest ``updated_at`` (one indexed query), so a config promoted by any server is seen at
+  once.
+* :class:`Recent`: values kept for a short time (a job's progress, polled by every watcher).
+
+Both are bounded (oldest entries go first) and compute a missing value once however many requests
+wait for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+import sqlalchemy as sa
+
+from db import Database
+from db.models import BestConfig
+
+T = TypeVar("T")
+MAX_ENTRIES = 256
+
+
+class _Store(Generic[T]):
+    """A bounded mapping of key -> (stamp, value) with one computing thread per key."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[Hashable, tuple[Any, T]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._computing: dict[Hashable, threading.Lock] = {}
+
+    def get(
+        self, key: Hashable, fresh: Callable[[Any], bool], stamp: Any, compute: Callable[[], T]
+    ) -> T:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and fresh(hit[0]):
+                return hit[1]
+            computing = self._computing.setdefault(key, threading.Lock())
+        with computing:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None and fresh(hit[0]):
+                    return hit[1]
+            value = compute()
+            with self._lock:
+                self._items[key] = (stamp, value)
+                self._items.move_to_end(key)
+                while len(self._items) > self.max_entries:
+                    self._items.popitem(last=False)
+                self._computing.pop(key, None)
+            return value
+
+    def forget(self, key: Hashable) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+
+class BestCache:
+    """Values derived from the best configs of one kernel, valid until those rows change."""
+
+    def __init__(self, database: Database, max_entries: int = MAX_ENTRIES) -> None:
+        self.database = database
+        self._store: _Store[Any] = _Store(max_entries)
+
+    def version(self, kernel: str) -> tuple[int, Any]:
+        """(row count, newest update) of ``kernel``'s best configs: it changes with every write."""
+        with self.database.session(readonly=True) as s:
+            count, newest = s.execute(
+                sa.select(sa.func.count(BestConfig.id), sa.func.max(BestConfig.updated_at)).where(
+                    BestConfig.kernel_name == kernel
+                )
+            ).one()
+        return int(count), newest
+
+    def get(self, kernel: str, key: Hashable, compute: Callable[[], T]) -> T:
+        version = self.version(kernel)
+        return self._store.get((kernel, key), lambda stamp: stamp == version, version, compute)
+
+
+class Recent:
+    """Values kept for ``ttl_s`` seconds after they were computed."""
+
+    def __init__(self, ttl_s: float, max_entries: int = MAX_ENTRIES) -> None:
+        self.ttl_s = ttl_s
+        self._store: _Store[Any] = _Store(max_entries)
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        now = time.monotonic()
+        return self._store.get(key, lambda at: now - at < self.ttl_s, now, compute)
+
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key`` (its value changed here)."""
+        self._store.forget(key)
