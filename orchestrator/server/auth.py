@@ -9,8 +9,10 @@ every server.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -24,8 +26,10 @@ from orchestrator.server.errors import ApiError
 
 SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.ADMIN: 2}
 _MAX_TOKEN_CHARS = 200
-#: How often one server stamps a token's last use (the database's rule is once a minute).
-STAMP_EVERY_S = 60.0
+#: How often one server stamps a token's last use: under the database's minute, so that the
+#: read-only checks between two stamps never find the stamp due.
+STAMP_EVERY_S = 30.0
+MAX_STAMPED = 4096
 
 bearer = HTTPBearer(auto_error=False, description="A token from `tunefleet token create`.")
 
@@ -51,33 +55,44 @@ class Principal:
 
 
 class Authenticator:
-    """Checks tokens against the database: a read-only lookup per request, and a write (which
-    stamps the token's ``last_used_at``) at most once per :data:`STAMP_EVERY_S` per token."""
+    """Checks tokens against the database on every request.
+
+    ``verify_token`` stamps a token's ``last_used_at`` when the stamp is a minute old, which is a
+    write; on SQLite a write inside a read transaction fails at once when another writer (a
+    running job) committed meanwhile. So a token this server has not stamped in the last
+    :data:`STAMP_EVERY_S` is checked in a write session (which waits for the lock), and after that,
+    while the stamp is fresh, in a read-only one (which writes nothing).
+    """
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        self._stamped: dict[int, float] = {}
+        self._stamped: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _due(self, token_id: int) -> bool:
-        now = time.monotonic()
+    def _fresh(self, digest: bytes) -> bool:
         with self._lock:
-            if now - self._stamped.get(token_id, -STAMP_EVERY_S) < STAMP_EVERY_S:
-                return False
-            self._stamped[token_id] = now
-            return True
+            at = self._stamped.get(digest)
+            return at is not None and time.monotonic() - at < STAMP_EVERY_S
+
+    def _stamp(self, digest: bytes) -> None:
+        with self._lock:
+            self._stamped[digest] = time.monotonic()
+            self._stamped.move_to_end(digest)
+            while len(self._stamped) > MAX_STAMPED:
+                self._stamped.popitem(last=False)
 
     def __call__(self, token: str) -> Principal:
         """The principal of ``token``; ApiError 401 if it is unknown, revoked or expired."""
         if not token or len(token) > _MAX_TOKEN_CHARS:
             raise ApiError(401, "invalid token; create one with `tunefleet token create`")
-        with self.database.session(readonly=True) as s:
+        digest = hashlib.sha256(token.encode()).digest()
+        fresh = self._fresh(digest)
+        with self.database.session(readonly=fresh) as s:
             record = repository.verify_token(s, token)
-        if record is not None and self._due(record.id):
-            with self.database.session() as s:
-                record = repository.verify_token(s, token)
         if record is None:
             raise ApiError(401, "token unknown, revoked or expired; ask an admin for a new one")
+        if not fresh:
+            self._stamp(digest)
         return Principal(record.id, record.team, TokenScope(record.scope))
 
 

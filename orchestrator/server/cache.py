@@ -1,9 +1,9 @@
 """Answers the API keeps between requests, so many clients polling the same thing cost one query.
 
 * :class:`BestCache`: values computed from a kernel's best configs (query answers, bundles), kept
-  while the kernel's rows in ``tf_best_configs`` are unchanged: every use checks the row count and
-  the newest ``updated_at`` (one indexed query), so a config promoted by any server is seen at
-  once.
+  while the kernel's rows in ``tf_best_configs`` are unchanged: the row count and the newest
+  ``updated_at`` (one indexed query, asked at most every :data:`VERSION_TTL_S`), so a config
+  promoted by any server is seen within that time.
 * :class:`Recent`: values kept for a short time (a job's progress, polled by every watcher).
 
 Both are bounded (oldest entries go first) and compute a missing value once however many requests
@@ -25,6 +25,7 @@ from db.models import BestConfig
 
 T = TypeVar("T")
 MAX_ENTRIES = 256
+VERSION_TTL_S = 0.25
 
 
 class _Store(Generic[T]):
@@ -63,28 +64,6 @@ class _Store(Generic[T]):
             self._items.pop(key, None)
 
 
-class BestCache:
-    """Values derived from the best configs of one kernel, valid until those rows change."""
-
-    def __init__(self, database: Database, max_entries: int = MAX_ENTRIES) -> None:
-        self.database = database
-        self._store: _Store[Any] = _Store(max_entries)
-
-    def version(self, kernel: str) -> tuple[int, Any]:
-        """(row count, newest update) of ``kernel``'s best configs: it changes with every write."""
-        with self.database.session(readonly=True) as s:
-            count, newest = s.execute(
-                sa.select(sa.func.count(BestConfig.id), sa.func.max(BestConfig.updated_at)).where(
-                    BestConfig.kernel_name == kernel
-                )
-            ).one()
-        return int(count), newest
-
-    def get(self, kernel: str, key: Hashable, compute: Callable[[], T]) -> T:
-        version = self.version(kernel)
-        return self._store.get((kernel, key), lambda stamp: stamp == version, version, compute)
-
-
 class Recent:
     """Values kept for ``ttl_s`` seconds after they were computed."""
 
@@ -99,3 +78,26 @@ class Recent:
     def forget(self, key: Hashable) -> None:
         """Drop ``key`` (its value changed here)."""
         self._store.forget(key)
+
+
+class BestCache:
+    """Values derived from the best configs of one kernel, valid until those rows change."""
+
+    def __init__(self, database: Database, max_entries: int = MAX_ENTRIES) -> None:
+        self.database = database
+        self._store: _Store[Any] = _Store(max_entries)
+        self._versions = Recent(VERSION_TTL_S, max_entries)
+
+    def version(self, kernel: str) -> tuple[int, Any]:
+        """(row count, newest update) of ``kernel``'s best configs: it changes with every write."""
+        with self.database.session(readonly=True) as s:
+            count, newest = s.execute(
+                sa.select(sa.func.count(BestConfig.id), sa.func.max(BestConfig.updated_at)).where(
+                    BestConfig.kernel_name == kernel
+                )
+            ).one()
+        return int(count), newest
+
+    def get(self, kernel: str, key: Hashable, compute: Callable[[], T]) -> T:
+        version = self._versions.get(kernel, lambda: self.version(kernel))
+        return self._store.get((kernel, key), lambda stamp: stamp == version, version, compute)

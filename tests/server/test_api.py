@@ -11,6 +11,7 @@ from pathlib import Path
 from db import JobStatus, repository
 from db.models import TokenScope, utcnow
 from orchestrator.server.app import PROGRESS_TTL_S
+from orchestrator.server.cache import VERSION_TTL_S
 from search_spaces.bundle import load_bundle
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
@@ -297,6 +298,7 @@ def test_cached_answers_follow_the_database(api: Api) -> None:
             job_id,
             None,
         )
+    time.sleep(VERSION_TTL_S)
     best = api.call("beta", "GET", "/v1/best", params=params).json()["best"]
     assert [(b["time_ms"], b["job_id"]) for b in best] == [(0.005, job_id)]
     changed = api.call("beta", "GET", "/v1/bundles/matmul", headers={"If-None-Match": etag})
