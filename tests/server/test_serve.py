@@ -118,3 +118,17 @@ def test_serve_answers_then_stops_on_sigterm(url: str) -> None:
             proc.kill()
     assert proc.returncode == 0, out
     assert f"tunefleet API on http://127.0.0.1:{port}" in out
+
+
+def test_the_cli_stays_light_and_the_server_loads_no_gpu_or_cluster_library() -> None:
+    probe = (
+        "import sys\n"
+        "from orchestrator.cli import build_app\n"
+        "build_app()\n"
+        "light = [m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules]\n"
+        "import orchestrator.server.app\n"
+        "heavy = [m for m in ('torch', 'triton', 'ray', 'optuna') if m in sys.modules]\n"
+        "print(light, heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip() == "[] []", out.stderr
