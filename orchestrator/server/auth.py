@@ -28,7 +28,7 @@ SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.ADMIN: 2}
 _MAX_TOKEN_CHARS = 200
 #: How often one server stamps a token's last use: under the database's minute, so that the
 #: read-only checks between two stamps never find the stamp due.
-STAMP_EVERY_S = 30.0
+STAMP_EVERY_S = 45.0
 MAX_STAMPED = 4096
 
 bearer = HTTPBearer(auto_error=False, description="A token from `tunefleet token create`.")
