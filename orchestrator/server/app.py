@@ -161,17 +161,32 @@ class _Api:
             self._specs[name] = get_spec(self.kernel(name))
         return self._specs[name]
 
-    def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
+    async def _spec_name(self, kernel: str) -> str:
+        spec = self._specs.get(kernel)
+        if spec is None:
+            spec = await run_in_threadpool(self.spec, kernel)
+        return spec.name
+
+    async def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
         """A job's detail (at most PROGRESS_TTL_S old); 404 for another team's job."""
-        view: dict[str, Any] = self.progress.get(
-            job_id, lambda: _plain(service.job_detail(self.database, job_id))
+        view: dict[str, Any] = self.progress.peek(job_id) or await run_in_threadpool(
+            self.progress.get, job_id, lambda: _plain(service.job_detail(self.database, job_id))
         )
         team = principal.team_filter()
         if team is not None and view["team"] != team:
             raise ApiError(404, f"no job {job_id} of team {principal.team}")
         return view
 
-    def best_index(
+    async def _best_cached(self, kernel: str, key: tuple[Any, ...], compute: Any) -> Any:
+        """``compute()``'s value for (``kernel``, ``key``): from memory when it still holds, else
+        checked or computed in a worker thread."""
+        name = await self._spec_name(kernel)
+        hit = self.best.peek(name, key)
+        if hit is not None:
+            return hit
+        return await run_in_threadpool(self.best.get, name, key, compute)
+
+    async def best_index(
         self, kernel: str, device_class: str | None, objective: Objective
     ) -> dict[str, list[dict[str, Any]]]:
         """The best configs of ``kernel`` by problem key (cached until they change)."""
@@ -186,9 +201,12 @@ class _Api:
                 index.setdefault(problem_key(plain["problem"]), []).append(plain)
             return index
 
-        return self.best.get(self.spec(kernel).name, ("best", device_class, objective), compute)
+        index: dict[str, list[dict[str, Any]]] = await self._best_cached(
+            kernel, ("best", device_class, objective), compute
+        )
+        return index
 
-    def bundle(
+    async def bundle(
         self, kernel: str, device_class: str | None, objective: Objective, fmt: BundleFormat
     ) -> tuple[service.BundleFile, str]:
         """The bundle file and its ETag (cached until the kernel's best configs change)."""
@@ -199,8 +217,10 @@ class _Api:
             )
             return file, f'"{hashlib.sha256(file.content).hexdigest()[:32]}"'
 
-        key = ("bundle", device_class, objective, fmt)
-        return self.best.get(self.spec(kernel).name, key, compute)
+        found: tuple[service.BundleFile, str] = await self._best_cached(
+            kernel, ("bundle", device_class, objective, fmt), compute
+        )
+        return found
 
     def job_mapping(self, body: JobRequest, principal: Principal) -> dict[str, Any]:
         """The job file mapping of ``body`` with its names checked and its team the token's."""
@@ -339,9 +359,9 @@ def _routes(app: FastAPI, api: _Api) -> None:
         return json_response(page)
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
-    def job(job_id: JobId, principal: ReadPrincipal) -> Response:
+    async def job(job_id: JobId, principal: ReadPrincipal) -> Response:
         """One job with per-study progress: trials by outcome, best so far, budget, times."""
-        return json_response(detail_for(job_id, principal))
+        return json_response(await detail_for(job_id, principal))
 
     @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])
     async def events(
@@ -352,7 +372,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
     ) -> StreamingResponse:
         """Server-sent events: a ``progress`` event whenever the job changes, ``end`` when it
         finishes. Read from the database, so it follows a job run by any server."""
-        first = await run_in_threadpool(detail_for, job_id, principal)
+        first = await detail_for(job_id, principal)
 
         async def stream() -> AsyncIterator[str]:
             detail, last, sent_at, number = first, "", 0.0, 0
@@ -373,7 +393,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
                 await asyncio.sleep(interval_s)
                 if await request.is_disconnected():
                     return
-                detail = await run_in_threadpool(detail_for, job_id, principal)
+                detail = await detail_for(job_id, principal)
 
         return StreamingResponse(
             stream(),
@@ -415,7 +435,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         )
 
     @app.get("/v1/best", tags=["results"])
-    def best(
+    async def best(
         _: ReadPrincipal,
         kernel: Annotated[str, Query(min_length=1, max_length=200)],
         device_class: ClassQuery = None,
@@ -428,7 +448,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         api.kernel(kernel)
         if device_class is not None:
             names.device_class(device_class)
-        index = api.best_index(kernel, device_class, objective)
+        index = await api.best_index(kernel, device_class, objective)
         if problem is None:
             found = [view for views in index.values() for view in views]
         else:
@@ -436,7 +456,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         return json_response({"kernel": kernel, "objective": objective.value, "best": found})
 
     @app.get("/v1/bundles/{kernel}", tags=["results"])
-    def bundle(
+    async def bundle(
         kernel: KernelName,
         request: Request,
         _: ReadPrincipal,
@@ -449,7 +469,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         api.kernel(kernel)
         if device_class is not None:
             names.device_class(device_class)
-        file, etag = api.bundle(kernel, device_class, objective, fmt)
+        file, etag = await api.bundle(kernel, device_class, objective, fmt)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers=headers)
@@ -485,7 +505,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
 
     @app.post("/v1/tokens/{token_id}/revoke", tags=["tokens"])
     def revoke(token_id: JobId, principal: AdminPrincipal) -> Response:
-        """Revoke a token at once, on every server of this database."""
+        """Revoke a token: at once on this server, within a second on the others."""
 
         def run() -> None:
             with database.session() as s:
@@ -493,4 +513,5 @@ def _routes(app: FastAPI, api: _Api) -> None:
                     raise ApiError(404, f"no active token {token_id}")
 
         audited(principal, "token.revoke", f"token {token_id}", run)
+        app.state.authenticator.forget(token_id)
         return json_response({"id": token_id, "revoked": True})
