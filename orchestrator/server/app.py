@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Sequence
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -54,12 +55,16 @@ from search_spaces.problem import problem_key
 from search_spaces.registry import available, get_spec
 from search_spaces.spec import KernelSpec
 
+log = logging.getLogger("tunefleet.server")
+
 API_VERSION = "1"
 TERMINAL = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
 MAX_PAGE = 500
 EVENT_KEEPALIVE_S = 15.0
 #: How long one job's detail is reused for the clients polling it (every server reads the database).
 PROGRESS_TTL_S = 0.5
+#: The oldest cached value served while a background refresh runs.
+STALE_S = 5.0
 _SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]{0,200}")
 
 ProblemValue = StrictInt | StrictFloat | StrictStr | StrictBool
@@ -151,6 +156,8 @@ class _Api:
         self._specs: dict[str, KernelSpec] = {}
         self.best = BestCache(database)
         self.progress = Recent(PROGRESS_TTL_S)
+        self._refreshing: set[tuple[int, Hashable]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def kernel(self, name: str) -> str:
         return names.kernel(name, self.modules, self.registered)
@@ -167,10 +174,38 @@ class _Api:
             spec = await run_in_threadpool(self.spec, kernel)
         return spec.name
 
+    async def recent(self, cache: Recent, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``cache``'s value of ``key``: fresh from memory; else, while one refresh runs in the
+        background, the last value if it is at most STALE_S old; else computed in a worker thread
+        (an error reaches the request)."""
+        hit = cache.peek(key)
+        if hit is not None:
+            return hit
+        old = cache.peek(key, STALE_S)
+        if old is None:
+            return await run_in_threadpool(cache.get, key, compute)
+        mark = (id(cache), key)
+        if mark not in self._refreshing:
+            self._refreshing.add(mark)
+            task = asyncio.get_running_loop().create_task(
+                run_in_threadpool(cache.get, key, compute)
+            )
+            self._tasks.add(task)
+
+            def done(finished: asyncio.Task[Any]) -> None:
+                self._refreshing.discard(mark)
+                self._tasks.discard(finished)
+                if not finished.cancelled() and finished.exception() is not None:
+                    log.info("refreshing %r failed: %s", key, finished.exception())
+
+            task.add_done_callback(done)
+        return old
+
     async def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
-        """A job's detail (at most PROGRESS_TTL_S old); 404 for another team's job."""
-        view: dict[str, Any] = self.progress.peek(job_id) or await run_in_threadpool(
-            self.progress.get, job_id, lambda: _plain(service.job_detail(self.database, job_id))
+        """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); 404 for
+        another team's job."""
+        view: dict[str, Any] = await self.recent(
+            self.progress, job_id, lambda: _plain(service.job_detail(self.database, job_id))
         )
         team = principal.team_filter()
         if team is not None and view["team"] != team:
@@ -181,10 +216,11 @@ class _Api:
         """``compute()``'s value for (``kernel``, ``key``): from memory when it still holds, else
         checked or computed in a worker thread."""
         name = await self._spec_name(kernel)
-        hit = self.best.peek(name, key)
+        version = await self.recent(self.best.versions, name, lambda: self.best.version(name))
+        hit = self.best.peek(name, key, version)
         if hit is not None:
             return hit
-        return await run_in_threadpool(self.best.get, name, key, compute)
+        return await run_in_threadpool(self.best.get, name, key, version, compute)
 
     async def best_index(
         self, kernel: str, device_class: str | None, objective: Objective

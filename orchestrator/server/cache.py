@@ -92,10 +92,12 @@ class Recent:
         now = time.monotonic()
         return self._store.get(key, lambda at: now - at < self.ttl_s, now, compute)
 
-    def peek(self, key: Hashable) -> Any:
-        """The value of ``key`` if it is fresh, else None (without waiting or computing)."""
+    def peek(self, key: Hashable, max_age_s: float | None = None) -> Any:
+        """The value of ``key`` if it is at most ``max_age_s`` (default: the ttl) old, else None;
+        never waits or computes."""
         now = time.monotonic()
-        return self._store.peek(key, lambda at: now - at < self.ttl_s)
+        age = self.ttl_s if max_age_s is None else max_age_s
+        return self._store.peek(key, lambda at: now - at < age)
 
     def forget(self, key: Hashable) -> None:
         """Drop ``key`` (its value changed here)."""
@@ -103,12 +105,16 @@ class Recent:
 
 
 class BestCache:
-    """Values derived from the best configs of one kernel, valid until those rows change."""
+    """Values derived from the best configs of one kernel, valid while those rows are unchanged.
+
+    ``versions`` holds each kernel's :meth:`version` for :data:`VERSION_TTL_S`; a value is kept
+    with the version it was computed at and is valid for that version only.
+    """
 
     def __init__(self, database: Database, max_entries: int = MAX_ENTRIES) -> None:
         self.database = database
         self._store: _Store[Any] = _Store(max_entries)
-        self._versions = Recent(VERSION_TTL_S, max_entries)
+        self.versions = Recent(VERSION_TTL_S, max_entries)
 
     def version(self, kernel: str) -> tuple[int, Any]:
         """(row count, newest update) of ``kernel``'s best configs: it changes with every write."""
@@ -120,14 +126,12 @@ class BestCache:
             ).one()
         return int(count), newest
 
-    def peek(self, kernel: str, key: Hashable) -> Any:
-        """The value of ``key`` if the kernel's version was checked lately and still holds, else
-        None (without a query)."""
-        version = self._versions.peek(kernel)
-        if version is None:
-            return None
+    def peek(self, kernel: str, key: Hashable, version: tuple[int, Any]) -> Any:
+        """The value of ``key`` computed at ``version``, else None (no query)."""
         return self._store.peek((kernel, key), lambda stamp: stamp == version)
 
-    def get(self, kernel: str, key: Hashable, compute: Callable[[], T]) -> T:
-        version = self._versions.get(kernel, lambda: self.version(kernel))
+    def get(
+        self, kernel: str, key: Hashable, version: tuple[int, Any], compute: Callable[[], T]
+    ) -> T:
+        """The value of ``key`` at ``version``, computed if there is none."""
         return self._store.get((kernel, key), lambda stamp: stamp == version, version, compute)

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from db import Database
-from orchestrator.server.cache import VERSION_TTL_S, BestCache, Recent
+from orchestrator.server.cache import BestCache, Recent
 from tests.server.conftest import MATMUL_PROBLEMS, seed_best
 
 
@@ -65,11 +65,13 @@ def test_best_cache_follows_the_table(db: Database) -> None:
     cache = BestCache(db)
     seed_best(db, "alpha", MATMUL_PROBLEMS[:1])
     answers = iter(range(10))
-    assert cache.get("matmul", "key", lambda: next(answers)) == 0
-    assert cache.get("matmul", "key", lambda: next(answers)) == 0
-    assert cache.peek("matmul", "key") == 0
+    first = cache.version("matmul")
+    assert first == (1, first[1]) and first[1] is not None
+    assert cache.get("matmul", "key", first, lambda: next(answers)) == 0
+    assert cache.get("matmul", "key", first, lambda: next(answers)) == 0
+    assert cache.peek("matmul", "key", first) == 0
     seed_best(db, "beta", MATMUL_PROBLEMS[1:])
-    time.sleep(VERSION_TTL_S)
-    assert cache.peek("matmul", "key") is None
-    assert cache.get("matmul", "key", lambda: next(answers)) == 1
-    assert cache.get("rmsnorm", "key", lambda: next(answers)) == 2
+    second = cache.version("matmul")
+    assert second[0] == 2 and cache.peek("matmul", "key", second) is None
+    assert cache.get("matmul", "key", second, lambda: next(answers)) == 1
+    assert cache.version("rmsnorm") == (0, None)
