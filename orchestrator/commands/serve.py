@@ -150,15 +150,20 @@ def serve(
 
     from orchestrator.server.app import create_app
 
+    modules = tuple(allow_kernel_module or ())
     scheduler = None
     if not no_scheduler:
         from orchestrator.server.scheduler import Scheduler
 
-        scheduler = Scheduler(database, ray_address=ray_address, devices=sources)
+        # A stable owner: restarted on this host and port, the server resumes its jobs at once.
+        owner = f"{socket.gethostname()}:{sock.getsockname()[1]}"
+        scheduler = Scheduler(
+            database, ray_address=ray_address, devices=sources, owner=owner, kernel_modules=modules
+        )
     app = create_app(
         database,
         scheduler=scheduler,
-        allow_kernel_modules=tuple(allow_kernel_module or ()),
+        allow_kernel_modules=modules,
         served_devices=tuple(str(s) for s in sources),
     )
     config = uvicorn.Config(

@@ -76,7 +76,7 @@ def test_two_teams_run_watch_share_and_pull(db: Database, tmp_path: Path) -> Non
             with alpha.stream("GET", f"/v1/jobs/{job_id}/events", params={"interval_s": 0.5}) as s:
                 for kind, data in sse_events(s.iter_lines()):
                     if kind == "end":
-                        assert data == {"status": "done"}
+                        assert data == {"status": "done"}, seen[-1]["error"]
                         break
                     seen.append(data)
             assert seen[-1]["trials_done"] == TRIALS
