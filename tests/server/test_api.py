@@ -333,3 +333,15 @@ def test_cached_answers_follow_the_database(api: Api) -> None:
         return str(api.call("alpha", "GET", f"/v1/jobs/{job}").json()["status"])
 
     assert _soon(status, "cancelled", PROGRESS_TTL_S)
+
+
+def test_a_study_s_trials_page_by_page(api: Api) -> None:
+    job_id = seed_best(api.database, "alpha", MATMUL_PROBLEMS)
+    study = api.call("alpha", "GET", f"/v1/jobs/{job_id}").json()["studies"][1]
+    path = f"/v1/jobs/{job_id}/studies/{study['id']}/trials"
+    page = api.call("alpha_read", "GET", path, params={"sort": "time", "limit": 10}).json()
+    assert page["total"] == 1 and page["items"][0]["outcome"] == "ok"
+    assert page["items"][0]["median_ms"] == study["best_ms"]
+    assert api.call("beta", "GET", path).status_code == 404
+    assert api.call("alpha", "GET", f"/v1/jobs/{job_id}/studies/999999/trials").status_code == 404
+    assert api.call("alpha", "GET", path, params={"sort": "name"}).status_code == 422
