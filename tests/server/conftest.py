@@ -4,12 +4,17 @@ with tokens of two teams and an admin, and best configs that team ``alpha`` prod
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -63,6 +68,43 @@ class LiveServer:
         self.server.should_exit = True
         self.thread.join(10)
         self.sock.close()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+
+
+def start_serve(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """``tunefleet serve --port 0 ARGS`` in a subprocess, once it answers /healthz: the process
+    (stdout and stderr in ``stdout``) and its base URL."""
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--port", "0", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    line = ""
+    while "tunefleet API on" not in line:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"tunefleet serve exited with {proc.returncode}")
+    match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+    assert match, line
+    base = f"http://127.0.0.1:{match.group(1)}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("tunefleet serve did not answer /healthz")
+        time.sleep(0.2)
 
 
 def make_token(

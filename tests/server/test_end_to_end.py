@@ -4,10 +4,7 @@ bundle that ``load_bundle`` loads; SIGTERM ends it cleanly."""
 
 from __future__ import annotations
 
-import os
-import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,8 +14,7 @@ import pytest
 from db import Database
 from db.models import TokenScope
 from search_spaces.bundle import load_bundle
-from tests.server.conftest import make_token, sse_events
-from tests.server.test_serve import CLI, ROOT
+from tests.server.conftest import ROOT, make_token, sse_events, start_serve
 
 LANDSCAPE = (
     ROOT / "benchmarks" / "landscapes" / "h200" / "matmul_M16_N4096_K4096_dtypebfloat16.json.gz"
@@ -36,30 +32,8 @@ def test_two_teams_run_watch_share_and_pull(db: Database, tmp_path: Path) -> Non
     url = db.engine.url.render_as_string(hide_password=False)
     tokens = {team: make_token(db, team, TokenScope.SUBMIT)[1] for team in ("alpha", "beta")}
     device = f"replay:{LANDSCAPE}"
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", "0", "--device", device, "--db", url],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc, base = start_serve("--device", device, "--db", url)
     try:
-        assert proc.stdout is not None
-        line = ""
-        while "tunefleet API on" not in line:
-            line = proc.stdout.readline()
-            assert line or proc.poll() is None, "the server exited before listening"
-        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        assert match, line
-        base = f"http://127.0.0.1:{match.group(1)}"
-        for _ in range(240):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert proc.poll() is None, "the server exited"
-                time.sleep(0.5)
 
         def client(team: str) -> httpx.Client:
             headers = {"Authorization": f"Bearer {tokens[team]}"}

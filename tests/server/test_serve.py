@@ -3,22 +3,17 @@ hashed, a non-loopback bind without tokens refused, SIGTERM stops the server cle
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from db import Database, repository
 from orchestrator.commands.serve import is_loopback
-
-ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+from tests.server.conftest import CLI, ROOT, start_serve
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -85,29 +80,9 @@ def test_a_public_bind_without_tokens_is_refused(url: str) -> None:
 
 
 def test_serve_answers_then_stops_on_sigterm(url: str) -> None:
-    port = _free_port()
     secret = cli("token", "create", "--team", "ops", "--scope", "read", "--db", url).stdout.strip()
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", str(port), "--no-scheduler", "--db", url],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc, base = start_serve("--no-scheduler", "--db", url)
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                proc.stdout.read() if proc.stdout else ""
-            )
-            time.sleep(0.2)
         headers = {"Authorization": f"Bearer {secret}"}
         assert httpx.get(f"{base}/v1/jobs", headers=headers).json()["total"] == 0
         assert httpx.get(f"{base}/v1/jobs").status_code == 401
@@ -117,7 +92,7 @@ def test_serve_answers_then_stops_on_sigterm(url: str) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out
-    assert f"tunefleet API on http://127.0.0.1:{port}" in out
+    assert "INFO:     Shutting down" in out
 
 
 def test_the_cli_stays_light_and_the_server_loads_no_gpu_or_cluster_library() -> None:
