@@ -3,7 +3,6 @@ with tokens of two teams and an admin, and best configs that team ``alpha`` prod
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -28,10 +27,6 @@ from orchestrator.server.app import create_app
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from search_spaces.space import Vendor, config_key
-
-# Until the storage fixtures move to tests/conftest.py (branch service), they live in tests/db.
-with contextlib.suppress(ModuleNotFoundError):
-    from tests.db.conftest import backend, db, empty_url, pg_admin  # noqa: F401 (fixtures)
 
 MATMUL_PROBLEMS = [
     {"M": 16, "N": 16, "K": 16, "dtype": "float16"},
