@@ -7,6 +7,9 @@ Format (JSON, optionally gzip-compressed when the name ends in ``.gz``)::
      "results": [{"config": {...}, "outcome": "ok" | "invalid" | ..., "time_ms": float | null}]}
 
 ``time_ms`` is set exactly when ``outcome`` is ``ok``. Reading never imports torch or triton.
+
+:func:`read_landscape` also reads Kernel Tuner's T4 results JSON (``schema_version`` and
+``results``, see :func:`landscape_from_t4`), as ``tunefleet record --format t4`` writes it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,23 +112,96 @@ def landscape_from_dict(data: object, where: str = "landscape") -> Landscape:
         raise LandscapeError(
             f"{where}: format is {data.get('format')!r}, expected {LANDSCAPE_FORMAT!r}"
         )
-    for name, kind in (("kernel", str), ("problem", Mapping), ("device", Mapping)):
+    for name, kind in _HEAD_FIELDS:
         if not isinstance(data.get(name), kind):
             raise LandscapeError(f"{where}: field {name!r} is missing or has the wrong type")
-    raw_results = data.get("results")
+    return _landscape(data, data.get("results"), _result, where)
+
+
+_HEAD_FIELDS: tuple[tuple[str, type], ...] = (
+    ("kernel", str),
+    ("problem", Mapping),
+    ("device", Mapping),
+)
+
+
+def _landscape(
+    head: Mapping[str, Any],
+    raw_results: object,
+    read: Callable[[object, str], LandscapeResult],
+    where: str,
+) -> Landscape:
+    """A landscape of ``head``'s kernel, problem and device with each result ``read``."""
     if not isinstance(raw_results, list):
         raise LandscapeError(f"{where}: field 'results' must be a list")
     return Landscape(
-        kernel=str(data["kernel"]),
-        kernel_version=str(data.get("kernel_version", "")),
-        problem=dict(data["problem"]),
-        device=dict(data["device"]),
-        results=[_result(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
+        kernel=str(head["kernel"]),
+        kernel_version=str(head.get("kernel_version", "")),
+        problem=dict(head["problem"]),
+        device=dict(head["device"]),
+        results=[read(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
     )
 
 
+#: Our outcomes as T4's ``invalidity`` values, and back (T4 has one "timeout" for both of ours).
+T4_INVALIDITY: dict[Outcome, str] = {
+    Outcome.OK: "correct",
+    Outcome.INVALID: "constraints",
+    Outcome.WRONG: "correctness",
+    Outcome.COMPILE_ERROR: "compile",
+    Outcome.COMPILE_TIMEOUT: "timeout",
+    Outcome.RUN_TIMEOUT: "timeout",
+    Outcome.CRASH: "runtime",
+    Outcome.INFRA: "runtime",
+}
+_FROM_T4 = {
+    "correct": Outcome.OK,
+    "constraints": Outcome.INVALID,
+    "correctness": Outcome.WRONG,
+    "compile": Outcome.COMPILE_ERROR,
+    "timeout": Outcome.RUN_TIMEOUT,
+    "runtime": Outcome.CRASH,
+}
+#: Top-level field of a T4 file that says which kernel, problem and device its results are for.
+T4_CONTEXT = "tunefleet"
+
+
+def _t4_result(raw: object, where: str) -> LandscapeResult:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("configuration"), Mapping):
+        raise LandscapeError(f"{where}: each T4 result needs a 'configuration' object")
+    ours = raw.get("tunefleet_outcome")
+    try:
+        outcome = Outcome(ours) if ours else _FROM_T4[str(raw.get("invalidity"))]
+    except (ValueError, KeyError):
+        raise LandscapeError(
+            f"{where}: invalidity {raw.get('invalidity')!r} is not one of {', '.join(_FROM_T4)}"
+        ) from None
+    runtimes = (raw.get("times") or {}).get("runtimes") or []
+    time = next(
+        (m.get("value") for m in raw.get("measurements", []) if m.get("name") == "time"),
+        sorted(runtimes)[len(runtimes) // 2] if runtimes else None,
+    )
+    return _result(
+        {"config": raw["configuration"], "outcome": outcome.value, "time_ms": time}, where
+    )
+
+
+def landscape_from_t4(data: Mapping[str, Any], where: str = "T4 file") -> Landscape:
+    """A landscape from a T4 results document; its ``tunefleet`` field names the kernel, problem
+    and device (a T4 file without it cannot say what it measured and is refused)."""
+    context = data.get(T4_CONTEXT)
+    if not isinstance(context, Mapping) or not all(
+        isinstance(context.get(name), kind) for name, kind in _HEAD_FIELDS
+    ):
+        raise LandscapeError(
+            f"{where}: a T4 file needs a '{T4_CONTEXT}' object with kernel, problem and device "
+            "(as `tunefleet record --format t4` writes)"
+        )
+    return _landscape(context, data.get("results"), _t4_result, where)
+
+
 def read_landscape(path: str | Path) -> Landscape:
-    """Load a ``.json`` or ``.json.gz`` landscape file; raises LandscapeError."""
+    """Load a ``.json`` or ``.json.gz`` landscape file (ours or T4); raises LandscapeError."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -136,6 +212,8 @@ def read_landscape(path: str | Path) -> Landscape:
         raise LandscapeError(f"landscape file {p} does not exist") from None
     except (OSError, ValueError, EOFError) as exc:
         raise LandscapeError(f"cannot read landscape {p}: {exc}") from None
+    if isinstance(data, Mapping) and "schema_version" in data and "format" not in data:
+        return landscape_from_t4(data, str(p))
     return landscape_from_dict(data, str(p))
 
 

@@ -1,0 +1,132 @@
+"""``tunefleet revalidate``: re-time stored best configs in this environment, flag regressions.
+
+A stored best was timed under some triton/torch/driver/runtime (its ``tf_environments`` row). After
+an upgrade it may no longer be the best, or even as fast: vLLM and SGLang saw tuned configs lose
+from one Triton release to the next. :func:`revalidate` times every stored best of a kernel version
+on one device class again, through a caller-given timing function (the CLI's runs the trial
+runner on this machine's device), and gives each a :class:`Verdict`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from db import Database, Objective, repository
+from orchestrator.errors import OrchestratorError
+from search_spaces.bundle_env import differences
+from search_spaces.spec import KernelSpec
+from workers.measurement import Measurement, Outcome
+
+#: Re-timed / stored above this counts as a regression (noise here is a few percent).
+DEFAULT_THRESHOLD = 1.05
+
+TimeConfig = Callable[[dict[str, Any], dict[str, Any]], Measurement]
+
+
+class Verdict(str, enum.Enum):
+    """``holds``: within the threshold; ``regressed``: slower than stored by more; ``failed``:
+    the config no longer runs correctly here (any outcome but ok)."""
+
+    HOLDS = "holds"
+    REGRESSED = "regressed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Revalidation:
+    """One stored best re-timed: its problem and config, both times and the verdict."""
+
+    problem: dict[str, Any]
+    config: dict[str, Any]
+    stored_ms: float
+    now_ms: float | None
+    verdict: Verdict
+    changed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.now_ms is None else self.now_ms / self.stored_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem,
+            "config": self.config,
+            "stored_ms": self.stored_ms,
+            "now_ms": self.now_ms,
+            "ratio": self.ratio,
+            "verdict": self.verdict.value,
+            "environment_changed": self.changed,
+            "error": self.error,
+        }
+
+
+def revalidate(
+    database: Database,
+    spec: KernelSpec,
+    device_class: str,
+    current: Mapping[str, Any],
+    time_config: TimeConfig,
+    threshold: float = DEFAULT_THRESHOLD,
+    objective: Objective = Objective.KERNEL,
+) -> list[Revalidation]:
+    """Re-time every stored best of ``spec``'s installed version on ``device_class``; raises
+    OrchestratorError when there is none. ``current`` is this environment (triton, torch, driver,
+    runtime) to name what changed since each best was stored."""
+    with database.session(readonly=True) as s:
+        rows = repository.get_best(
+            s,
+            spec.name,
+            device_class_key=device_class,
+            kernel_version=spec.version_hash(),
+            objective=objective,
+        )
+        stored_env = {}
+        for r in rows:
+            if r.environment_id is not None and r.environment_id not in stored_env:
+                env = repository.get_environment(s, r.environment_id)
+                stored_env[r.environment_id] = {
+                    "triton": env.triton_version,
+                    "torch": env.torch_version,
+                    "driver": env.driver,
+                    "runtime": env.runtime,
+                }
+    if not rows:
+        raise OrchestratorError(
+            f"no stored best configs of {spec.name} version {spec.version_hash()} on "
+            f"{device_class} (objective {objective.value}); nothing to revalidate"
+        )
+    out = []
+    for r in rows:
+        problem = json.loads(r.problem_key)
+        changed = differences(stored_env.get(r.environment_id or -1, {}), current)
+        m = time_config(problem, dict(r.config))
+        if m.outcome is not Outcome.OK or m.median_ms is None:
+            out.append(
+                Revalidation(
+                    problem,
+                    dict(r.config),
+                    r.time_ms,
+                    None,
+                    Verdict.FAILED,
+                    changed,
+                    m.error or m.outcome.value,
+                )
+            )
+            continue
+        verdict = Verdict.REGRESSED if m.median_ms > threshold * r.time_ms else Verdict.HOLDS
+        out.append(Revalidation(problem, dict(r.config), r.time_ms, m.median_ms, verdict, changed))
+    return out
+
+
+def retune_arguments(kernel: str, device_class: str, found: list[Revalidation]) -> list[str]:
+    """``tunefleet tune`` arguments that tune the regressed and failed problems again."""
+    args = ["tune", kernel, "--device-class", device_class]
+    for r in found:
+        if r.verdict is not Verdict.HOLDS:
+            args += ["-p", ",".join(f"{k}={v}" for k, v in r.problem.items())]
+    return args

@@ -1,0 +1,249 @@
+"""A drop-in for ``@triton.autotune`` that serves tuned configs from tunefleet bundles.
+
+::
+
+    from search_spaces.triton_autotune import autotune
+
+    @autotune(configs=[...], key=["M", "N", "K"], bundle="bundles/")
+    @triton.jit
+    def matmul_kernel(...): ...
+
+Same arguments as ``triton.autotune``, plus:
+
+* ``bundle``: a bundle file (``tunefleet pull``) or a directory of them; the one for this kernel
+  and device class is chosen the first time a key is new;
+* ``versions``: what to do when the bundle was measured under other triton/torch/driver/runtime
+  versions (or another kernel source): ``use`` (default), ``refuse`` or ``older`` (see
+  :class:`search_spaces.bundle_env.VersionPolicy`); a warning names the difference once;
+* ``nearest``: serve the nearest entry (by the key's integer values) for a key the bundle lacks,
+  instead of benchmarking the config list as ``triton.autotune`` does;
+* ``untuned``: a capture directory where keys the bundle lacks are recorded, so that
+  ``tunefleet tune --from-capture`` tunes them next (default ``$TUNEFLEET_CAPTURE``, else
+  ``untuned/`` beside the bundle).
+
+A key in the bundle launches its tuned config with no benchmarking: the config enters Triton's
+own per-key cache, so later launches take exactly ``triton.autotune``'s cached path. With a single
+config Triton never consults its cache, and neither does this. Importing this module loads
+neither torch nor triton; the decorator imports triton when it is applied. With
+``TUNEFLEET_CAPTURE`` set, applying the decorator also starts a capture (see
+:mod:`search_spaces.triton_capture`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from search_spaces.bundle import Bundle, BundleError, load_bundle
+from search_spaces.bundle_env import VersionPolicy, choose, current_environment
+from search_spaces.capture_file import CONFIG_OPTIONS, kernel_name, problem_of
+from search_spaces.triton_capture import (
+    ENV_VAR,
+    CaptureWriter,
+    install_from_env,
+    kernel_source,
+    source_hash,
+    triton_key,
+)
+
+UNTUNED_DIR = "untuned"
+
+
+def _device_class() -> str:
+    """The class name bundles of this process's device carry (``cpu`` under the interpreter)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "cpu"
+    import torch
+
+    return " ".join(torch.cuda.get_device_name().split())
+
+
+def load_bundles(path: str | Path, kernel: str) -> list[Bundle]:
+    """The bundles of ``kernel`` in a bundle file or a directory of bundle files."""
+    p = Path(path)
+    files = sorted(p.glob("*.json")) if p.is_dir() else [p]
+    found = []
+    for file in files:
+        try:
+            bundle = load_bundle(file)
+        except BundleError:
+            if not p.is_dir():
+                raise
+            continue  # a directory may hold other JSON files
+        if bundle.kernel == kernel:
+            found.append(bundle)
+    return found
+
+
+class Serving:
+    """The bundle side of one decorated kernel: picks its bundle once, answers keys, records
+    the keys it cannot answer."""
+
+    def __init__(
+        self,
+        name: str,
+        source: str,
+        bundle: str | Path | None,
+        versions: VersionPolicy,
+        nearest: bool,
+        untuned: str | Path | None,
+    ) -> None:
+        self.name = name
+        self.source = source
+        self.path = bundle
+        self.versions = versions
+        self.nearest = nearest
+        if untuned is None and os.environ.get(ENV_VAR):
+            untuned = os.environ[ENV_VAR]
+        if untuned is None and bundle is not None:
+            base = Path(bundle)
+            untuned = (base if base.is_dir() else base.parent) / UNTUNED_DIR
+        self.writer = CaptureWriter(untuned) if untuned is not None else None
+        self._chosen: list[Bundle | None] = []
+
+    def _warn(self, text: str) -> None:
+        warnings.warn(f"tunefleet bundle for {self.name}: {text}", RuntimeWarning, stacklevel=5)
+
+    def bundle(self) -> Bundle | None:
+        """The bundle this kernel serves from (chosen and warned about once), or None."""
+        if self._chosen:
+            return self._chosen[0]
+        chosen: Bundle | None = None
+        if self.path is not None:
+            device = _device_class()
+            every = load_bundles(self.path, self.name)
+            mine = [b for b in every if b.device_class.casefold() == device.casefold()]
+            if every and not mine:
+                self._warn(
+                    f"{self.path} has bundles for {', '.join(sorted({b.device_class for b in every}))}"
+                    f", none for {device}: tuning as triton.autotune does"
+                )
+            elif not every:
+                self._warn(
+                    f"{self.path} has no bundle for this kernel: tuning as triton.autotune does"
+                )
+            current = {**current_environment()}
+            chosen, diffs = choose(mine, current, self.versions)
+            candidate = chosen or (mine[0] if mine else None)
+            if candidate is not None and not candidate.kernel_version.startswith(self.source):
+                diffs = [*diffs, "kernel source changed since tuning"]
+                if self.versions is not VersionPolicy.USE:
+                    chosen = None
+            if diffs:
+                action = "using it" if chosen is not None else "not using it (versions="
+                action += "" if chosen is not None else f"{self.versions.value})"
+                self._warn(f"measured under other versions ({'; '.join(diffs)}); {action}")
+        self._chosen.append(chosen)
+        return chosen
+
+    def config_for(self, tuner: Any, kwargs: Mapping[str, Any]) -> Any | None:
+        """The ``triton.Config`` to launch a new key with, or None to tune it as Triton does."""
+        named = {**tuner.nargs, **kwargs}
+        key = triton_key(tuner, (), named)
+        bundle = self.bundle()
+        how, config = bundle.resolve(problem_of(tuner.keys, key)) if bundle else ("none", None)
+        if how != "exact":
+            self._record(tuner, key, named)
+        if config is not None and (how == "exact" or (how == "nearest" and self.nearest)):
+            return _triton_config(config)
+        return None
+
+    def _record(self, tuner: Any, key: tuple[Any, ...], named: Mapping[str, Any]) -> None:
+        if self.writer is None:
+            return
+        try:
+            self.writer.record(tuner, key, (), named)
+        except OSError as exc:
+            self._warn(f"cannot record the untuned key in {self.writer.directory}: {exc}")
+            self.writer = None
+
+
+def _triton_config(config: Mapping[str, Any]) -> Any:
+    from triton import Config
+
+    options = {k: config[k] for k in CONFIG_OPTIONS if k in config}
+    meta = {k: v for k, v in config.items() if k not in CONFIG_OPTIONS}
+    return Config(meta, **options)
+
+
+@functools.cache
+def _served_class() -> type:
+    from triton.runtime.autotuner import Autotuner
+
+    class ServedAutotuner(Autotuner):
+        """Triton's Autotuner whose pruning step asks the bundle first (a new key only)."""
+
+        serving: Serving
+
+        def prune_configs(self, kwargs: dict[str, Any]) -> list[Any]:
+            tuned = self.serving.config_for(self, kwargs)
+            if tuned is not None:
+                return [tuned]
+            return list(super().prune_configs(kwargs))
+
+    return ServedAutotuner
+
+
+def autotune(
+    configs: Sequence[Any],
+    key: Sequence[str],
+    prune_configs_by: dict[str, Any] | None = None,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    pre_hook: Callable[..., Any] | None = None,
+    post_hook: Callable[..., Any] | None = None,
+    warmup: int | None = None,
+    rep: int | None = None,
+    use_cuda_graph: bool = False,
+    do_bench: Callable[..., Any] | None = None,
+    cache_results: bool = False,
+    *,
+    bundle: str | Path | None = None,
+    versions: VersionPolicy | str = VersionPolicy.USE,
+    nearest: bool = False,
+    untuned: str | Path | None = None,
+) -> Callable[[Any], Any]:
+    """``triton.autotune`` serving tuned configs from ``bundle`` (see the module doc)."""
+    policy = VersionPolicy(versions)
+
+    def decorator(fn: Any) -> Any:
+        install_from_env()
+        cls = _served_class()
+        tuner = cls(
+            fn,
+            fn.arg_names,
+            list(configs),
+            list(key),
+            reset_to_zero,
+            restore_value,
+            pre_hook=pre_hook,
+            post_hook=post_hook,
+            prune_configs_by=prune_configs_by,
+            warmup=warmup,
+            rep=rep,
+            use_cuda_graph=use_cuda_graph,
+            do_bench=do_bench,
+            cache_results=cache_results,
+        )
+        base = tuner.base_fn
+        try:
+            import inspect
+
+            file: str | None = inspect.getsourcefile(base)
+        except TypeError:
+            file = None
+        tuner.serving = Serving(
+            kernel_name(base.__module__, base.__qualname__, file),
+            source_hash(kernel_source(base))[:8],
+            bundle,
+            policy,
+            nearest,
+            untuned,
+        )
+        return tuner
+
+    return decorator

@@ -1,0 +1,106 @@
+"""A captured app tuned with and without --widen (CLI, interpreter, short budgets), its bundle
+served by the drop-in decorator: known keys launch with no benchmarking, a new key is recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from search_spaces.capture_file import read_capture
+from tests.workers.test_capture import APP, ROOT, run_app
+from workers.capture_spec import ref_for
+
+CLI = [sys.executable, "-m", "orchestrator"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
+    return subprocess.run(
+        [*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400
+    )
+
+
+def serve(bundles: Path, *keys: int, **env: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "serve.py", *map(str, keys)],
+        cwd=APP,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TRITON_INTERPRET": "1",
+            "APP_BUNDLE": str(bundles),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_capture_tuned_listed_and_widened_then_served(tmp_path: Path, db_url: str) -> None:
+    capture = tmp_path / "capture"
+    run_app(capture)
+    listed = cli("tune", "--from-capture", str(capture), "--device", "interpreter", "--db", db_url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.count("bundle: tunefleet pull") == 2  # one job per kernel
+    wide = cli(
+        "tune",
+        "--from-capture",
+        str(capture),
+        "--widen",
+        "--trials",
+        "3",
+        "--device",
+        "interpreter",
+        "--db",
+        db_url,
+        "--json",
+    )
+    assert wide.returncode == 0, wide.stderr
+    ref = ref_for(capture, "app_kernels.scaled_add", True)
+    pulled = cli("pull", ref, "--out", str(tmp_path / "bundles"), "--db", db_url)
+    assert pulled.returncode == 0, pulled.stderr
+    (path,) = [Path(p) for p in pulled.stdout.split()]
+    bundle = json.loads(path.read_text())
+    assert bundle["kernel"] == "app_kernels.scaled_add" and len(bundle["entries"]) == 2
+    tuned = {e["problem"]["n"]: e["config"] for e in bundle["entries"]}
+
+    report = serve(tmp_path / "bundles", 100, 300, 500)
+    known, unseen = report["keys"][:2], report["keys"][2]
+    for key in known:
+        assert key["timed"] == 0, key  # served from the bundle: no config benchmarked
+        assert key["config"] == tuned[key["n"]]
+    assert unseen["timed"] == 2  # not in the bundle: triton.autotune's own sweep of its list
+    recorded = read_capture(tmp_path / "bundles" / "untuned")
+    assert [launch.problem["n"] for launch in recorded[0].launches] == [500]
+
+    nearest = serve(tmp_path / "bundles", 500, APP_NEAREST="1")
+    assert nearest["keys"][0]["timed"] == 0 and nearest["keys"][0]["config"] == tuned[300]
+
+
+def test_bad_capture_input_exits_2_with_one_line(tmp_path: Path, db_url: str) -> None:
+    (tmp_path / "empty").mkdir()
+    for args in (
+        ["capture", "--", "python3", "app.py"],
+        ["capture", "--refs", str(tmp_path / "missing")],
+        ["tune", "--from-capture", str(tmp_path / "empty"), "--db", db_url],
+        ["tune", "--db", db_url],
+    ):
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_refs_name_each_captured_kernel(tmp_path: Path) -> None:
+    run_app(tmp_path)
+    done = cli("capture", "--refs", str(tmp_path), "--widen")
+    assert done.returncode == 0, done.stderr
+    rows = dict(line.split("\t") for line in done.stdout.splitlines())
+    assert rows == {
+        n: ref_for(tmp_path, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
+    }
