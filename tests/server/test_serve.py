@@ -132,3 +132,14 @@ def test_the_cli_stays_light_and_the_server_loads_no_gpu_or_cluster_library() ->
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "[] []", out.stderr
+
+
+def test_a_port_in_use_is_one_line(url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("serve", "--port", str(port), "--no-scheduler", "--db", url)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}")
+    assert done.stderr.count("\n") == 1
