@@ -31,7 +31,8 @@ from orchestrator.service import StudyProgress, TrialPage, TrialView, View
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
-from search_spaces.space import Vendor, config_key
+from search_spaces.space import DeviceLimits, Vendor, config_key
+from search_spaces.spec import KernelSpec
 
 #: Columns the trial table sorts by (``time`` puts trials without a time last either way).
 TRIAL_SORT_COLUMNS = {
@@ -304,6 +305,21 @@ def trial_page(
     return TrialPage(study_id, items, total, limit, offset, f"{sort} {order}")
 
 
+def _violation(
+    spec: KernelSpec, config: dict[str, Any], limits: dict[str, Any] | None
+) -> str | None:
+    """Why ``config`` is outside ``spec``'s space on a class of ``limits`` (as the class row stores
+    them), or None (valid, or the limits are not known)."""
+    if not limits:
+        return None
+    try:
+        known = DeviceLimits(**{**limits, "vendor": Vendor(limits["vendor"])})
+    except (TypeError, KeyError, ValueError):
+        return None
+    violation = spec.space.violation(config, known)
+    return str(violation) if violation is not None else None
+
+
 def portability(
     database: Database,
     *,
@@ -311,9 +327,10 @@ def portability(
     problem: str | Mapping[str, Any] | None = None,
     objective: Objective | str = Objective.KERNEL,
 ) -> PortabilityMatrix:
-    """For the installed version of ``kernel`` on ``problem``: each class's best ``ok`` config and
-    what it measured on every other class, from trials on both (warm start measures other
-    classes' winners). Without ``problem``, the first problem with trials is shown."""
+    """For the installed version of ``kernel`` on ``problem``: each class's winner (its stored
+    best config, else its fastest ``ok`` trial) and what that config measured on every other
+    class, from trials on both (warm start measures other classes' winners). Times are trial
+    medians on both sides, so the diagonal is 0. Without ``problem``: the first with trials."""
     try:
         spec = get_spec(kernel)
     except SpecError as exc:
@@ -351,6 +368,7 @@ def portability(
         # class -> config key -> (fastest ok time, else None) and its outcomes
         seen: dict[str, dict[str, tuple[float | None, str]]] = {}
         best: dict[str, dict[str, Any]] = {}
+        limits: dict[str, dict[str, Any] | None] = {}
         if key is not None:
             rows = s.execute(
                 sa.select(
@@ -369,6 +387,20 @@ def portability(
                         best[class_key] = {"config_key": ckey, "time_ms": fastest}
                 elif ckey not in per:
                     per[ckey] = (None, outcome.value)
+            # A class's stored best config (promoted after re-timing) is its winner where there
+            # is one; else its fastest trial (a job still running).
+            stored = repository.get_best(
+                s, spec.name, key, None, spec.version_hash(), objective=chosen
+            )
+            for record in sorted(stored, key=lambda r: -r.time_ms):
+                ckey = config_key(record.config)
+                own = seen.get(record.device_class_key, {}).get(ckey, (None, ""))[0]
+                if own is not None:
+                    best[record.device_class_key] = {"config_key": ckey, "time_ms": own}
+            limits = {
+                row.key: row.limits
+                for row in s.scalars(sa.select(DeviceClass).where(DeviceClass.key.in_(list(best))))
+            }
             for class_key, entry in best.items():
                 entry["config"] = s.scalar(
                     sa.select(Trial.config)
@@ -385,10 +417,11 @@ def portability(
             own = best[target]["time_ms"]
             time_ms, outcome_value = seen[target].get(wanted, (None, ""))
             note = None
-            if time_ms is None:
-                note = (
-                    f"{outcome_value} on {target}" if outcome_value else f"not measured on {target}"
-                )
+            if outcome_value and time_ms is None:
+                note = f"{outcome_value} on {target}"
+            elif time_ms is None:
+                broken = _violation(spec, best[source]["config"], limits.get(target))
+                note = f"not valid on {target}: {broken}" if broken else f"not measured on {target}"
             loss = (time_ms / own - 1.0) * 100.0 if time_ms is not None else None
             cells.append(PortabilityCell(source, target, time_ms, own, loss, note))
     for entry in best.values():

@@ -34,7 +34,7 @@ from tests.server.conftest import LiveServer, make_token
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 SMALL = "M=256,N=256,K=256,dtype=float16"
-CLASSES = [f"replay:{H200}", f"replay:{A100}"]
+CLASSES = (f"replay:{H200}", f"replay:{A100}")
 WAIT_MS = 60_000
 
 pytestmark = pytest.mark.timeout(900)
@@ -51,11 +51,11 @@ class Site:
     tokens: dict[str, str]
     jobs: list[int]
 
-    def submit(self, trials: int) -> int:
+    def submit(self, trials: int, classes: tuple[str, ...] = CLASSES) -> int:
         body = {
             "kernel": "matmul",
             "problems": [SMALL],
-            "device_classes": CLASSES,
+            "device_classes": list(classes),
             "trials": trials,
         }
         headers = {"Authorization": f"Bearer {self.tokens['alpha']}"}
@@ -281,18 +281,21 @@ def test_best_configs_and_a_bundle_download_that_load_bundle_accepts(
 
 
 def test_the_portability_heat_map(open_page: Callable[..., Any], site: Site) -> None:
-    # A second job on both classes: warm start runs each class's winner on the other class.
-    site.wait_done(site.submit(trials=20))
+    # A second job on H200 only: its budget is the 14 configs measured there (reused) and one
+    # more, which warm start gives to A100's winner.
+    h200, a100 = CLASSES
+    site.wait_done(site.submit(trials=15, classes=(h200,)))
     page = open_page("/portability?kernel=matmul", token=site.tokens["beta"])
     heat = page.locator("#heatmap")
     heat.locator("td").first.wait_for()
-    assert heat.locator("thead th").all_inner_texts()[1:] == sorted(CLASSES)
+    assert heat.locator("thead th").all_inner_texts()[1:] == [a100, h200]
     cells = heat.locator("tbody td").all_inner_texts()
     assert len(cells) == 4
     assert cells[0].startswith("own best") and cells[3].startswith("own best")
-    off = [cells[1], cells[2]]
-    assert all(c.startswith("+") or "on replay:" in c for c in off), off
-    assert any(c.startswith("+") for c in off), off
+    # A100's winner on H200: slower than H200's own best, by a loss in percent.
+    assert cells[1].startswith("+") and cells[1].split("%")[0] != "+0.0", cells[1]
+    # H200's winner never ran on A100: the cell says why.
+    assert cells[2].startswith(f"not valid on {a100}") or cells[2] == f"not measured on {a100}"
     shot(page, "portability")
 
 

@@ -109,7 +109,11 @@ const TF = (() => {
     ms: (v) => (v === null || v === undefined ? "–" : Number(v).toPrecision(4)),
     num: (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toPrecision(digits)),
     when: (iso) => (iso ? new Date(iso).toLocaleString() : "–"),
-    problem: (p) => Object.entries(p || {}).map(([k, v]) => k + "=" + v).join(","),
+    /* `K=v,...` with the names in `order` first (a kernel's problem schema), then the rest. */
+    problem: (p, order = []) => {
+      const names = [...order.filter((n) => n in (p || {})), ...Object.keys(p || {}).filter((n) => !order.includes(n))];
+      return names.map((n) => `${n}=${p[n]}`).join(",");
+    },
     config: (c) => Object.entries(c || {}).map(([k, v]) => k + "=" + v).join(" "),
   };
 

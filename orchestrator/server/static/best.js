@@ -6,12 +6,6 @@
   const FORMATS = document.body.dataset.formats.split(",");
   const schemas = new Map(); // kernel -> its problem's dimension names, in the spec's order
 
-  function problemText(kernel, problem) {
-    const order = schemas.get(kernel) || [];
-    const names = [...order.filter((n) => n in problem), ...Object.keys(problem).filter((n) => !order.includes(n))];
-    return names.map((n) => `${n}=${problem[n]}`).join(",");
-  }
-
   function rate(b) {
     const parts = [];
     if (b.tflops !== null) parts.push(`${fmt.num(b.tflops)} TFLOP/s`);
@@ -37,7 +31,7 @@
     const classes = [...new Set(data.best.map((b) => b.device_class))].sort();
     const problems = new Map();
     for (const b of data.best) {
-      const key = problemText(kernel, b.problem);
+      const key = fmt.problem(b.problem, schemas.get(kernel));
       if (!problems.has(key)) problems.set(key, {});
       problems.get(key)[b.device_class] = b;
     }

@@ -40,7 +40,7 @@
       el("td", { text: job.kernel }),
       el("td", {}, status),
       el("td", { text: job.team || "–" }),
-      el("td", { title: job.problems.map(fmt.problem).join("\n") + "\n" + job.classes.join(", "), text: shape(job) }),
+      el("td", { title: job.problems.map((p) => fmt.problem(p)).join("\n") + "\n" + job.classes.join(", "), text: shape(job) }),
       el("td", {}, progress(job.trials_done, job.trials_budget)),
       el("td", { class: "num", text: fmt.ms(job.best_ms) }),
       el("td", { text: fmt.when(job.created_at) }),

@@ -5,6 +5,7 @@
 (() => {
   const { $, el, fmt, request } = TF;
   const HOT_LOSS_PCT = 100; // the colour saturates here
+  const schemas = new Map(); // kernel -> its problem's dimension names, in the spec's order
 
   function colour(loss) {
     const t = Math.min(Math.max(loss, 0) / HOT_LOSS_PCT, 1);
@@ -24,9 +25,10 @@
     const query = new URLSearchParams({ kernel: $("#kernel").value, objective: $("#objective").value });
     if (problem) query.set("problem", problem);
     const m = await request(`/v1/portability?${query}`);
+    const order = schemas.get(m.kernel);
     const chooser = $("#problem");
-    chooser.replaceChildren(...m.problems.map((p) => el("option", { text: fmt.problem(p) })));
-    if (m.problem) chooser.value = fmt.problem(m.problem);
+    chooser.replaceChildren(...m.problems.map((p) => el("option", { text: fmt.problem(p, order) })));
+    if (m.problem) chooser.value = fmt.problem(m.problem, order);
     const table = $("#heatmap");
     const empty = $("#port-empty");
     if (m.classes.length < 2) {
@@ -34,7 +36,7 @@
       empty.hidden = false;
       empty.textContent = !m.problem
         ? `No ok trial of ${m.kernel} (${m.objective}) yet: nothing to compare.`
-        : `Only ${m.classes.length ? m.classes[0] : "no class"} has ok trials of ${m.kernel} on ${fmt.problem(m.problem)}: a job on a second device class is needed.`;
+        : `Only ${m.classes.length ? m.classes[0] : "no class"} has ok trials of ${m.kernel} on ${fmt.problem(m.problem, order)}: a job on a second device class is needed.`;
       if (m.classes.length !== 1) return;
     } else {
       empty.hidden = true;
@@ -49,6 +51,7 @@
 
   TF.boot(async () => {
     const { kernels } = await request("/v1/kernels");
+    kernels.forEach((k) => schemas.set(k.name, k.problem.map((d) => d.name)));
     $("#kernel").replaceChildren(...kernels.map((k) => el("option", { value: k.name, text: k.name })));
     const wanted = new URLSearchParams(location.search).get("kernel");
     if (wanted && kernels.some((k) => k.name === wanted)) $("#kernel").value = wanted;
