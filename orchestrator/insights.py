@@ -242,6 +242,13 @@ def study_analysis(
     )
 
 
+def _trial_view(trial: Trial) -> TrialView:
+    values = {f.name: getattr(trial, f.name) for f in dataclasses.fields(TrialView)}
+    values["config"] = dict(trial.config)
+    values["created_at"] = service._aware(trial.created_at)
+    return TrialView(**values)
+
+
 def trial_page(
     database: Database,
     job_id: int,
@@ -286,22 +293,7 @@ def trial_page(
             .limit(limit)
             .offset(offset)
         ).all()
-        items = tuple(
-            TrialView(
-                id=t.id,
-                config=dict(t.config),
-                outcome=t.outcome,
-                median_ms=t.median_ms,
-                iqr_ms=t.iqr_ms,
-                max_rel_error=t.max_rel_error,
-                compile_s=t.compile_s,
-                error=t.error,
-                worker=t.worker,
-                reused=t.reused,
-                created_at=service._aware(t.created_at),
-            )
-            for t in rows
-        )
+        items = tuple(_trial_view(t) for t in rows)
     return TrialPage(study_id, items, total, limit, offset, f"{sort} {order}")
 
 

@@ -11,6 +11,8 @@ Same auth as every other route (a read token), same JSON errors; another team's 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
@@ -33,8 +35,13 @@ def _json(value: View | dict[str, object]) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
 
 
-def _hidden(job_id: int) -> ApiError:
-    return ApiError(404, f"no job {job_id} of this token's team")
+@contextmanager
+def _own_team(job_id: int) -> Iterator[None]:
+    """Another team's job is a 404 here, as in the jobs routes (its existence is not told)."""
+    try:
+        yield
+    except PermissionDenied:
+        raise ApiError(404, f"no job {job_id} of this token's team") from None
 
 
 @router.get("/v1/whoami")
@@ -55,12 +62,10 @@ def whoami(request: Request, principal: ReadPrincipal) -> Response:
 def study(job_id: Id, study_id: Id, request: Request, principal: ReadPrincipal) -> Response:
     """A study: convergence, outcomes, best config against the default and the median trial,
     parameter importance."""
-    try:
+    with _own_team(job_id):
         view = insights.study_analysis(
             request.app.state.database, job_id, study_id, team=principal.team_filter()
         )
-    except PermissionDenied:
-        raise _hidden(job_id) from None
     return _json(view)
 
 
@@ -77,7 +82,7 @@ def trials(
     outcome: TrialOutcome | None = None,
 ) -> Response:
     """One page of a study's trials, sorted by id, time, outcome or compile time."""
-    try:
+    with _own_team(job_id):
         page = insights.trial_page(
             request.app.state.database,
             job_id,
@@ -89,8 +94,6 @@ def trials(
             order=order,
             outcome=outcome.value if outcome is not None else None,
         )
-    except PermissionDenied:
-        raise _hidden(job_id) from None
     return _json(page)
 
 
