@@ -204,7 +204,7 @@ def measure_pages(base: str, token: str, big: int, rounds: int) -> dict[str, Any
         "jobs": ("/", "#jobs tbody tr"),
         "job (10k-trial study)": (f"/jobs/{big}", "#chart canvas, #trials tbody tr td.num"),
         "best configs": ("/best?kernel=matmul", "#best-table tbody tr"),
-        "portability": ("/portability", "#heatmap td.heat"),
+        "portability": ("/portability?kernel=matmul", "#heatmap td.heat"),
     }
     out: dict[str, Any] = {}
     with sync_playwright() as p:
