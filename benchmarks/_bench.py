@@ -100,6 +100,40 @@ def best_from(
     return {key: config for key, (_, config) in best.items()}
 
 
+def pulled_winners(kernel: str, db_path: Path, objective: str = "kernel") -> dict[str, dict]:
+    """Problem key -> the config `tunefleet pull` exports for ``kernel`` from the SQLite file
+    ``db_path`` (the deployment path: `pull --format native`, then each bundle's exact lookup)."""
+    from search_spaces import problem_key
+    from search_spaces.bundle import load_bundle
+
+    with tempfile.TemporaryDirectory(prefix="tunefleet-pull-") as out:
+        cmd = [sys.executable, "-m", "orchestrator", "pull", kernel, "--out", out,
+               "--db", f"sqlite:///{db_path}", "--objective", objective]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"{kernel}: pull failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        winners: dict[str, dict] = {}
+        for path in sorted(Path(out).glob("*.json")):
+            bundle = load_bundle(path)
+            for entry in bundle.entries:
+                winners[problem_key(entry.problem)] = bundle.lookup(entry.problem)
+    return winners
+
+
+def interleaved_ms(
+    sets: list[Any], makers: dict[str, Maker], backend: Any, objective: str, rounds: int
+) -> dict[str, float]:
+    """Median over ``rounds`` of each maker's time_on ``sets``, all makers timed in each round in
+    an order rotated by one per round (so drift and warm-up hit every entry alike)."""
+    names = list(makers)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(time_on(sets, makers[name], backend, objective))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def _stored_times(path: Path, kernel: str, objective: str) -> list[tuple[str, float, Any]]:
     """(problem key, ms, config) of ``kernel``'s best configs and ok trials of ``objective`` in the
     SQLite file ``path`` (``.gz``: gzipped), read from a copy brought to the current schema (the
@@ -200,22 +234,6 @@ def local_target() -> tuple[Any, Any, str]:
     return fingerprint.limits(), backend, "cpu" if backend.value == "interpreter" else "cuda"
 
 
-def time_tuned_and_default(
-    spec: Any,
-    problem: dict[str, Any],
-    config: dict[str, Any],
-    limits: Any,
-    backend: Any,
-    device: str,
-) -> tuple[dict[str, Any], float, Any, float]:
-    """Fresh inputs for ``problem``; the tuned config's ms and output, then the default's ms."""
-    inputs = spec.build_inputs(problem, device)
-    tuned_ms = timed(spec.make_launcher(inputs, config), backend)
-    tuned_out = inputs["out"].clone()
-    default_ms = timed(spec.make_launcher(inputs, spec.default_for(limits)), backend)
-    return inputs, tuned_ms, tuned_out, default_ms
-
-
 def geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
@@ -253,8 +271,9 @@ def tune_suite(
     objective: str = "kernel",
 ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
     """Tune ``suite`` (or its --only indices; nothing with --no-tune) into ``db_path`` by
-    ``objective``; the tune job's report (None if skipped) and the winners of that objective over
-    it, --best-db and --best-landscape."""
+    ``objective``; the tune job's report (None if skipped) and the winners of that objective: what
+    `pull` exports from ``db_path`` when neither --best-db nor --best-landscape is given, else the
+    fastest stored times over it and those (see best_from)."""
     job = None
     if not args.no_tune:
         chosen = list(suite) if not args.only else [suite[i] for i in args.only]
@@ -265,6 +284,8 @@ def tune_suite(
             f"{kernel}: tuned {len(chosen)} problems x {args.trials} trials in {job['wall_s']:.0f} s",
             flush=True,
         )
+    if not args.best_db and not args.best_landscape:
+        return job, pulled_winners(kernel, db_path, objective)
     return job, best_from(kernel, [*args.best_db, db_path], args.best_landscape, objective)
 
 

@@ -1,18 +1,21 @@
-"""Issue 4 item 5: matmul and rmsnorm tuned by tunefleet against the vendor paths, one GPU run.
+"""matmul and rmsnorm tuned by tunefleet against the vendor paths, one GPU run.
 
 Usage (GPU machine, repo root):
     python benchmarks/kernels.py --out-dir DIR [--kernels matmul rmsnorm] [--trials 40]
         [--in-flight 12] [--best-db DB ...] [--only IDX ...] [--objective kernel|graph]
-Per kernel: one `tunefleet tune` job over the shape suite (the product's sampler; skip a problem's
-tuning by giving a database that already holds its winner with --best-db and tuning --only other
-indices), then in this process, with the objective's timer (kernel: the workers' timer, events,
-L2 flushed, warm-up, median of 25; graph: launches back to back in a CUDA graph over rotating
-input sets, workers.timing.time_graph), on fresh random inputs: the tuned config, the spec's default config and the vendor path — torch.matmul (cuBLAS)
-for matmul; torch's rms_norm and torch.compile of it for rmsnorm. Roofline ceilings are measured in
-the same run: the device copy bandwidth (a 4 GiB device-to-device copy, bytes read + written) and
-the bf16 GEMM rate (torch.matmul at 8192^3); for rmsnorm also a device copy of the same x into
-out, timed per problem (small problems do not reach the 4 GiB copy's rate). Writes
-DIR/kernels.json; prints a table per kernel.
+Per kernel: one `tunefleet tune` job over the shape suite (the product's sampler); the winners are
+what `tunefleet pull` exports from its database (the deployment path; with --best-db or
+--best-landscape, the fastest stored times over those and it instead, so that a problem's tuning
+can be skipped and --only other indices tuned). Then in this process, on fresh random inputs, with
+the objective's timer (kernel: the workers' timer, events, L2 flushed, warm-up, median of 25;
+graph: launches back to back in a CUDA graph over rotating input sets, workers.timing.time_graph),
+interleaved over ROUNDS rounds (every entry once per round, order rotated; median over rounds):
+the tuned config, the spec's default config and the vendor paths — torch.matmul (cuBLAS) for
+matmul; torch's rms_norm and torch.compile of it, and a device copy of the same x into out, for
+rmsnorm; then the tuned config on fresh inputs against the spec's reference. Roofline ceilings are
+measured in the same run: the device copy bandwidth (a 4 GiB device-to-device copy, bytes read +
+written) and the bf16 GEMM rate (torch.matmul at 8192^3). Writes DIR/kernels.json; prints a table
+per kernel.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from _bench import (  # this folder (run as a script)
     ceilings,
     geomean,
     input_sets,
+    interleaved_ms,
     local_target,
-    time_on,
     tune_suite,
 )
+
+#: Rounds of the interleaved timing (each round times every entry once, order rotated).
+ROUNDS = 3
 
 LLAMA3_8B = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
 SUITES: dict[str, list[str]] = {
@@ -103,7 +109,8 @@ def measure_problem(
     objective: str,
 ) -> dict[str, Any]:  # fmt: skip
     """One problem on fresh inputs: the tuned config, the default and the baselines (and a copy of
-    the same tensors for memory-bound kernels), all by the objective's timer."""
+    the same tensors for memory-bound kernels), all by the objective's timer, interleaved over
+    ROUNDS rounds; then the tuned config on fresh inputs against the spec's reference."""
     from search_spaces import get_spec
     from search_spaces.kernels._common import max_rel_error
 
@@ -111,20 +118,30 @@ def measure_problem(
     limits, backend, device = local_target()
     sets = input_sets(spec, problem, device, objective)
     inputs = sets[0]
-
-    def config_ms(chosen: dict[str, Any]) -> float:
-        return time_on(sets, lambda s: spec.make_launcher(s, chosen), backend, objective)
-
-    tuned_ms = config_ms(config)
     spec.make_launcher(inputs, config)()
     tuned_out = inputs["out"].clone()
-    default_ms = config_ms(spec.default_for(limits))
+    makers: dict[str, Any] = {
+        "tuned": lambda s: spec.make_launcher(s, config),
+        "default": lambda s: spec.make_launcher(s, spec.default_for(limits)),
+    }
+    for label, make in BASELINES[kernel].items():
+        makers[label] = functools.partial(make, problem=problem)
+    copy = SAME_SIZE_COPY.get(kernel)
+    if copy is not None:
+        makers["same-size copy"] = lambda s: copy(s)[0]
+    ms = interleaved_ms(sets, makers, backend, objective, ROUNDS)
+    tuned_ms = ms["tuned"]
+    fresh = spec.build_inputs(problem, device)
+    fresh["out"].fill_(float("nan"))
+    spec.make_launcher(fresh, config)()
     flops, nbytes = spec.flops(problem), spec.bytes_moved(problem)
     row: dict[str, Any] = {
         "problem": problem,
         "config": config,
         "tuned_ms": tuned_ms,
-        "default_ms": default_ms,
+        "default_ms": ms["default"],
+        "tuned_max_rel_error_fresh_inputs": max_rel_error(fresh["out"], spec.reference(fresh)),
+        "tolerance": spec.tolerance(problem),
         "tflops": flops / tuned_ms / 1e9,
         "gbps": nbytes / tuned_ms / 1e6,
         "pct_of_roofline": 100
@@ -132,22 +149,21 @@ def measure_problem(
             flops / tuned_ms / 1e9 / roof["gemm_tflops"],
             nbytes / tuned_ms / 1e6 / roof["copy_gbps"],
         ),
-        "speedup_vs_default": default_ms / tuned_ms,
+        "speedup_vs_default": ms["default"] / tuned_ms,
         "baselines": {},
     }
     for label, make in BASELINES[kernel].items():
-        base_ms = time_on(sets, functools.partial(make, problem=problem), backend, objective)
         out = make(inputs, problem)()
         row["baselines"][label] = {
-            "ms": base_ms,
-            "tuned_speedup": base_ms / tuned_ms,
+            "ms": ms[label],
+            "tuned_speedup": ms[label] / tuned_ms,
             "max_rel_error_vs_tuned": max_rel_error(tuned_out, out.reshape(tuned_out.shape)),
         }
-    copy = SAME_SIZE_COPY.get(kernel)
     if copy is not None:
-        copy_ms = time_on(sets, lambda s: copy(s)[0], backend, objective)
-        row["same_size_copy_ms"] = copy_ms
-        row["pct_of_same_size_copy"] = 100 * (nbytes / tuned_ms) / (copy(inputs)[1] / copy_ms)
+        row["same_size_copy_ms"] = ms["same-size copy"]
+        row["pct_of_same_size_copy"] = (
+            100 * (nbytes / tuned_ms) / (copy(inputs)[1] / ms["same-size copy"])
+        )
     return row
 
 

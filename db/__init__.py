@@ -12,6 +12,7 @@ from db import repository
 from db.errors import (
     ConstraintViolation,
     DatabaseError,
+    DatabaseLost,
     DatabaseUnavailable,
     DatabaseURLError,
     InvalidRecord,
@@ -19,24 +20,37 @@ from db.errors import (
     NotFound,
     SchemaOutOfDate,
     SchemaTooNew,
+    TransientDatabaseError,
 )
-from db.models import JobStatus, Objective, StudyStatus, TrialOutcome
+from db.models import (
+    RETRYABLE_OUTCOMES,
+    JobStatus,
+    Objective,
+    StudyStatus,
+    TokenScope,
+    TrialOutcome,
+)
 from db.repository import (
+    AuditRecord,
     BestRecord,
     DeviceClassRecord,
     EnvironmentRecord,
     JobRecord,
     MeasuredRecord,
     StudyRecord,
+    TokenRecord,
     TrialRecord,
 )
 from db.session import Database, default_url
 
 __all__ = [
+    "RETRYABLE_OUTCOMES",
+    "AuditRecord",
     "BestRecord",
     "ConstraintViolation",
     "Database",
     "DatabaseError",
+    "DatabaseLost",
     "DatabaseURLError",
     "DatabaseUnavailable",
     "DeviceClassRecord",
@@ -52,6 +66,9 @@ __all__ = [
     "SchemaTooNew",
     "StudyRecord",
     "StudyStatus",
+    "TokenRecord",
+    "TokenScope",
+    "TransientDatabaseError",
     "TrialOutcome",
     "TrialRecord",
     "default_url",

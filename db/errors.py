@@ -15,6 +15,17 @@ class DatabaseUnavailable(DatabaseError):
     """The database cannot be reached or opened, or stayed locked past the busy timeout."""
 
 
+class TransientDatabaseError(DatabaseUnavailable):
+    """A failure that a new transaction may not meet: a PostgreSQL connection reset, a
+    serialization failure or deadlock, SQLite busy past the busy timeout.
+    ``Database.run_with_retry`` retries these."""
+
+
+class DatabaseLost(DatabaseUnavailable):
+    """The database in use is gone: the SQLite file was deleted, replaced or made read-only, or a
+    commit's outcome is unknown. Not retried: what was written since may not be kept."""
+
+
 class SchemaOutOfDate(DatabaseError):
     """The database schema is behind this tunefleet (or missing): run ``tunefleet db upgrade``."""
 

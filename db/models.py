@@ -38,8 +38,10 @@ class JobStatus(str, enum.Enum):
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
     # running -> running: a driver resuming a job whose previous driver died.
+    # running -> queued: a driver told to stop (its lease lost, a scheduler shutting down)
+    # hands the job back for a new owner to resume.
     JobStatus.RUNNING: frozenset(
-        {JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}
+        {JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}
     ),
     JobStatus.DONE: frozenset(),
     JobStatus.FAILED: frozenset({JobStatus.RUNNING}),
@@ -67,6 +69,21 @@ class TrialOutcome(str, enum.Enum):
     RUN_TIMEOUT = "run_timeout"
     CRASH = "crash"
     INFRA = "infra"
+
+
+#: Outcomes that may not be the config's fault (a process killed from outside, a timeout on a loaded
+#: node): a trial may store one as ``provisional``, re-measured once before a verdict stands.
+RETRYABLE_OUTCOMES = frozenset(
+    {TrialOutcome.CRASH, TrialOutcome.COMPILE_TIMEOUT, TrialOutcome.RUN_TIMEOUT}
+)
+
+
+class TokenScope(str, enum.Enum):
+    """What an API token may do; each scope includes the ones before it."""
+
+    READ = "read"
+    SUBMIT = "submit"
+    ADMIN = "admin"
 
 
 class Objective(str, enum.Enum):
@@ -180,7 +197,11 @@ class Job(Base):
     """A request to tune one kernel version; ``spec`` is the job spec exactly as given."""
 
     __tablename__ = "tf_jobs"
-    __table_args__ = (sa.CheckConstraint(_in_check("status", JobStatus), name="status"),)
+    __table_args__ = (
+        sa.CheckConstraint(_in_check("status", JobStatus), name="status"),
+        sa.Index("ix_tf_jobs_queue", "status", "priority", "created_at"),
+        sa.Index("ix_tf_jobs_lease_owner", "lease_owner"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
@@ -192,6 +213,12 @@ class Job(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     cancel_requested: Mapped[bool] = mapped_column(default=False)
+    #: Higher runs first; among equals the older job.
+    priority: Mapped[int] = mapped_column(default=0, server_default="0")
+    #: Who runs the job now (a driver or scheduler id) and until when, unless renewed.
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(200))
+    lease_expires_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
 
 
 class Study(Base):
@@ -252,6 +279,9 @@ class Trial(Base):
     worker: Mapped[str | None] = mapped_column(sa.String(200))
     host: Mapped[str | None] = mapped_column(sa.String(200))
     reused: Mapped[bool] = mapped_column(default=False)
+    #: A retryable verdict kept for the record until a re-measurement gives the config's own;
+    #: never reused as a measurement.
+    provisional: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -291,3 +321,35 @@ class BestConfig(Base):
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
     environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Token(Base):
+    """An API token of a team; only the SHA-256 hex of the token itself is stored."""
+
+    __tablename__ = "tf_tokens"
+    __table_args__ = (sa.CheckConstraint(_in_check("scope", TokenScope), name="scope"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team: Mapped[str] = mapped_column(sa.String(200))
+    scope: Mapped[TokenScope] = mapped_column(_enum_column(TokenScope))
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    name: Mapped[str | None] = mapped_column(sa.String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+
+
+class AuditEntry(Base):
+    """One state-changing request: who (token, team) did what (action) to what (target)."""
+
+    __tablename__ = "tf_audit"
+    __table_args__ = (sa.Index("ix_tf_audit_at", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    token_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_tokens.id"))
+    team: Mapped[str | None] = mapped_column(sa.String(200))
+    action: Mapped[str] = mapped_column(sa.String(64))
+    target: Mapped[str | None] = mapped_column(sa.String(200))
+    detail: Mapped[dict[str, Any] | None]

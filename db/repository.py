@@ -9,11 +9,13 @@ session closes. ``ensure_*`` functions are get-or-create and safe under concurre
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -24,6 +26,8 @@ from db.errors import InvalidRecord, InvalidTransition, NotFound
 from db.models import (
     BEST_KEY,
     JOB_TRANSITIONS,
+    RETRYABLE_OUTCOMES,
+    AuditEntry,
     BestConfig,
     DeviceClass,
     Environment,
@@ -33,6 +37,8 @@ from db.models import (
     Objective,
     Study,
     StudyStatus,
+    Token,
+    TokenScope,
     Trial,
     TrialOutcome,
     utcnow,
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
 
 _E = TypeVar("_E", bound=enum.Enum)
 _R = TypeVar("_R", bound="DataclassInstance")
+_Q = TypeVar("_Q", bound="sa.Select[Unpack[tuple[Any, ...]]]")
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     cancel_requested: bool
+    priority: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    heartbeat_at: datetime | None
 
     @property
     def objective(self) -> Objective:
@@ -93,12 +104,14 @@ class TrialRecord:
     worker: str | None
     host: str | None
     reused: bool
+    provisional: bool
     created_at: datetime
 
 
 @dataclass(frozen=True)
 class BestRecord:
-    """A best-config row: the fastest known ``config`` for its key, ``time_ms`` its median."""
+    """A best-config row: the fastest known ``config`` for its key, ``time_ms`` its median;
+    ``job_id`` and ``team`` say who produced it (None when unknown)."""
 
     id: int
     kernel_name: str
@@ -113,6 +126,34 @@ class BestRecord:
     job_id: int | None
     environment_id: int | None
     updated_at: datetime
+    team: str | None
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """An API token row, without its hash."""
+
+    id: int
+    team: str
+    scope: TokenScope
+    name: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One audit log entry."""
+
+    id: int
+    at: datetime
+    token_id: int | None
+    team: str | None
+    action: str
+    target: str | None
+    detail: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -256,9 +297,22 @@ def ensure_kernel(s: Session, name: str, version_hash: str, space_hash: str) -> 
     return _get_or_create(s, Kernel, key, space_hash=space_hash)
 
 
-def create_job(s: Session, kernel_id: int, spec: Mapping[str, Any], team: str | None) -> int:
-    """Write a new ``queued`` job with the spec exactly as given; return its id."""
-    job = Job(kernel_id=kernel_id, spec=dict(spec), team=team, status=JobStatus.QUEUED)
+def create_job(
+    s: Session, kernel_id: int, spec: Mapping[str, Any], team: str | None, priority: int = 0
+) -> int:
+    """Write a new ``queued`` job with the spec exactly as given; return its id.
+
+    ``priority``: higher is claimed first by :func:`claim_next_job`.
+    """
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidRecord(f"job priority must be an integer, got {priority!r}")
+    job = Job(
+        kernel_id=kernel_id,
+        spec=dict(spec),
+        team=team,
+        status=JobStatus.QUEUED,
+        priority=priority,
+    )
     s.add(job)
     s.flush()
     return job.id
@@ -280,7 +334,8 @@ def set_job_status(
     """Move job ``job_id`` to ``status`` along :data:`db.models.JOB_TRANSITIONS`.
 
     Entering ``running`` stamps ``started_at`` (first time only) and, on resume, clears the finish
-    time, the error and any cancel request; entering done/failed/cancelled stamps ``finished_at``.
+    time, the error and any cancel request; entering done/failed/cancelled stamps ``finished_at``
+    (``queued`` again, from ``running``: the job waits for a new owner, nothing is stamped).
     Raises InvalidTransition for a move the state machine forbids, NotFound for an unknown job.
     """
     target = _coerce(JobStatus, status, "job status")
@@ -293,7 +348,7 @@ def set_job_status(
         job.finished_at = None
         job.cancel_requested = False
         job.error = None
-    else:
+    elif target is not JobStatus.QUEUED:
         job.finished_at = now
     if error is not None:
         job.error = error
@@ -329,10 +384,148 @@ def get_job(s: Session, job_id: int) -> JobRecord:
     return _job_record(*row)
 
 
-def list_jobs(s: Session, limit: int = 50) -> list[JobRecord]:
-    """The ``limit`` newest jobs, newest first."""
-    rows = s.execute(_job_query().order_by(Job.id.desc()).limit(limit)).all()
+def _job_filters(
+    query: _Q, team: str | None, status: JobStatus | str | None, kernel: str | None
+) -> _Q:
+    if team is not None:
+        query = query.where(Job.team == team)
+    if status is not None:
+        query = query.where(Job.status == _coerce(JobStatus, status, "job status"))
+    if kernel is not None:
+        query = query.where(Kernel.name == kernel)
+    return query
+
+
+def list_jobs(
+    s: Session,
+    *,
+    team: str | None = None,
+    status: JobStatus | str | None = None,
+    kernel: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[JobRecord]:
+    """Jobs matching every filter given (None: any; ``kernel`` is the kernel's name), newest
+    first, ``limit`` of them after skipping ``offset``."""
+    if limit < 0 or offset < 0:
+        raise InvalidRecord(f"limit={limit}, offset={offset}: both must be >= 0")
+    query = _job_filters(_job_query(), team, status, kernel)
+    rows = s.execute(query.order_by(Job.id.desc()).limit(limit).offset(offset)).all()
     return [_job_record(*row) for row in rows]
+
+
+def count_jobs(
+    s: Session,
+    *,
+    team: str | None = None,
+    status: JobStatus | str | None = None,
+    kernel: str | None = None,
+) -> int:
+    """How many jobs :func:`list_jobs` with these filters would page through."""
+    query = sa.select(sa.func.count(Job.id)).join(Kernel, Job.kernel_id == Kernel.id)
+    return s.scalar(_job_filters(query, team, status, kernel)) or 0
+
+
+def _lease_until(ttl_s: float) -> tuple[datetime, datetime]:
+    if not (isinstance(ttl_s, int | float) and math.isfinite(ttl_s) and ttl_s > 0):
+        raise InvalidRecord(f"lease ttl_s must be a finite positive number, got {ttl_s!r}")
+    now = utcnow()
+    return now, now + timedelta(seconds=ttl_s)
+
+
+def _check_owner(owner: str) -> None:
+    if not isinstance(owner, str) or not owner or len(owner) > 200:
+        raise InvalidRecord(f"lease owner must be a non-empty string of <= 200 chars: {owner!r}")
+
+
+def _lease_live(job: Job, now: datetime) -> bool:
+    return (
+        job.lease_owner is not None
+        and job.lease_expires_at is not None
+        and job.lease_expires_at > now
+    )
+
+
+def _take_lease(job: Job, owner: str, now: datetime, until: datetime) -> None:
+    job.lease_owner = owner
+    job.lease_expires_at = until
+    job.heartbeat_at = now
+
+
+def acquire_lease(s: Session, job_id: int, owner: str, ttl_s: float) -> bool:
+    """Take job ``job_id``'s lease for ``ttl_s`` seconds if it has none, it expired or ``owner``
+    already holds it; False (nothing changed) while another owner's lease is live.
+
+    The row is locked for the check (SQLite: the session's write lock), so two owners never both
+    win. Raises NotFound for an unknown job.
+    """
+    _check_owner(owner)
+    now, until = _lease_until(ttl_s)
+    job = _job_row(s, job_id, for_update=True)
+    if _lease_live(job, now) and job.lease_owner != owner:
+        return False
+    _take_lease(job, owner, now, until)
+    s.flush()
+    return True
+
+
+def renew_lease(s: Session, job_id: int, owner: str, ttl_s: float) -> bool:
+    """Extend ``owner``'s lease on job ``job_id`` to ``ttl_s`` seconds from now; False if
+    ``owner`` no longer holds it (released, or taken over after it expired)."""
+    _check_owner(owner)
+    now, until = _lease_until(ttl_s)
+    job = _job_row(s, job_id, for_update=True)
+    if job.lease_owner != owner:
+        return False
+    _take_lease(job, owner, now, until)
+    s.flush()
+    return True
+
+
+def release_lease(s: Session, job_id: int, owner: str) -> None:
+    """Give up ``owner``'s lease on job ``job_id``; a no-op if ``owner`` does not hold it."""
+    job = _job_row(s, job_id, for_update=True)
+    if job.lease_owner != owner:
+        return
+    job.lease_owner = job.lease_expires_at = job.heartbeat_at = None
+    s.flush()
+
+
+def claim_next_job(s: Session, owner: str, ttl_s: float) -> int | None:
+    """Lease the next job to run to ``owner`` and return its id, or None if there is none.
+
+    The next job is the highest-priority, then oldest, ``queued`` job without a live lease, or
+    a ``running`` job whose lease expired (its owner died). On PostgreSQL the candidate row is
+    taken with ``SELECT ... FOR UPDATE SKIP LOCKED``, so concurrent schedulers each get another
+    job; on SQLite the session's write lock (``BEGIN IMMEDIATE``) serializes them. The job's
+    status is left as it is: running it is the caller's move.
+    """
+    _check_owner(owner)
+    now, until = _lease_until(ttl_s)
+    expired = sa.and_(Job.lease_expires_at.is_not(None), Job.lease_expires_at <= now)
+    query = (
+        sa.select(Job)
+        .where(
+            sa.or_(
+                sa.and_(Job.status == JobStatus.QUEUED, sa.or_(Job.lease_owner.is_(None), expired)),
+                sa.and_(Job.status == JobStatus.RUNNING, expired),
+            )
+        )
+        .order_by(Job.priority.desc(), Job.created_at, Job.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    job = s.scalar(query)
+    if job is None:
+        return None
+    _take_lease(job, owner, now, until)
+    s.flush()
+    return job.id
+
+
+def jobs_leased_by(s: Session, owner: str) -> list[int]:
+    """Ids of the jobs whose lease ``owner`` holds (live or expired but not taken), oldest first."""
+    return list(s.scalars(sa.select(Job.id).where(Job.lease_owner == owner).order_by(Job.id)))
 
 
 def ensure_study(
@@ -414,13 +607,23 @@ def record_trial(
     host: str | None = None,
     reused: bool = False,
     objective: Objective | str = Objective.KERNEL,
+    provisional: bool = False,
 ) -> int:
     """Write one trial and return its id; ``outcome`` is an Outcome value (``"ok"``, ``"infra"``, ...),
     ``objective`` what its times mean.
 
+    ``provisional=True`` marks a verdict that may not be the config's fault (an outcome of
+    :data:`db.models.RETRYABLE_OUTCOMES`): kept for the record, never reused by
+    :func:`find_measured` / :func:`measured_for_key`, so the config is measured again.
     ``config_key`` must be the caller's canonical JSON of ``config`` (search_spaces.space.config_key).
     The row is flushed, and committed when the caller's session block ends.
     """
+    verdict = _coerce(TrialOutcome, outcome, "trial outcome")
+    if provisional and verdict not in RETRYABLE_OUTCOMES:
+        allowed = ", ".join(sorted(o.value for o in RETRYABLE_OUTCOMES))
+        raise InvalidRecord(
+            f"only a retryable outcome ({allowed}) can be provisional, not {verdict.value}"
+        )
     trial = Trial(
         job_id=job_id,
         study_id=study_id,
@@ -430,7 +633,7 @@ def record_trial(
         environment_id=environment_id,
         config=dict(config),
         config_key=config_key,
-        outcome=_coerce(TrialOutcome, outcome, "trial outcome"),
+        outcome=verdict,
         objective=_coerce(Objective, objective, "objective"),
         samples_ms=list(samples_ms) if samples_ms is not None else None,
         median_ms=median_ms,
@@ -442,10 +645,15 @@ def record_trial(
         worker=worker,
         host=host,
         reused=reused,
+        provisional=provisional,
     )
     s.add(trial)
     s.flush()
     return trial.id
+
+
+#: A trial row that is a config's own verdict, reusable by later jobs.
+_VERDICT = (Trial.outcome != TrialOutcome.INFRA, Trial.provisional.is_(False))
 
 
 def find_measured(
@@ -456,10 +664,10 @@ def find_measured(
     config_key: str,
     objective: Objective = Objective.KERNEL,
 ) -> TrialRecord | None:
-    """The newest trial of this config on this key and objective whose outcome is not ``infra``,
-    or None.
+    """The newest trial of this config on this key and objective that is the config's own
+    verdict (neither ``infra`` nor provisional), or None.
 
-    Any other outcome (ok, wrong, compile_error, ...) is a measurement that need not be repeated.
+    Such a verdict (ok, wrong, compile_error, a confirmed timeout, ...) need not be repeated.
     """
     trial = s.scalar(
         sa.select(Trial)
@@ -469,7 +677,7 @@ def find_measured(
             Trial.device_class_id == device_class_id,
             Trial.config_key == config_key,
             Trial.objective == objective,
-            Trial.outcome != TrialOutcome.INFRA,
+            *_VERDICT,
         )
         .order_by(Trial.id.desc())
         .limit(1)
@@ -484,8 +692,8 @@ def measured_for_key(
     device_class_id: int,
     objective: Objective = Objective.KERNEL,
 ) -> list[MeasuredRecord]:
-    """Every trial on this key and objective by any job whose outcome is not ``infra``, oldest
-    first.
+    """Every trial on this key and objective by any job that is a config's own verdict (neither
+    ``infra`` nor provisional), oldest first.
 
     Only the columns warm start needs are read (no samples), so a key with many trials stays cheap.
     """
@@ -496,7 +704,7 @@ def measured_for_key(
             Trial.problem_key == problem_key,
             Trial.device_class_id == device_class_id,
             Trial.objective == objective,
-            Trial.outcome != TrialOutcome.INFRA,
+            *_VERDICT,
         )
         .order_by(Trial.id)
     ).all()
@@ -584,8 +792,15 @@ def get_best(
     objective: Objective | None = Objective.KERNEL,
 ) -> list[BestRecord]:
     """Best-config rows of ``kernel_name`` matching every filter given (None: any), in key order;
-    by default those of the kernel objective."""
-    query = sa.select(BestConfig).where(BestConfig.kernel_name == kernel_name)
+    by default those of the kernel objective. Each carries the job that produced it (its own
+    ``job_id``, else its trial's) and that job's team."""
+    producer = sa.func.coalesce(BestConfig.job_id, Trial.job_id)
+    query = (
+        sa.select(BestConfig, producer, Job.team)
+        .outerjoin(Trial, BestConfig.trial_id == Trial.id)
+        .outerjoin(Job, Job.id == producer)
+        .where(BestConfig.kernel_name == kernel_name)
+    )
     filters = (
         (BestConfig.problem_key, problem_key),
         (BestConfig.device_class_key, device_class_key),
@@ -603,4 +818,120 @@ def get_best(
         BestConfig.problem_key,
         BestConfig.objective,
     )
-    return [_record(BestRecord, b) for b in s.scalars(query)]
+    return [
+        _record(BestRecord, best, job_id=job_id, team=team)
+        for best, job_id, team in s.execute(query).all()
+    ]
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(
+    s: Session,
+    team: str,
+    scope: TokenScope | str,
+    *,
+    expires_at: datetime | None = None,
+    name: str | None = None,
+) -> tuple[TokenRecord, str]:
+    """A new token of ``team`` with ``scope``: its record and the token itself.
+
+    The token (``secrets.token_urlsafe(32)``) is returned only here; the database keeps its
+    SHA-256. Raises InvalidRecord for an empty team or an unknown scope.
+    """
+    if not isinstance(team, str) or not team.strip() or len(team) > 200:
+        raise InvalidRecord(f"token team must be a non-empty name of <= 200 chars, got {team!r}")
+    if name is not None and len(name) > 200:
+        raise InvalidRecord("token name must be <= 200 chars")
+    token = secrets.token_urlsafe(32)
+    row = Token(
+        team=team,
+        scope=_coerce(TokenScope, scope, "token scope"),
+        token_hash=_token_hash(token),
+        name=name,
+        expires_at=expires_at,
+    )
+    s.add(row)
+    s.flush()
+    return _record(TokenRecord, row), token
+
+
+#: verify_token writes last_used_at at most this often per token.
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+def verify_token(s: Session, token: str) -> TokenRecord | None:
+    """The record of ``token`` if it is known, not revoked and not expired; else None.
+
+    Stamps ``last_used_at`` when it is unset or older than :data:`LAST_USED_EVERY` (in a write
+    session; a read-only one drops the stamp).
+    """
+    if not isinstance(token, str) or not token:
+        return None
+    row = s.scalar(sa.select(Token).where(Token.token_hash == _token_hash(token)))
+    now = utcnow()
+    if row is None or row.revoked_at is not None:
+        return None
+    if row.expires_at is not None and row.expires_at <= now:
+        return None
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_EVERY:
+        row.last_used_at = now
+        s.flush()
+    return _record(TokenRecord, row)
+
+
+def list_tokens(s: Session) -> list[TokenRecord]:
+    """Every token, revoked and expired ones included, oldest first."""
+    return [_record(TokenRecord, t) for t in s.scalars(sa.select(Token).order_by(Token.id))]
+
+
+def revoke_token(s: Session, token_id: int) -> bool:
+    """Revoke token ``token_id``; False if there is no such token or it was already revoked."""
+    row = s.get(Token, token_id, with_for_update=True)
+    if row is None or row.revoked_at is not None:
+        return False
+    row.revoked_at = utcnow()
+    s.flush()
+    return True
+
+
+def active_token_count(s: Session) -> int:
+    """How many tokens are neither revoked nor expired."""
+    query = sa.select(sa.func.count(Token.id)).where(
+        Token.revoked_at.is_(None),
+        sa.or_(Token.expires_at.is_(None), Token.expires_at > utcnow()),
+    )
+    return s.scalar(query) or 0
+
+
+def write_audit(
+    s: Session,
+    *,
+    action: str,
+    token_id: int | None = None,
+    team: str | None = None,
+    target: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> None:
+    """Append one entry to the audit log (``action`` e.g. ``job.submit``, ``token.revoke``)."""
+    if not isinstance(action, str) or not action or len(action) > 64:
+        raise InvalidRecord(f"audit action must be a non-empty name of <= 64 chars: {action!r}")
+    if target is not None and len(target) > 200:
+        raise InvalidRecord("audit target must be <= 200 chars")
+    entry = AuditEntry(
+        action=action,
+        token_id=token_id,
+        team=team,
+        target=target,
+        detail=dict(detail) if detail is not None else None,
+    )
+    s.add(entry)
+    s.flush()
+
+
+def list_audit(s: Session, limit: int = 100) -> list[AuditRecord]:
+    """The ``limit`` newest audit entries, newest first."""
+    rows = s.scalars(sa.select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit))
+    return [_record(AuditRecord, e) for e in rows]

@@ -3,15 +3,20 @@
 SQLite connections get WAL, a busy timeout and foreign keys; every SQLite transaction that may write
 starts with ``BEGIN IMMEDIATE`` so concurrent writers queue on the lock instead of failing halfway.
 Errors of SQLAlchemy and the drivers leave :meth:`Database.session` as :mod:`db.errors` types.
+A SQLite file is watched: deleted, replaced or made read-only while in use, every session and
+:meth:`Database.check_alive` raise DatabaseLost instead of writing to a file nobody will read.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 import sqlalchemy as sa
@@ -26,11 +31,15 @@ from sqlalchemy.orm import Session
 from db.errors import (
     ConstraintViolation,
     DatabaseError,
+    DatabaseLost,
     DatabaseUnavailable,
     DatabaseURLError,
     SchemaOutOfDate,
     SchemaTooNew,
+    TransientDatabaseError,
 )
+
+_T = TypeVar("_T")
 
 ENV_VAR = "TUNEFLEET_DB"
 VERSION_TABLE = "tf_alembic_version"
@@ -48,6 +57,8 @@ _HINT = "check --db or TUNEFLEET_DB"
 _READONLY = "tunefleet_readonly"
 # Serializes concurrent `upgrade` calls on one PostgreSQL database (any constant works).
 _PG_MIGRATION_LOCK = 0x7475_6E65
+# SQLSTATEs after which the same transaction, run again, may succeed.
+_PG_RETRYABLE_CODES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 
 
 def default_url() -> str:
@@ -63,11 +74,16 @@ def default_url() -> str:
 def _parse_url(text: str) -> URL:
     try:
         url = sa.make_url(text)
-    except exc.ArgumentError:
+    except (exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        shown = re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", text)  # never echo a password
         raise DatabaseURLError(
-            f"malformed database URL {text!r}; "
-            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
+            f"malformed database URL {shown!r}; "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB (PORT a number)"
         ) from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise DatabaseURLError(
+            f"port {url.port} in database URL {url.render_as_string()} is not in 1-65535"
+        )
     driver = _DRIVERS.get(url.drivername)
     if driver is None:
         raise DatabaseURLError(
@@ -87,14 +103,17 @@ def _first_line(error: BaseException) -> str:
     return lines[0].strip() if lines else type(error).__name__
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Hand BEGIN to SQLAlchemy's "begin" event (the pysqlite recipe), then set per-connection pragmas.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA foreign_keys = ON")
-    cursor.close()
+def _sqlite_on_connect(busy_timeout_s: float) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Hand BEGIN to SQLAlchemy's "begin" event (the pysqlite recipe), then per-connection pragmas.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    return on_connect
 
 
 def _sqlite_on_begin(connection: Connection) -> None:
@@ -106,12 +125,19 @@ class Database:
     """A tunefleet database at ``url`` (default: :func:`default_url`); connects lazily.
 
     Raises DatabaseURLError at construction for a malformed or unsupported URL; an unreachable server
-    shows up as DatabaseUnavailable at the first session or schema call.
+    shows up as DatabaseUnavailable at the first session or schema call. ``busy_timeout_s``: how
+    long a SQLite writer waits for another's lock before TransientDatabaseError.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self._url = _parse_url(url if url is not None else default_url())
         self.backend = "sqlite" if self._url.drivername == "sqlite" else "postgresql"
+        self.busy_timeout_s = busy_timeout_s
+        self._file: Path | None = None
+        self._identity: tuple[int, int] | None = None
+        if self.backend == "sqlite" and self._url.database not in (None, "", ":memory:"):
+            self._file = Path(str(self._url.database)).absolute()
+            self._note_identity()
         connect_args: dict[str, Any] = {}
         if self.backend == "postgresql" and "connect_timeout" not in self._url.query:
             connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
@@ -122,7 +148,7 @@ class Database:
         except (exc.ArgumentError, ImportError) as e:
             raise DatabaseURLError(f"cannot use {self.url}: {_first_line(e)}; {_HINT}") from None
         if self.backend == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "connect", _sqlite_on_connect(busy_timeout_s))
             event.listen(self.engine, "begin", _sqlite_on_begin)
 
     @property
@@ -147,11 +173,16 @@ class Database:
             )
         if isinstance(error, exc.OperationalError) and self.backend == "sqlite":
             if "locked" in lowered or "busy" in lowered:
-                return DatabaseUnavailable(
-                    f"{self._where()} stayed locked for {BUSY_TIMEOUT_S:.0f} s by another writer; "
-                    "retry, or use PostgreSQL for many concurrent writers"
+                return TransientDatabaseError(
+                    f"{self._where()} stayed locked for {self.busy_timeout_s:g} s by another "
+                    "writer; retry, or use PostgreSQL for many concurrent writers"
                 )
             return DatabaseUnavailable(f"cannot use {self._where()}: {detail}; {_HINT}")
+        code = getattr(getattr(error, "orig", None), "sqlstate", None)
+        if isinstance(error, exc.DBAPIError) and (
+            error.connection_invalidated or code in _PG_RETRYABLE_CODES
+        ):
+            return TransientDatabaseError(f"lost {self._where()}: {detail}; {_HINT}")
         if isinstance(error, exc.OperationalError | exc.InterfaceError):
             return DatabaseUnavailable(f"lost {self._where()}: {detail}; {_HINT}")
         return DatabaseError(f"database error on {self._where()}: {detail}")
@@ -164,12 +195,65 @@ class Database:
             return DatabaseUnavailable(f"cannot reach {self._where()}: {reason}; {_HINT}")
         return DatabaseUnavailable(f"cannot open {self._where()}: {detail}; {_HINT}")
 
+    def _note_identity(self) -> None:
+        """Record the SQLite file's (device, inode) the first time it exists."""
+        if self._file is not None and self._identity is None:
+            try:
+                st = os.stat(self._file)
+            except FileNotFoundError:
+                return
+            self._identity = (st.st_dev, st.st_ino)
+
+    def _check_file(self, write: bool = True) -> None:
+        """Raise DatabaseLost if the SQLite file seen before is gone or another file, or (when
+        ``write``) read-only.
+
+        Read-only means no write permission for us or, for root (whom permissions do not stop),
+        no write bit at all: someone marked the file so that nothing writes to it.
+        """
+        if self._file is None or self._identity is None:
+            return
+        try:
+            st = os.stat(self._file)
+        except FileNotFoundError:
+            raise DatabaseLost(
+                f"{self._where()} was deleted while in use; what was written since is lost: "
+                "restore the file or start again with a new database"
+            ) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise DatabaseLost(
+                f"{self._where()} was replaced by another file while in use; stop and check "
+                "which file is the right one"
+            )
+        if not write:
+            return
+        writable = os.access(self._file, os.W_OK) and st.st_mode & (
+            stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+        )
+        if not writable:
+            raise DatabaseLost(
+                f"{self._where()} is read-only, so nothing can be written to it; make it "
+                f"writable (chmod u+w {self._file}) and resume the job"
+            )
+
+    def check_alive(self) -> None:
+        """Raise a DatabaseError unless the database is still there and takes writes.
+
+        SQLite: the file is the one opened (same device and inode), writable, and its write lock
+        can be taken (an empty write transaction). PostgreSQL: a round trip to the server.
+        Transient errors are retried as in :meth:`run_with_retry`. Cheap enough to call once per
+        driver loop.
+        """
+        self.run_with_retry(lambda s: s.execute(sa.text("SELECT 1")))
+
     @contextmanager
-    def _connection(self) -> Iterator[Connection]:
+    def _connection(self, *, write: bool = False) -> Iterator[Connection]:
+        self._check_file(write)
         try:
             conn = self.engine.connect()
         except exc.SQLAlchemyError as e:
             raise self._connect_error(e) from e
+        self._note_identity()
         with conn:
             yield conn
 
@@ -179,8 +263,10 @@ class Database:
 
         ``readonly=True`` rolls back at the end instead and, on SQLite, does not take the write lock.
         SQLAlchemy and driver errors leave as db.errors types; other exceptions pass unchanged.
+        A write is confirmed: if the SQLite file stopped being the one opened during the block, or
+        the connection was lost during the commit, DatabaseLost says the write may not be kept.
         """
-        with self._connection() as conn:
+        with self._connection(write=not readonly) as conn:
             if readonly:
                 conn = conn.execution_options(**{_READONLY: True})
             session = Session(bind=conn, expire_on_commit=False, autoflush=True)
@@ -189,7 +275,7 @@ class Database:
                 if readonly:
                     session.rollback()
                 else:
-                    session.commit()
+                    self._commit(session)
             except BaseException as e:
                 session.rollback()
                 if isinstance(e, exc.SQLAlchemyError):
@@ -197,6 +283,47 @@ class Database:
                 raise
             finally:
                 session.close()
+
+    def _commit(self, session: Session) -> None:
+        self._check_file()  # before: nothing is committed to a deleted or replaced file
+        try:
+            session.commit()
+        except exc.DBAPIError as e:
+            error = self._translate(e)
+            if self.backend == "postgresql" and isinstance(error, TransientDatabaseError):
+                raise DatabaseLost(
+                    f"lost {self._where()} while committing, so whether the last write was kept "
+                    f"is unknown ({_first_line(e.orig or e)}); check the job before resuming it"
+                ) from e
+            raise error from e
+        self._check_file()  # after: the commit reached the file that is still at the path
+
+    def run_with_retry(
+        self,
+        fn: Callable[[Session], _T],
+        *,
+        readonly: bool = False,
+        retries: int = 4,
+        backoff_s: float = 0.25,
+    ) -> _T:
+        """``fn(session)`` in one :meth:`session`, run again in a new transaction after a
+        TransientDatabaseError, up to ``retries`` more times, waiting ``backoff_s``, then twice as
+        long each time; the last error is raised.
+
+        ``fn`` must do all its work through the session: a failed attempt is rolled back whole, so
+        nothing it wrote is kept twice. A connection lost during the commit is not retried
+        (DatabaseLost): the server may have kept the write.
+        """
+        delay = backoff_s
+        for _ in range(retries):
+            try:
+                with self.session(readonly=readonly) as s:
+                    return fn(s)
+            except TransientDatabaseError:
+                time.sleep(delay)
+                delay *= 2
+        with self.session(readonly=readonly) as s:
+            return fn(s)
 
     def _alembic_config(self) -> Config:
         config = Config()
@@ -218,10 +345,17 @@ class Database:
             except exc.SQLAlchemyError as e:
                 raise self._translate(e) from e
 
-    def upgrade(self) -> None:
-        """Migrate the schema to the newest revision (creating it in an empty database), atomically."""
+    def upgrade(self) -> tuple[str | None, str]:
+        """Migrate the schema to the newest revision (creating it in an empty database), atomically;
+        return the revisions before (None: no schema) and after.
+
+        Raises SchemaTooNew for a database ahead of this code (it is left untouched).
+        """
+        before = self.current_revision()
+        if before is not None and not self._known(before):
+            self.check_schema()
         config = self._alembic_config()
-        with self._connection() as conn:
+        with self._connection(write=True) as conn:
             try:
                 with conn.begin():
                     if self.backend == "postgresql":
@@ -233,6 +367,11 @@ class Database:
                     command.upgrade(config, "head")
             except exc.SQLAlchemyError as e:
                 raise self._translate(e) from e
+        return before, self._head()
+
+    def _known(self, revision: str) -> bool:
+        script = ScriptDirectory.from_config(self._alembic_config())
+        return revision in {rev.revision for rev in script.walk_revisions()}
 
     def check_schema(self) -> None:
         """Raise SchemaOutOfDate if the database is behind this code, SchemaTooNew if it is ahead."""
@@ -244,8 +383,7 @@ class Database:
             raise SchemaOutOfDate(
                 f"{self._where()} has no tunefleet schema; run `tunefleet db upgrade`"
             )
-        script = ScriptDirectory.from_config(self._alembic_config())
-        if current not in {rev.revision for rev in script.walk_revisions()}:
+        if not self._known(current):
             raise SchemaTooNew(
                 f"{self._where()} is at schema revision {current}, newer than this tunefleet "
                 f"(head {head}); upgrade tunefleet"

@@ -92,6 +92,19 @@ def _int(data: Mapping[str, Any], name: str, default: int | None, low: int) -> i
     return value
 
 
+def _seconds(data: Mapping[str, Any], name: str, default: float) -> float:
+    value = data.get(name, default)
+    if isinstance(value, bool):
+        raise JobSpecError(f"{name} must be a number of seconds, got {value!r}")
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise JobSpecError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise JobSpecError(f"{name} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def _strings(value: object, name: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -113,6 +126,8 @@ FIELDS = (
     "team",
     "top_k",
     "in_flight",
+    "compile_timeout_s",
+    "run_timeout_s",
 )
 
 
@@ -123,7 +138,8 @@ class JobSpec:
     ``device_classes`` is a tuple of class keys (as the user wrote them) or ``("all",)``: every
     class the cluster has. ``devices`` says where workers come from. ``in_flight`` is the number
     of trials queued per worker so its device never idles while the driver thinks (None: one per
-    compile process plus one on GPU workers, 2 elsewhere).
+    compile process plus one on GPU workers, 2 elsewhere). ``compile_timeout_s`` bounds a trial's
+    compile phase and ``run_timeout_s`` its check and timing (seconds).
     """
 
     kernel: str
@@ -138,6 +154,8 @@ class JobSpec:
     team: str | None = None
     top_k: int = 3
     in_flight: int | None = None
+    compile_timeout_s: float = 120.0
+    run_timeout_s: float = 60.0
 
     @property
     def all_classes(self) -> bool:
@@ -233,6 +251,8 @@ class JobSpec:
             team=team,
             top_k=_int(data, "top_k", 3, 1) or 3,
             in_flight=_int(data, "in_flight", None, 1),
+            compile_timeout_s=_seconds(data, "compile_timeout_s", cls.compile_timeout_s),
+            run_timeout_s=_seconds(data, "run_timeout_s", cls.run_timeout_s),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -250,6 +270,8 @@ class JobSpec:
             "team": self.team,
             "top_k": self.top_k,
             "in_flight": self.in_flight,
+            "compile_timeout_s": self.compile_timeout_s,
+            "run_timeout_s": self.run_timeout_s,
         }
 
 

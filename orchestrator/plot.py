@@ -11,6 +11,7 @@ table of each study's fastest configs; it loads nothing from the network.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import math
@@ -20,7 +21,7 @@ from pathlib import Path
 from db import Database, TrialOutcome, repository
 from db.repository import TrialRecord
 from orchestrator.bundle_export import slug
-from orchestrator.errors import BundleExportError
+from orchestrator.output import check_folder, write_atomically
 
 
 def convergence(trials: list[TrialRecord]) -> list[float | None]:
@@ -93,17 +94,15 @@ def plot_job(database: Database, job_id: int, out_dir: str | Path, top: int = 5)
             for st in repository.studies_for_job(s, job_id)
         ]
     out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BundleExportError(f"cannot write to {out}: {exc.strerror or exc}") from None
+    check_folder(out)
     paths: list[Path] = []
     sections: list[str] = []
     for study_id, problem, class_key, trials in studies:
         label = ",".join(f"{k}={v}" for k, v in problem.items()) + f" @ {class_key}"
         path = out / f"study-{study_id}-{slug(class_key)}.png"
         imp = importance(trials)
-        _png(path, label, convergence(trials), imp)
+        png = functools.partial(_png, title=label, curve=convergence(trials), imp=imp)
+        write_atomically(path, png)
         paths.append(path)
         fastest = sorted(
             (t for t in trials if t.outcome is TrialOutcome.OK and t.median_ms),
@@ -120,11 +119,12 @@ def plot_job(database: Database, job_id: int, out_dir: str | Path, top: int = 5)
             f"<table><tr><th>time (ms)</th><th>config</th><th>reused</th></tr>{rows_html}</table>"
         )
     page = out / f"job-{job_id}.html"
-    page.write_text(
+    text = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>tunefleet job {job_id}</title><style>body{{font-family:sans-serif}}"
         "td,th{padding:2px 8px;text-align:left}</style></head><body>"
         f"<h1>tunefleet job {job_id}</h1>{''.join(sections) or '<p>no studies</p>'}</body></html>\n"
     )
+    write_atomically(page, lambda temp: temp.write_text(text))
     paths.append(page)
     return paths

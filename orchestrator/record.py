@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from orchestrator.output import OutputError, write_atomically
 from search_spaces import Config, KernelSpec, Problem
 from workers.device import Fingerprint
-from workers.landscape import Landscape, LandscapeResult
+from workers.landscape import Landscape, LandscapeResult, write_landscape
 from workers.measurement import Measurement
 from workers.runner import TrialRequest, TrialRunner
 
@@ -52,6 +55,20 @@ def record_landscape(
     except KeyboardInterrupt:
         return landscape, False
     return landscape, True
+
+
+def save_landscape(path: Path, landscape: Landscape) -> Path:
+    """Write ``landscape`` to ``path`` whole (a temporary file next to it, then renamed).
+
+    If ``path`` cannot be written, the landscape goes to a new file in the system's temporary
+    folder and OutputError names both, so configs timed for minutes are never lost.
+    """
+    try:
+        return write_atomically(path, lambda temp: write_landscape(temp, landscape))
+    except OutputError as exc:
+        kept = Path(tempfile.mkdtemp(prefix="tunefleet-record-")) / path.name
+        write_landscape(kept, landscape)
+        raise OutputError(f"{exc}; the results were saved to {kept} instead") from None
 
 
 @dataclass

@@ -9,6 +9,7 @@ default config (when it was measured), and trials by outcome, measured and reuse
 from __future__ import annotations
 
 import statistics
+from collections.abc import Collection
 from typing import Any
 
 from rich.console import Console
@@ -17,7 +18,7 @@ from rich.table import Table
 from db import Database, Objective, TrialOutcome, repository
 from db.repository import JobRecord
 from orchestrator.bundle_export import default_config
-from search_spaces.registry import get_spec
+from search_spaces.registry import spec_from_storage
 from search_spaces.space import config_key
 from search_spaces.spec import KernelSpec
 from workers.device_table import find
@@ -45,11 +46,17 @@ def _rates(
     return {"tflops": tflops, "gbs": gbs, "roofline_pct": pct}
 
 
-def collect(database: Database, job_id: int) -> dict[str, Any]:
-    """The job's summary: ``{"job", "status", "kernel", "studies": [...]}`` (see the module doc)."""
+def collect(
+    database: Database, job_id: int, kernel_modules: Collection[str] = ()
+) -> dict[str, Any]:
+    """The job's summary: ``{"job", "status", "kernel", "studies": [...]}`` (see the module doc).
+
+    The job row's kernel is loaded through :func:`search_spaces.registry.spec_from_storage`: a
+    ``module:attribute`` is imported only if ``kernel_modules`` allows it.
+    """
     with database.session(readonly=True) as s:
         job: JobRecord = repository.get_job(s, job_id)
-        kernel = get_spec(str(job.spec.get("kernel", job.kernel_name)))
+        kernel = spec_from_storage(str(job.spec.get("kernel", job.kernel_name)), kernel_modules)
         objective = job.objective
         studies = []
         for study in repository.studies_for_job(s, job_id):

@@ -12,6 +12,12 @@ and vLLM takes the entry whose M is nearest to the batch it runs. Conventions co
   ``H200`` word becomes ``NVIDIA_H200``.
 * ``dtype`` is omitted for float16 and bfloat16 (they share a file); vLLM writes ``float32`` or a
   quantization scheme such as ``fp8_w8a8`` there.
+
+The down projection (problems with ``gemm=down``: N = hidden size, K = the intermediate size)
+goes to the same name with ``_down`` before ``.json``, N being that K (the same intermediate size,
+so a layer's two files pair up). vLLM itself reads one file and launches both GEMMs with its
+configs; the ``_down`` file is SGLang's convention (``get_config_file_name(..., down_moe=True)``),
+which tunes and reads the down projection separately.
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ VLLM_KEYS = (
 AMD_KEYS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 
 #: Problem fields that must agree across the entries of one file (M varies).
-SHAPE_FIELDS = ("E", "N", "K", "topk", "dtype")
+SHAPE_FIELDS = ("E", "N", "K", "topk", "dtype", "gemm")
+
+#: The fused_moe problem's GEMM when the problem names none (problems from before the field).
+DEFAULT_GEMM = "up"
 
 #: Our problem dtypes -> vLLM's dtype selector (None: no ``dtype=`` part in the name).
 VLLM_DTYPE: dict[str, str | None] = {"float16": None, "bfloat16": None, "float32": "float32"}
@@ -50,14 +59,23 @@ def vllm_device_name(device_name: str) -> str:
     return "NVIDIA_H200" if "H200" in name.split("_") else name
 
 
-def vllm_file_name(E: int, N: int, device_name: str, dtype: str | None) -> str:
-    """``E=<E>,N=<N>,device_name=<name>[,dtype=<dtype>].json`` exactly as vLLM looks it up.
+def vllm_file_name(E: int, N: int, device_name: str, dtype: str | None, down: bool = False) -> str:
+    """``E=<E>,N=<N>,device_name=<name>[,dtype=<dtype>][_down].json`` exactly as vLLM (and, with
+    ``down``, SGLang for the down projection) looks it up.
 
     ``N`` is vLLM's (the intermediate size, see the module docstring); ``dtype`` is vLLM's selector
     (``None`` for float16/bfloat16).
     """
     dtype_part = f",dtype={dtype}" if dtype else ""
-    return f"E={E},N={N},device_name={vllm_device_name(device_name)}{dtype_part}.json"
+    down_part = "_down" if down else ""
+    return f"E={E},N={N},device_name={vllm_device_name(device_name)}{dtype_part}{down_part}.json"
+
+
+def _gemm(problem: Mapping[str, object]) -> str:
+    gemm = problem.get("gemm", DEFAULT_GEMM)
+    if gemm not in ("up", "down"):
+        raise BundleExportError(f"fused_moe problem {dict(problem)} has gemm={gemm!r}; up or down")
+    return str(gemm)
 
 
 def _int(problem: Mapping[str, object], name: str) -> int:
@@ -82,10 +100,10 @@ def vllm_config(entries: Sequence[Entry]) -> dict[str, dict[str, object]]:
     if not entries:
         raise BundleExportError("no fused_moe results to export")
     first = entries[0][0]
-    shape = {f: first.get(f) for f in SHAPE_FIELDS}
+    shape = {f: first.get(f) for f in SHAPE_FIELDS} | {"gemm": _gemm(first)}
     by_m: dict[int, dict[str, object]] = {}
     for problem, config in entries:
-        other = {f: problem.get(f) for f in SHAPE_FIELDS}
+        other = {f: problem.get(f) for f in SHAPE_FIELDS} | {"gemm": _gemm(problem)}
         if other != shape:
             raise BundleExportError(
                 f"one vLLM file holds one shape; got {shape} and {other} (only M may differ)"
@@ -98,30 +116,37 @@ def vllm_config(entries: Sequence[Entry]) -> dict[str, dict[str, object]]:
 
 
 def write_vllm_files(entries: Sequence[Entry], device_name: str, out_dir: Path) -> list[Path]:
-    """Write one vLLM file per (E, N, dtype) into ``out_dir`` (created if needed); return the paths.
+    """Write one file per (E, N, dtype, GEMM) into ``out_dir`` (created if needed); return the
+    paths: vLLM's file for the up projection, its ``_down`` twin for the down projection.
 
     Entries of one file must also share K and topk (vLLM's name does not tell them apart).
     """
-    groups: dict[tuple[int, int, str | None], list[Entry]] = {}
+    groups: dict[tuple[int, int, str | None, bool], list[Entry]] = {}
     for problem, config in entries:
-        e, n = _int(problem, "E"), _int(problem, "N")
+        e = _int(problem, "E")
         dtype_name = str(problem.get("dtype"))
         if dtype_name not in VLLM_DTYPE:
             raise BundleExportError(f"dtype {dtype_name!r} has no vLLM config file name")
-        if n % 2:
-            raise BundleExportError(
-                f"N={n} is odd; vLLM names files by N/2 (w1 stacks gate and up projections)"
-            )
-        groups.setdefault((e, n // 2, VLLM_DTYPE[dtype_name]), []).append((problem, config))
+        down = _gemm(problem) == "down"
+        if down:
+            n = _int(problem, "K")
+        else:
+            n = _int(problem, "N")
+            if n % 2:
+                raise BundleExportError(
+                    f"N={n} is odd; vLLM names files by N/2 (w1 stacks gate and up projections)"
+                )
+            n //= 2
+        groups.setdefault((e, n, VLLM_DTYPE[dtype_name], down), []).append((problem, config))
     if not groups:
         raise BundleExportError("no fused_moe results to export")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
-        for (e, n, dtype), group in sorted(
-            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")
+        for (e, n, dtype, down), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "", kv[0][3])
         ):
-            path = out_dir / vllm_file_name(e, n, device_name, dtype)
+            path = out_dir / vllm_file_name(e, n, device_name, dtype, down)
             path.write_text(json.dumps(vllm_config(group), indent=4) + "\n")
             paths.append(path)
     except OSError as exc:

@@ -27,9 +27,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from search_spaces.errors import SpecError
+
+if TYPE_CHECKING:
+    from search_spaces.spec import KernelSpec
 
 BUNDLE_FORMAT = "tunefleet-bundle/1"
 
@@ -120,28 +123,136 @@ class Bundle:
         return dict(self.resolve(problem)[1])
 
 
-def bundle_from_dict(data: object, where: str = "bundle") -> Bundle:
-    """Check and convert a decoded bundle document; raises BundleError naming the fault."""
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_config(config: Mapping[str, Any], what: str, spec: KernelSpec | None) -> None:
+    """Raise BundleError unless ``config`` is a non-empty map of parameter names to integers,
+    flags or labels (and, with ``spec``, of its parameters to values they allow)."""
+    if not config:
+        raise BundleError(f"{what} is empty; a tuned config names at least one parameter")
+    for name, value in config.items():
+        if not isinstance(value, int | str):  # bool is an int
+            raise BundleError(
+                f"{what}[{name!r}] is {value!r}; a config value is an integer, a flag or a label"
+            )
+    if spec is None:
+        return
+    params = {p.name: p for p in spec.space.params}
+    for name, value in config.items():
+        param = params.get(name)
+        if param is None:
+            raise BundleError(
+                f"{what} names {name!r}, which kernel {spec.name!r} does not have "
+                f"(its parameters: {', '.join(params)})"
+            )
+        if not any(value == v and type(value) is type(v) for v in param.values):
+            allowed = ", ".join(map(str, param.values))
+            raise BundleError(f"{what}[{name!r}] = {value!r} is not one of {allowed}")
+
+
+def _check_problem(
+    problem: Mapping[str, Any], what: str, spec: KernelSpec | None, kinds: dict[str, type]
+) -> None:
+    """Raise BundleError unless ``problem`` is a non-empty map of field names to positive integer
+    dims, flags or labels, each field of one kind across the bundle (``kinds``, filled here);
+    with ``spec``, one its schema accepts."""
+    if not problem:
+        raise BundleError(f"{what} is empty")
+    for name, value in problem.items():
+        if isinstance(value, bool):
+            kind: type = bool
+        elif _is_int(value):
+            if value <= 0:
+                raise BundleError(f"{what}[{name!r}] = {value}; a dim is a positive integer")
+            kind = int
+        elif isinstance(value, str):
+            kind = str
+        else:
+            raise BundleError(
+                f"{what}[{name!r}] is {value!r}; a problem field is a positive integer dim, "
+                "a flag or a label"
+            )
+        seen = kinds.setdefault(name, kind)
+        if seen is not kind:
+            raise BundleError(
+                f"{what}[{name!r}] is {value!r} ({kind.__name__}), but other entries give "
+                f"{name!r} as {seen.__name__}"
+            )
+    if spec is not None:
+        try:
+            spec.validate_problem(problem)
+        except SpecError as exc:
+            raise BundleError(f"{what}: {exc}") from None
+
+
+def _check_environment(environment: object, where: str) -> dict[str, Any]:
+    if environment is None:
+        return {}
+    if not isinstance(environment, Mapping) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str | int | float))
+        for k, v in environment.items()
+    ):
+        raise BundleError(
+            f"{where}: 'environment' must be an object of names to strings or numbers, "
+            f"got {environment!r:.80}"
+        )
+    return dict(environment)
+
+
+def _entry(raw: object, what: str, spec: KernelSpec | None, kinds: dict[str, type]) -> BundleEntry:
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(raw.get(k), Mapping) for k in ("problem", "config")
+    ):
+        raise BundleError(f"{what} needs 'problem' and 'config' objects")
+    _check_problem(raw["problem"], f"{what}.problem", spec, kinds)
+    _check_config(raw["config"], f"{what}.config", spec)
+    time_ms, job = raw.get("time_ms"), raw.get("job")
+    if time_ms is not None and not (
+        isinstance(time_ms, int | float)
+        and not isinstance(time_ms, bool)
+        and math.isfinite(time_ms)
+        and time_ms > 0
+    ):
+        raise BundleError(f"{what}.time_ms is {time_ms!r}; a time is a positive number of ms")
+    if job is not None and not _is_int(job):
+        raise BundleError(f"{what}.job is {job!r}; a job is an integer id")
+    return BundleEntry(dict(raw["problem"]), dict(raw["config"]), time_ms, job)
+
+
+def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | None = None) -> Bundle:
+    """Check and convert a decoded bundle document; raises BundleError naming the fault and the
+    entry it is in.
+
+    Every entry is checked: its problem (positive integer dims, flags, labels; each field of
+    one kind in every entry), its config (non-empty; integers, flags, labels: never NaN, inf or
+    null), its time and job. ``spec``, when the kernel is known, also checks the bundle is its,
+    every config parameter is one it has with a value it allows, and every problem fits its
+    schema.
+    """
     if not isinstance(data, Mapping):
         raise BundleError(f"{where}: expected a JSON object")
     if data.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"{where}: format is {data.get('format')!r}, expected {BUNDLE_FORMAT!r}")
     if not isinstance(data.get("kernel"), str) or not isinstance(data.get("default"), Mapping):
         raise BundleError(f"{where}: needs a 'kernel' string and a 'default' config object")
+    if spec is not None and data["kernel"] != spec.name:
+        raise BundleError(
+            f"{where}: the bundle is for kernel {data['kernel']!r}, not {spec.name!r}"
+        )
+    for name in ("kernel_version", "device_class"):
+        if not isinstance(data.get(name, ""), str):
+            raise BundleError(f"{where}: {name!r} must be a string, got {data[name]!r}")
+    _check_config(data["default"], f"{where}: default", spec)
+    environment = _check_environment(data.get("environment"), where)
     raw_entries = data.get("entries")
     if not isinstance(raw_entries, list):
         raise BundleError(f"{where}: 'entries' must be a list")
-    entries = []
-    for i, raw in enumerate(raw_entries):
-        if not isinstance(raw, Mapping) or not all(
-            isinstance(raw.get(k), Mapping) for k in ("problem", "config")
-        ):
-            raise BundleError(f"{where}: entries[{i}] needs 'problem' and 'config' objects")
-        entries.append(
-            BundleEntry(
-                dict(raw["problem"]), dict(raw["config"]), raw.get("time_ms"), raw.get("job")
-            )
-        )
+    kinds: dict[str, type] = {}
+    entries = [
+        _entry(raw, f"{where}: entries[{i}]", spec, kinds) for i, raw in enumerate(raw_entries)
+    ]
     known = {
         "format",
         "kernel",
@@ -153,17 +264,18 @@ def bundle_from_dict(data: object, where: str = "bundle") -> Bundle:
     }
     return Bundle(
         kernel=data["kernel"],
-        kernel_version=str(data.get("kernel_version", "")),
-        device_class=str(data.get("device_class", "")),
+        kernel_version=data.get("kernel_version", ""),
+        device_class=data.get("device_class", ""),
         default=dict(data["default"]),
         entries=entries,
-        environment=dict(data.get("environment") or {}),
+        environment=environment,
         meta={k: v for k, v in data.items() if k not in known},
     )
 
 
-def load_bundle(path: str | Path) -> Bundle:
-    """Read a bundle file written by ``tunefleet pull``; raises BundleError."""
+def load_bundle(path: str | Path, spec: KernelSpec | None = None) -> Bundle:
+    """Read and check (see :func:`bundle_from_dict`; ``spec`` when the kernel is known) a bundle
+    file written by ``tunefleet pull``; raises BundleError."""
     p = Path(path)
     try:
         data = json.loads(p.read_text())
@@ -171,7 +283,7 @@ def load_bundle(path: str | Path) -> Bundle:
         raise BundleError(f"bundle {p} does not exist; create it with `tunefleet pull`") from None
     except (OSError, ValueError) as exc:
         raise BundleError(f"cannot read bundle {p}: {exc}") from None
-    return bundle_from_dict(data, str(p))
+    return bundle_from_dict(data, str(p), spec)
 
 
 def tuned(bundle: str | Path | Bundle, key: Callable[..., ProblemLike]) -> Callable[[F], F]:

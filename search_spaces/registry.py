@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Collection
 from importlib.metadata import entry_points
 
 from search_spaces.errors import RegistryError
@@ -69,6 +70,21 @@ def get_spec(name: str) -> KernelSpec:
             "(or give MODULE:ATTRIBUTE for your own spec)"
         )
     return _load_ref(refs[name])
+
+
+def spec_from_storage(name: str, allowed: Collection[str] = ()) -> KernelSpec:
+    """The spec for a kernel name read from storage (a job row, a request): registered names
+    (built-ins, entry points) load as :func:`get_spec` does; a ``module:attribute`` is imported
+    only if it, or its module, is in ``allowed`` (given again by the user, or allow-listed by an
+    operator), since importing it runs that module's code. Raises RegistryError otherwise."""
+    if ":" in name:
+        module = name.partition(":")[0]
+        if name not in allowed and module not in allowed:
+            raise RegistryError(
+                f"kernel {name!r} is not registered, and importing it would run module "
+                f"{module!r}; if you trust it, give it again: --kernel-module {name}"
+            )
+    return get_spec(name)
 
 
 def all_specs() -> list[KernelSpec]:

@@ -123,7 +123,8 @@ class TrialRunner:
     ``run`` never raises for a trial's own failure: it returns a Measurement whose outcome says
     what happened, and the next ``run`` works. It raises RegistryError / ProblemError (from
     search_spaces) for an unknown kernel or a bad problem. A config that breaks the space's rules
-    on this device returns INVALID without reaching the child. Thread-safe: concurrent ``run``
+    on this device, or a problem whose inputs and outputs exceed its memory, returns INVALID
+    without reaching the child. Thread-safe: concurrent ``run``
     calls compile ahead in the compile pool (when ``compile_workers`` > 0) and take turns on the
     device, so what is measured never overlaps.
     """
@@ -189,9 +190,22 @@ class TrialRunner:
         problem: Problem = spec.validate_problem(request.problem)
         job = Job(request.kernel, problem, dict(request.config))
         violation = spec.space.violation(request.config, self.limits)
-        if violation is None:
+        error = str(violation) if violation is not None else self._too_big(spec, problem)
+        if error is None:
             return job, None
-        return job, self._stamp(Measurement(Outcome.INVALID, error=str(violation)), os.getpid())
+        return job, self._stamp(Measurement(Outcome.INVALID, error=error), os.getpid())
+
+    def _too_big(self, spec: KernelSpec, problem: Problem) -> str | None:
+        """Why ``problem`` cannot fit this device's memory (its inputs and outputs alone, as
+        ``bytes_moved`` counts them, exceed it), or None."""
+        needed = spec.bytes_moved(problem)
+        memory = self.fingerprint.memory_bytes
+        if memory <= 0 or needed <= memory:
+            return None
+        return (
+            f"the problem's inputs and outputs need {needed / 2**30:.3g} GiB, more than the "
+            f"{memory / 2**30:.3g} GiB of {self.fingerprint.name}"
+        )
 
     def prefetch(self, request: TrialRequest) -> None:
         """Start compiling ``request`` in the compile pool (no-op without one or when invalid),

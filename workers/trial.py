@@ -24,7 +24,9 @@ from workers.measurement import Measurement, Outcome
 from workers.timing import graph_sets, l2_flush_buffer, synchronize, time_graph, time_launcher
 
 #: Exception class names (anywhere in the MRO) that mean the config does not fit the device.
-RESOURCE_ERRORS = frozenset({"OutOfResources", "OutOfMemoryError"})
+RESOURCE_ERRORS = frozenset({"OutOfResources", "OutOfMemoryError", "MemoryError"})
+#: What torch's CPU allocator says (in a plain RuntimeError) when host memory runs out.
+CPU_OUT_OF_MEMORY = ("can't allocate memory", "not enough memory")
 #: Triton's compiler errors across 3.x (triton.compiler.errors, triton.runtime.errors).
 COMPILE_ERRORS = frozenset(
     {
@@ -98,7 +100,8 @@ class Result:
 
 @dataclass
 class _InputSet:
-    """Random inputs of one problem and, once a check computed it, their reference output; a kept
+    """Random inputs of one problem and, once computed before its first launch, their reference
+    output; a kept
     set also holds copies of its tensors other than ``out`` to tell whether a kernel wrote them."""
 
     inputs: Inputs
@@ -132,12 +135,14 @@ class _State:
 def classify(exc: BaseException, phase: Phase) -> Outcome:
     """The outcome of an exception raised by a trial in ``phase``.
 
-    Out of resources (Triton) or out of memory (torch) -> INVALID; a device error -> CRASH; a
-    Triton compile error, or any exception before the first launch returned -> COMPILE_ERROR; any
-    other exception -> CRASH.
+    Out of resources (Triton) or out of memory (torch on a GPU or the CPU, Python) -> INVALID;
+    a device error -> CRASH; a Triton compile error, or any exception before the first launch
+    returned -> COMPILE_ERROR; any other exception -> CRASH.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & RESOURCE_ERRORS:
+        return Outcome.INVALID
+    if isinstance(exc, RuntimeError) and any(text in str(exc) for text in CPU_OUT_OF_MEMORY):
         return Outcome.INVALID
     if names & DEVICE_ERRORS:
         return Outcome.CRASH
@@ -249,15 +254,20 @@ def _more_launchers(spec: KernelSpec, job: Job, timed: _InputSet, device: str) -
     ]
 
 
+def _reference(spec: KernelSpec, chosen: _InputSet) -> None:
+    """Compute the set's reference output once, before any launch on the set: from inputs as
+    built, so a kernel that writes its inputs cannot move the reference along with its output."""
+    if chosen.reference is None:
+        chosen.reference = spec.reference(chosen.inputs)
+
+
 def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float, str | None]:
-    """(max_rel_error, why the output is wrong or None); computes the set's reference once."""
+    """(max_rel_error, why the output is wrong or None) against the set's reference."""
     import torch
 
     from search_spaces.kernels._common import max_rel_error
 
     out = chosen.inputs["out"]
-    if chosen.reference is None:
-        chosen.reference = spec.reference(chosen.inputs)
     if out.is_floating_point():
         nans = int(torch.isnan(out).sum())
         if nans:
@@ -277,8 +287,9 @@ def run_job(conn: Connection, job: Job, state: _State) -> Result:
 
     The two sets and their references are kept for the next trial of the same problem (see
     CACHED_SET_BYTES), so a trial on kept sets sees exactly what fresh sets of the same values
-    would show. A trial that wrote into its inputs, or was wrong or out of memory on kept sets,
-    runs again on fresh ones (the reference then computed after the launch, as without keeping).
+    would show. References are computed from the inputs as built, before the first launch on a
+    set. A trial that wrote into its inputs, or was wrong or out of memory on kept sets, runs
+    again on fresh ones.
     """
     kept = state.sets is not None and state.sets[0] == _set_key(job)
     result = _run_job(conn, job, state, reuse=True)
@@ -306,6 +317,8 @@ def _run_job(conn: Connection, job: Job, state: _State, reuse: bool) -> Result:
         if spec is None:
             spec = state.specs.setdefault(job.kernel, get_spec(job.kernel))
         timed, second = _input_sets(state, job, spec, reuse)
+        _reference(spec, timed)
+        _reference(spec, second)
         start = time.perf_counter()
         launcher = _launch_on(spec, timed, job.config, backend)
         compile_s = time.perf_counter() - start

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from db import Database
 from orchestrator.commands._common import (
     DbOption,
     DeviceOption,
@@ -17,7 +18,6 @@ from orchestrator.commands._common import (
     KernelArgument,
     check_device,
     console,
-    open_database,
     print_json,
 )
 from orchestrator.errors import OrchestratorError
@@ -264,8 +264,8 @@ def record(
     file per problem."""
     import os
 
-    from orchestrator.record import RecordPace, record_landscape
-    from workers.landscape import write_landscape
+    from orchestrator.output import check_file
+    from orchestrator.record import RecordPace, record_landscape, save_landscape
     from workers.runner import RunnerOptions, TrialRunner
 
     check_device(device)
@@ -273,6 +273,12 @@ def record(
     parsed = [spec.parse_problem(p) for p in problems]
     if len(parsed) > 1 and out.suffix in (".json", ".gz"):
         raise OrchestratorError(f"{len(parsed)} problems need a folder for --out, not {out}")
+    targets = []
+    for problem in parsed:
+        name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
+        path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
+        check_file(path)  # before anything is timed
+        targets.append((problem, name, path))
     fingerprint = detect(device)[0]
     chosen = (
         None if configs_file is None else read_configs(spec, configs_file, fingerprint.limits())
@@ -286,9 +292,7 @@ def record(
     c = console()
     signal.signal(signal.SIGTERM, _interrupt)
     with TrialRunner(options, fingerprint=fingerprint) as runner:
-        for problem in parsed:
-            name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
-            path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
+        for problem, name, path in targets:
             pace = RecordPace(time.perf_counter())
 
             def show(
@@ -301,7 +305,7 @@ def record(
             landscape, complete = record_landscape(
                 spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
-            write_landscape(path, landscape)
+            save_landscape(path, landscape)
             best = landscape.best()
             c.print(
                 f"wrote {path}: {len(landscape.results)} configs in "
@@ -324,8 +328,15 @@ db_app = typer.Typer(help="Manage the config database.", no_args_is_help=True)
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Create the database or migrate it to the newest schema."""
-    database = open_database(db)
-    console().print(f"database {database.url} is at the newest schema")
+    database = Database(db)
+    before, after = database.upgrade()
+    if before is None:
+        done = f"created at the newest schema ({after})"
+    elif before == after:
+        done = f"already at the newest schema ({after})"
+    else:
+        done = f"upgraded from revision {before} to {after}, the newest schema"
+    console().print(f"database {database.url} {done}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

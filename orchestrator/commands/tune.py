@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,7 +27,7 @@ from orchestrator.commands._common import (
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs import JobSpec, load_job_file
 from search_spaces.problem import problem_key
-from search_spaces.registry import get_spec
+from search_spaces.registry import get_spec, spec_from_storage
 from workers.device_table import canonical_class_key
 
 if TYPE_CHECKING:
@@ -60,6 +61,14 @@ KeepOption = Annotated[
         "--keep-workers",
         help="Leave the worker actors running on the Ray cluster for the next job "
         "(warm trial processes and compile pools); `tunefleet workers stop` ends them.",
+    ),
+]
+KernelModuleOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kernel-module",
+        help="Import this MODULE:ATTRIBUTE (or MODULE) if the job names it: a job row never "
+        "makes tunefleet import code you did not name (repeatable).",
     ),
 ]
 
@@ -115,10 +124,12 @@ def _run(
     return job_id
 
 
-def _show_summary(database: Database, job_id: int, json_out: bool) -> None:
+def _show_summary(
+    database: Database, job_id: int, json_out: bool, kernel_modules: Sequence[str] = ()
+) -> None:
     from orchestrator.summary import collect, render
 
-    summary = collect(database, job_id)
+    summary = collect(database, job_id, kernel_modules)
     if json_out:
         print_json(summary)
     else:
@@ -156,6 +167,14 @@ def tune(
         Objective | None,
         typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
     ] = None,
+    compile_timeout: Annotated[
+        float | None,
+        typer.Option("--compile-timeout", help="Seconds a trial may compile (default 120)."),
+    ] = None,
+    run_timeout: Annotated[
+        float | None,
+        typer.Option("--run-timeout", help="Seconds a trial may check and time (default 60)."),
+    ] = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -173,6 +192,8 @@ def tune(
             "team": team,
             "in_flight": in_flight,
             "objective": objective.value if objective else None,
+            "compile_timeout_s": compile_timeout,
+            "run_timeout_s": run_timeout,
         }.items()
         if v is not None
     }
@@ -197,6 +218,7 @@ def resume(
     ray_address: RayOption = None,
     db: DbOption = None,
     keep_workers: KeepOption = False,
+    kernel_module: KernelModuleOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
@@ -205,6 +227,9 @@ def resume(
     database = open_database(db)
     with database.session(readonly=True) as s:
         record = repository.get_job(s, job)
+    spec_from_storage(
+        str(record.spec.get("kernel")), kernel_module or ()
+    )  # imports nothing unasked
     _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out, keep_workers)
 
 
@@ -276,10 +301,11 @@ def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
 def job(
     job: JobArgument,
     db: DbOption = None,
+    kernel_module: KernelModuleOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show a job's summary: best config per (problem, class) and trials by outcome."""
-    _show_summary(open_database(db), job, json_out)
+    _show_summary(open_database(db), job, json_out, kernel_module or ())
 
 
 def best(

@@ -11,13 +11,38 @@ import triton.language as tl
 
 
 @triton.jit
+def _load_kv(src, ptrs, start_n, stride_t, key_ok, row0, col0, MASKED: tl.constexpr,
+             TMA: tl.constexpr, TRANSPOSE: tl.constexpr):  # fmt: skip
+    """A K or V tile at key offset ``start_n``: through the tensor descriptor ``src`` at
+    [row0 + start_n, col0] (rows past the tensor read 0; rows of the next sequence are masked by
+    the caller's scores), or through ``ptrs`` (masked to ``key_ok`` when ``MASKED``).
+    ``TRANSPOSE``: the tile is K, wanted as [HEAD_DIM, BLOCK_N]."""
+    if TMA:
+        tile = src.load([row0 + start_n, col0])
+        if TRANSPOSE:
+            tile = tile.T
+    elif MASKED:
+        if TRANSPOSE:
+            tile = tl.load(ptrs + start_n * stride_t, mask=key_ok[None, :], other=0.0)
+        else:
+            tile = tl.load(ptrs + start_n * stride_t, mask=key_ok[:, None], other=0.0)
+    else:
+        tile = tl.load(ptrs + start_n * stride_t)
+    return tile
+
+
+@triton.jit
 def _attend_block(
     acc,
     l_i,
     m_i,
     q,
+    k_src,
+    v_src,
     k_ptrs,
     v_ptrs,
+    kv_row0,
+    kv_col0,
     offs_m,
     offs_n,
     seq_len,
@@ -29,42 +54,37 @@ def _attend_block(
     MASKED: tl.constexpr,
     CAUSAL: tl.constexpr,
     PRE_LOAD_V: tl.constexpr,
+    TMA: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
-    """One online-softmax step over keys [start_n, start_n + BLOCK_N); scores in the log2 domain.
+    """One online-softmax step over keys [start_n, start_n + BLOCK_N); scores in the log2 domain
+    (``qk_scale`` = softmax scale * log2(e), folded into the max and the exponent: one FMA).
 
     ``MASKED`` blocks mask keys past ``seq_len`` (and, if ``CAUSAL``, keys after the query row);
     unmasked blocks are known to lie wholly inside the sequence and below the diagonal.
     """
     cols = start_n + offs_n
-    if MASKED:
-        key_ok = cols < seq_len
-        k = tl.load(k_ptrs + start_n * stride_kt, mask=key_ok[None, :], other=0.0)
-    else:
-        k = tl.load(k_ptrs + start_n * stride_kt)
+    key_ok = cols < seq_len
+    k = _load_kv(k_src, k_ptrs, start_n, stride_kt, key_ok, kv_row0, kv_col0, MASKED, TMA, True)
     if PRE_LOAD_V:
-        if MASKED:
-            v = tl.load(v_ptrs + start_n * stride_vt, mask=key_ok[:, None], other=0.0)
-        else:
-            v = tl.load(v_ptrs + start_n * stride_vt)
+        v = _load_kv(v_src, v_ptrs, start_n, stride_vt, key_ok, kv_row0, kv_col0, MASKED, TMA,
+                     False)  # fmt: skip
     if DOT_IN_FP32:
         k = k.to(tl.float32)
-    qk = tl.dot(q, k) * qk_scale
+    qk = tl.dot(q, k)
     if MASKED:
         keep = key_ok[None, :]
         if CAUSAL:
             keep = keep & (cols[None, :] <= offs_m[:, None])
         qk = tl.where(keep, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    p = tl.math.exp2(qk - m_new[:, None])
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None]
     if not PRE_LOAD_V:
-        if MASKED:
-            v = tl.load(v_ptrs + start_n * stride_vt, mask=key_ok[:, None], other=0.0)
-        else:
-            v = tl.load(v_ptrs + start_n * stride_vt)
+        v = _load_kv(v_src, v_ptrs, start_n, stride_vt, key_ok, kv_row0, kv_col0, MASKED, TMA,
+                     False)  # fmt: skip
     if DOT_IN_FP32:
         v = v.to(tl.float32)
     acc = tl.dot(p.to(v.dtype), v, acc)
@@ -73,9 +93,9 @@ def _attend_block(
 
 @triton.jit
 def flash_attention_fwd_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
+    q_src,
+    k_src,
+    v_src,
     out_ptr,
     cu_seqlens_ptr,
     stride_qt,
@@ -93,6 +113,9 @@ def flash_attention_fwd_kernel(
     BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr,
     PRE_LOAD_V: tl.constexpr,
+    TMA: tl.constexpr,
+    HEAVY_FIRST: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     """out = softmax(q k^T * scale [causal mask]) v for packed variable-length sequences.
@@ -100,10 +123,17 @@ def flash_attention_fwd_kernel(
     Tensors are packed [total_tokens, heads, HEAD_DIM]; sequence s owns tokens
     cu_seqlens[s] .. cu_seqlens[s+1]. Grid: (cdiv(max_seqlen, BLOCK_M), q_heads, batch); query head
     h reads KV head h // GROUP. ``qk_scale`` is softmax scale * log2(e). Programs whose row block
-    starts past their sequence's end exit: those rows belong to no sequence. Needs
-    BLOCK_M % BLOCK_N == 0, so causal blocks split into unmasked ones and a masked diagonal band.
+    starts past their sequence's end exit: those rows belong to no sequence. With causal, key
+    blocks wholly below the row block's first query run unmasked, the rest up to its last query
+    (the diagonal band: one or two key blocks when BLOCK_N > BLOCK_M) masked.
+
+    ``TMA``: q_src, k_src, v_src are tensor descriptors over the [total_tokens, heads * HEAD_DIM]
+    views with blocks [BLOCK_M, HEAD_DIM] (q) and [BLOCK_N, HEAD_DIM] (k, v); else pointers.
+    ``HEAVY_FIRST``: program 0 takes the last row block (with causal, the most keys), so the
+    longest programs start first. ``WARP_SPECIALIZE``: Triton splits the unmasked key loop into
+    producer (loads) and consumer (math) warps.
     """
-    pid_m = tl.program_id(0)
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)
     head = tl.program_id(1)
     seq = tl.program_id(2)
     seq_start = tl.load(cu_seqlens_ptr + seq)
@@ -121,13 +151,21 @@ def flash_attention_fwd_kernel(
     tok_n = (seq_start + offs_n).to(tl.int64)
     row_ok = offs_m < seq_len
 
-    q_ptrs = q_ptr + tok_m[:, None] * stride_qt + head * stride_qh + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    if TMA:
+        # Rows past this sequence belong to the next one (or read 0 past the tensor); they are
+        # never stored.
+        q = q_src.load([seq_start + start_m, head * HEAD_DIM])
+        k_ptrs = k_src
+        v_ptrs = v_src
+    else:
+        q_ptrs = q_src + tok_m[:, None] * stride_qt + head * stride_qh + offs_d[None, :]
+        q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+        # K is read transposed ([HEAD_DIM, BLOCK_N]) so that q @ k needs no transpose.
+        k_ptrs = k_src + tok_n[None, :] * stride_kt + kv_head * stride_kh + offs_d[:, None]
+        v_ptrs = v_src + tok_n[:, None] * stride_vt + kv_head * stride_vh + offs_d[None, :]
     if DOT_IN_FP32:
         q = q.to(tl.float32)
-    # K is read transposed ([HEAD_DIM, BLOCK_N]) so that q @ k needs no transpose.
-    k_ptrs = k_ptr + tok_n[None, :] * stride_kt + kv_head * stride_kh + offs_d[:, None]
-    v_ptrs = v_ptr + tok_n[:, None] * stride_vt + kv_head * stride_vh + offs_d[None, :]
+    kv_col0 = kv_head * HEAD_DIM
 
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
@@ -135,22 +173,22 @@ def flash_attention_fwd_kernel(
 
     full_end = (seq_len // BLOCK_N) * BLOCK_N
     if CAUSAL:
-        unmasked_end = tl.minimum(start_m, full_end)
+        unmasked_end = tl.minimum(start_m // BLOCK_N * BLOCK_N, full_end)
         hi = tl.minimum(seq_len, start_m + BLOCK_M)
     else:
         unmasked_end = full_end
         hi = seq_len
-    for start_n in range(0, unmasked_end, BLOCK_N):
+    for start_n in tl.range(0, unmasked_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         acc, l_i, m_i = _attend_block(
-            acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, offs_n, seq_len, qk_scale, start_n,
-            stride_kt, stride_vt,
-            BLOCK_N, False, CAUSAL, PRE_LOAD_V, DOT_IN_FP32,
+            acc, l_i, m_i, q, k_src, v_src, k_ptrs, v_ptrs, seq_start, kv_col0, offs_m, offs_n,
+            seq_len, qk_scale, start_n, stride_kt, stride_vt,
+            BLOCK_N, False, CAUSAL, PRE_LOAD_V, TMA, DOT_IN_FP32,
         )  # fmt: skip
     for start_n in range(unmasked_end, hi, BLOCK_N):
         acc, l_i, m_i = _attend_block(
-            acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, offs_n, seq_len, qk_scale, start_n,
-            stride_kt, stride_vt,
-            BLOCK_N, True, CAUSAL, PRE_LOAD_V, DOT_IN_FP32,
+            acc, l_i, m_i, q, k_src, v_src, k_ptrs, v_ptrs, seq_start, kv_col0, offs_m, offs_n,
+            seq_len, qk_scale, start_n, stride_kt, stride_vt,
+            BLOCK_N, True, CAUSAL, PRE_LOAD_V, TMA, DOT_IN_FP32,
         )  # fmt: skip
 
     acc = acc / l_i[:, None]

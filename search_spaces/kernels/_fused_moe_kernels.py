@@ -9,67 +9,117 @@ source for the version hash.
 import triton
 import triton.language as tl
 
+#: Chunks of the per-expert scan over the count matrix, and expert-id blocks, per vector step.
+SCAN_BLOCK = 256
+
+
+def launch_align(topk_ids, sorted_ids, expert_ids, num_post_padded, workspace, counts, slots,
+                 experts, max_padded, block_m, e_p2, chunk, scan=SCAN_BLOCK):  # fmt: skip
+    """vLLM's moe_align_block_size in three launches that scale with E and with the slots, with no
+    host synchronization. Writes:
+
+    * ``num_post_padded[0]``: total padded rows (a multiple of block_m, <= max_padded);
+    * ``sorted_ids[p]`` for p < num_post_padded: the slot index (token * topk + j) of row p, slots
+      of one expert in slot order; padding rows hold ``slots`` (never a valid slot);
+    * ``expert_ids[b]``: the expert of rows [b*block_m, (b+1)*block_m) for every block
+      b < cdiv(max_padded, block_m); blocks past num_post_padded get experts-1 and are not read.
+
+    ``topk_ids`` is [slots] int32 with values in [0, experts); experts <= e_p2 (a power of two);
+    ``workspace`` is int32 [cdiv(slots, chunk), e_p2]; ``counts`` int32 [e_p2], zeroed here;
+    ``scan``: vector width of the per-expert loops (a power of two).
+    """
+    chunks = triton.cdiv(slots, chunk)
+    counts.zero_()
+    moe_count_kernel[(chunks,)](topk_ids, workspace, counts, slots, experts, E_P2=e_p2, CHUNK=chunk)
+    moe_offsets_kernel[(experts,)](
+        counts, workspace, sorted_ids, expert_ids, num_post_padded, slots, experts, max_padded,
+        chunks, BLOCK_SIZE_M=block_m, E_P2=e_p2, SCAN=scan,
+    )  # fmt: skip
+    moe_scatter_kernel[(chunks,)](
+        topk_ids, workspace, sorted_ids, slots, experts, E_P2=e_p2, CHUNK=chunk
+    )
+
 
 @triton.jit
-def moe_align_kernel(
-    topk_ids_ptr,
+def moe_count_kernel(topk_ids_ptr, workspace_ptr, counts_ptr, T, E, E_P2: tl.constexpr,
+                     CHUNK: tl.constexpr):  # fmt: skip
+    """Program c counts the slots [c*CHUNK, (c+1)*CHUNK) of each expert into workspace[c, :] and
+    adds them to counts[:E] (atomically; the order of the additions does not matter)."""
+    c = tl.program_id(0)
+    experts = tl.arange(0, E_P2)
+    t = c * CHUNK + tl.arange(0, CHUNK)
+    ids = tl.load(topk_ids_ptr + t, mask=t < T, other=-1)
+    n = tl.sum((ids[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    tl.store(workspace_ptr + c * E_P2 + experts, n)
+    tl.atomic_add(counts_ptr + experts, n, mask=experts < E)
+
+
+@triton.jit
+def moe_offsets_kernel(
+    counts_ptr,
+    workspace_ptr,
     sorted_ids_ptr,
     expert_ids_ptr,
     num_post_padded_ptr,
     T,
     E,
     max_padded,
+    chunks,
     BLOCK_SIZE_M: tl.constexpr,
     E_P2: tl.constexpr,
-    CHUNK: tl.constexpr,
+    SCAN: tl.constexpr,
 ):
-    """Sort the T = M*topk token slots by expert and pad each expert's group to BLOCK_SIZE_M rows.
-
-    One program (grid (1,)); no host synchronization. Writes, like vLLM's moe_align_block_size:
-
-    * ``num_post_padded[0]``: total padded rows (a multiple of BLOCK_SIZE_M, <= max_padded);
-    * ``sorted_ids[p]`` for p < num_post_padded: the slot index (token * topk + j) of row p, slots
-      of one expert in slot order; padding rows hold T (never a valid slot);
-    * ``expert_ids[b]``: the expert of rows [b*BLOCK_SIZE_M, (b+1)*BLOCK_SIZE_M) for every block
-      b < cdiv(max_padded, BLOCK_SIZE_M); blocks past num_post_padded get E-1 and are not read.
-
-    ``topk_ids`` is [T] int32 with values in [0, E); E <= E_P2 (a power of two).
-    """
+    """Program e: its expert's first padded row (the padded counts of the experts before it),
+    workspace[:, e] turned in place into each chunk's first destination row for expert e, its
+    padding rows (slot T) and its blocks' expert ids. Program 0 also writes the total and the
+    expert ids of the blocks past it."""
+    e = tl.program_id(0)
     experts = tl.arange(0, E_P2)
-    offs = tl.arange(0, CHUNK)
-
-    counts = tl.zeros((E_P2,), dtype=tl.int32)
-    for t0 in range(0, T, CHUNK):
-        t = t0 + offs
-        ids = tl.load(topk_ids_ptr + t, mask=t < T, other=-1)
-        counts += tl.sum((ids[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    counts = tl.load(counts_ptr + experts, mask=experts < E, other=0)
     padded = (counts + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M * BLOCK_SIZE_M
     ends = tl.cumsum(padded, axis=0)
-    starts = ends - padded
-    total = tl.sum(padded, axis=0)
-    tl.store(num_post_padded_ptr, total)
+    mine = experts == e
+    start = tl.sum(tl.where(mine, ends - padded, 0), axis=0)
+    count = tl.sum(tl.where(mine, counts, 0), axis=0)
+    end = tl.sum(tl.where(mine, ends, 0), axis=0)
 
-    # Each slot goes to its expert's start + the number of earlier slots of that expert.
-    filled = starts
-    for t0 in range(0, T, CHUNK):
-        t = t0 + offs
-        ids = tl.load(topk_ids_ptr + t, mask=t < T, other=-1)
-        onehot = (ids[:, None] == experts[None, :]).to(tl.int32)
-        rank = tl.cumsum(onehot, axis=0) - 1
-        dest = tl.sum(onehot * (filled[None, :] + rank), axis=1)
-        tl.store(sorted_ids_ptr + dest, t, mask=t < T)
-        filled += tl.sum(onehot, axis=0)
+    running = start
+    for c0 in range(0, chunks, SCAN):
+        cs = c0 + tl.arange(0, SCAN)
+        n = tl.load(workspace_ptr + cs * E_P2 + e, mask=cs < chunks, other=0)
+        tl.store(
+            workspace_ptr + cs * E_P2 + e, running + tl.cumsum(n, axis=0) - n, mask=cs < chunks
+        )
+        running += tl.sum(n, axis=0)
 
-    # Padding rows and per-block experts; disjoint from the rows written above, so no barrier.
-    for p0 in range(0, max_padded, CHUNK):
-        p = p0 + offs
-        owner = tl.sum((ends[None, :] <= p[:, None]).to(tl.int32), axis=1)
-        sel = (experts[None, :] == owner[:, None]).to(tl.int32)
-        row_in_group = p - tl.sum(sel * starts[None, :], axis=1)
-        is_pad = (p < total) & (row_in_group >= tl.sum(sel * counts[None, :], axis=1))
-        tl.store(sorted_ids_ptr + p, tl.zeros_like(p) + T, mask=is_pad)
-        block_start = (p % BLOCK_SIZE_M == 0) & (p < max_padded)
-        tl.store(expert_ids_ptr + p // BLOCK_SIZE_M, tl.minimum(owner, E - 1), mask=block_start)
+    pad = start + count + tl.arange(0, BLOCK_SIZE_M)
+    tl.store(sorted_ids_ptr + pad, tl.zeros_like(pad) + T, mask=pad < end)
+    for b0 in range(start // BLOCK_SIZE_M, end // BLOCK_SIZE_M, SCAN):
+        b = b0 + tl.arange(0, SCAN)
+        tl.store(expert_ids_ptr + b, tl.zeros_like(b) + e, mask=b < end // BLOCK_SIZE_M)
+    if e == 0:
+        total = tl.sum(padded, axis=0)
+        tl.store(num_post_padded_ptr, total)
+        blocks = tl.cdiv(max_padded, BLOCK_SIZE_M)
+        for b0 in range(total // BLOCK_SIZE_M, blocks, SCAN):
+            b = b0 + tl.arange(0, SCAN)
+            tl.store(expert_ids_ptr + b, tl.zeros_like(b) + E - 1, mask=b < blocks)
+
+
+@triton.jit
+def moe_scatter_kernel(topk_ids_ptr, workspace_ptr, sorted_ids_ptr, T, E, E_P2: tl.constexpr,
+                       CHUNK: tl.constexpr):  # fmt: skip
+    """Program c writes each slot of its chunk to its expert's first row for the chunk
+    (workspace[c, expert]) plus the number of earlier slots of that expert in the chunk."""
+    c = tl.program_id(0)
+    experts = tl.arange(0, E_P2)
+    t = c * CHUNK + tl.arange(0, CHUNK)
+    ids = tl.load(topk_ids_ptr + t, mask=t < T, other=-1)
+    onehot = (ids[:, None] == experts[None, :]).to(tl.int32)
+    rank = tl.cumsum(onehot, axis=0) - 1
+    base = tl.load(workspace_ptr + c * E_P2 + experts, mask=experts < E, other=0)
+    dest = tl.sum(onehot * (base[None, :] + rank), axis=1)
+    tl.store(sorted_ids_ptr + dest, t, mask=t < T)
 
 
 @triton.jit
@@ -93,13 +143,16 @@ def fused_moe_kernel(
     stride_om,
     stride_on,
     TOP_K: tl.constexpr,
+    A_PER_SLOT: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
-    """out[slot] = (x[slot // TOP_K] @ w[expert].T) * topk_weights[slot] for the aligned rows.
+    """out[slot] = (x[row] @ w[expert].T) * topk_weights[slot] for the aligned rows, with
+    row = slot // TOP_K (the up projection: one x row per token) or, if ``A_PER_SLOT``, row = slot
+    (the down projection: one activation row per routed slot).
 
     Grid: cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) with EM = len(sorted_ids) (the upper
     bound); M-blocks at or past num_post_padded return at once. Each M-block belongs to one expert
@@ -125,7 +178,8 @@ def fused_moe_kernel(
 
     offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    x_ptrs = x_ptr + (slots[:, None] // TOP_K) * stride_xm + offs_k[None, :] * stride_xk
+    rows = slots if A_PER_SLOT else slots // TOP_K
+    x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :] * stride_xk
     w_ptrs = w_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
 
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)

@@ -2,7 +2,10 @@
 
 Importing this module loads neither torch nor triton; the kernel lives in
 ``_flash_attention_kernels``. The space is the portability study's 450-config space (Ringlein et al.,
-2025) plus the AMD-only launch options.
+2025), plus the AMD-only launch options, plus Hopper-class parameters (NVIDIA and the interpreter:
+TMA tensor-descriptor loads, heavy-first row-block order; NVIDIA GPUs only: warp specialization),
+three pipeline stages, and key blocks wider than the row block (the study required
+BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    NVIDIA_GPU,
+    NVIDIA_ONLY,
     amd_stages_rule,
     int_param,
+    nvidia_sm,
     smem_rule,
     torch_dtype,
+    vendor_default,
     warps_rule,
-    with_vendor_defaults,
 )
 from search_spaces.kernels._seqlens import (
     HEAD_DIMS,
@@ -69,6 +75,15 @@ def _regs_fit(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
     return per_thread <= MAX_FP32_PER_THREAD
 
 
+#: Oldest NVIDIA compute capability with the bulk tensor copy engine (TMA) and warp specialization.
+TMA_MIN_SM = 90
+#: Fewest warps with which warp specialization compiled for this kernel on the H200 (Triton 3.6:
+#: every 4-warp config failed its NVGPUWarpSpecialization pass, 8-warp ones compiled).
+WS_MIN_WARPS = 8
+
+#: The portability study's num_stages values (this spec added 3); see ``study_subspace``.
+STUDY_STAGES = (1, 2, 4, 6, 8)
+
 SPACE = Space(
     params=(
         Param("BLOCK_M", pow2_range(16, 256), ParamKind.POW2, doc="query rows per program"),
@@ -80,15 +95,39 @@ SPACE = Space(
             doc="load the V tile before the block's softmax instead of after",
         ),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
-        Param("num_stages", (1, 2, 4, 6, 8), ParamKind.INT, doc="software pipeline stages"),
+        Param("num_stages", (1, 2, 3, 4, 6, 8), ParamKind.INT, doc="software pipeline stages"),
+        Param(
+            "TMA",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="load Q, K and V through tensor descriptors (Hopper's bulk tensor copy engine)",
+        ),
+        Param(
+            "HEAVY_FIRST",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="launch the last row blocks first (causal: the ones with the most keys)",
+        ),
+        Param(
+            "WARP_SPECIALIZE",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="producer/consumer warps for the unmasked key loop (Triton's warp_specialize)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
         Constraint(
             "block-m-ge-block-n",
-            "BLOCK_M >= BLOCK_N (the causal diagonal band is whole key blocks)",
+            "on AMD BLOCK_M >= BLOCK_N (the study's rule; key blocks wider than the row block "
+            "are an NVIDIA addition)",
             ("BLOCK_M", "BLOCK_N"),
-            lambda c, _lim: int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N"),
+            lambda c, lim: (
+                lim.vendor is not Vendor.AMD or int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
+            ),
         ),
         smem_rule(
             ("BLOCK_M", "BLOCK_N", "num_stages"),
@@ -109,6 +148,23 @@ SPACE = Space(
         ),
         warps_rule(),
         amd_stages_rule(),
+        Constraint(
+            "tma-arch",
+            f"TMA only on the interpreter or sm_{TMA_MIN_SM}+ (Hopper and later)",
+            ("TMA",),
+            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
+        ),
+        Constraint(
+            "warp-specialize-arch",
+            f"WARP_SPECIALIZE only on sm_{TMA_MIN_SM}+ (Hopper and later) and with "
+            f"num_warps >= {WS_MIN_WARPS} (Triton 3.6's warp-specialization pass fails on sm_90 "
+            "with 4 warps)",
+            ("WARP_SPECIALIZE", "num_warps"),
+            lambda c, lim: (
+                not c["WARP_SPECIALIZE"]
+                or (nvidia_sm(lim) >= TMA_MIN_SM and int_param(c, "num_warps") >= WS_MIN_WARPS)
+            ),
+        ),
     ),
 )
 
@@ -119,6 +175,9 @@ DEFAULT: Config = {
     "PRE_LOAD_V": False,
     "num_warps": 4,
     "num_stages": 2,
+    "TMA": False,
+    "HEAVY_FIRST": False,
+    "WARP_SPECIALIZE": False,
 }
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.
@@ -130,6 +189,18 @@ AMD_DEFAULT: Config = {
     "num_stages": 1,
 }
 AMD_WAVES_PER_EU = 2
+
+
+def study_subspace(configs: list[Config]) -> list[Config]:
+    """The configs of the portability study's 450-config space: its stage values, its rule
+    BLOCK_M >= BLOCK_N, and every parameter added since at its default (off)."""
+    return [
+        c
+        for c in configs
+        if int_param(c, "num_stages") in STUDY_STAGES
+        and int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
+        and not any(c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"))
+    ]
 
 
 class FlashAttentionSpec(KernelSpec):
@@ -179,11 +250,8 @@ class FlashAttentionSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         if vendor is Vendor.AMD:
-            return {
-                **with_vendor_defaults(dict(AMD_DEFAULT), vendor),
-                "waves_per_eu": AMD_WAVES_PER_EU,
-            }
-        return with_vendor_defaults(dict(DEFAULT), vendor)
+            return {**vendor_default(AMD_DEFAULT, SPACE, vendor), "waves_per_eu": AMD_WAVES_PER_EU}
+        return vendor_default(DEFAULT, SPACE, vendor)
 
     def lengths(self, problem: Problem) -> list[int]:
         """Per-sequence lengths of ``problem`` (fixed by its pattern, batch and max_seqlen)."""
@@ -247,8 +315,18 @@ class FlashAttentionSpec(KernelSpec):
         lens = (cu[1:] - cu[:-1]).cpu()
         batch, max_len = len(lens), int(lens.max())
         meta, options = split_launch_options(config)
-        block_m = int(config["BLOCK_M"])
+        block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
+        tma = bool(meta.setdefault("TMA", False))
+        meta.setdefault("HEAVY_FIRST", False)
+        meta.setdefault("WARP_SPECIALIZE", False)
         grid = (triton.cdiv(max_len, block_m), qh, batch)
+        sources: tuple[Any, Any, Any] = (q, k, v)
+        if tma:
+            sources = (
+                _descriptor(q, block_m),
+                _descriptor(k, block_n),
+                _descriptor(v, block_n),
+            )
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
         dot_in_fp32 = q.device.type == "cpu" and q.dtype == torch.bfloat16
         kernel_args: dict[str, Any] = {
@@ -263,7 +341,7 @@ class FlashAttentionSpec(KernelSpec):
 
         def launch() -> None:
             flash_attention_fwd_kernel[grid](
-                q, k, v, out, cu,
+                *sources, out, cu,
                 q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                 v.stride(0), v.stride(1), out.stride(0), out.stride(1),
                 qk_scale,
@@ -292,6 +370,23 @@ class FlashAttentionSpec(KernelSpec):
                 scores = scores.masked_fill(above, float("-inf"))
             out[start:end] = (scores.softmax(-1) @ vs).transpose(0, 1)
         return out
+
+
+def _descriptor(t: Any, rows: int) -> Any:
+    """A host tensor descriptor over packed ``t`` [tokens, heads, head_dim] viewed as
+    [tokens, heads * head_dim], blocks of ``rows`` tokens x one head; SpecError if ``t``'s layout
+    cannot be described (TMA needs unit stride on the last axis and 16-byte aligned rows)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    tokens, heads, d = (int(n) for n in t.shape)
+    row_stride = int(t.stride(0))
+    elem = t.element_size()
+    if t.stride(1) != d or (row_stride * elem) % 16 or t.data_ptr() % 16:
+        raise SpecError(
+            "flash_attention: TMA needs each token's heads contiguous and 16-byte aligned rows; "
+            "use a config with TMA=False for this layout"
+        )
+    return TensorDescriptor(t, [tokens, heads * d], [row_stride, 1], [rows, d])
 
 
 SPEC = FlashAttentionSpec()

@@ -1,7 +1,8 @@
 """Built-in ``fused_moe`` spec: the top-k routed grouped GEMM of a Mixture-of-Experts layer.
 
-Follows vLLM's fused-MoE Triton kernel (first GEMM, MUL_ROUTED_WEIGHT on) and the space of its
-tuner. Importing this module loads neither torch nor triton; the kernels live in
+Follows vLLM's fused-MoE Triton kernel and the space of its tuner; a problem is either GEMM of the
+layer: ``gemm=up`` (gate and up projections: one x row per token) or ``gemm=down`` (the down
+projection: one activation row per routed slot). Importing this module loads neither torch nor triton; the kernels live in
 ``_fused_moe_kernels``.
 """
 
@@ -35,8 +36,11 @@ from search_spaces.space import (
 )
 from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
 
-#: Elements of the alignment kernel's one-hot [chunk, experts] tiles; bounds its registers.
+#: Elements of the alignment kernels' one-hot [chunk, experts] tiles; bounds their registers.
 ALIGN_TILE = 4096
+
+#: The layer's two GEMMs (see FusedMoeSpec).
+GEMMS = ("up", "down")
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
@@ -90,16 +94,18 @@ DEFAULT: Config = {
 
 
 class FusedMoeSpec(KernelSpec):
-    """out[m, j] = (x[m] @ w[topk_ids[m, j]].T) * topk_weights[m, j] — vLLM's first fused-MoE GEMM.
+    """out[m, j] = (a @ w[topk_ids[m, j]].T) * topk_weights[m, j], one of vLLM's fused-MoE GEMMs:
+    a = x[m] (``gemm=up``, x [M, K]) or a = x[m * topk + j] (``gemm=down``, x [M * topk, K]).
 
-    Inputs: hidden states ``x`` [M, K], expert weights ``w`` [E, N, K], router output
+    Inputs: ``x`` as above, expert weights ``w`` [E, N, K], router output
     ``topk_ids`` [M, topk] (int32, distinct experts per token) and ``topk_weights`` [M, topk]
     (float32); ``out`` is [M, topk, N] in the problem's dtype. The routed weight is applied inside
     the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
 
-    One launch is two Triton kernels, with no host synchronization: the alignment step (vLLM's
-    moe_align_block_size: sort the M*topk token slots by expert and pad each expert's group to a
-    multiple of BLOCK_SIZE_M, into buffers sized for the bound M*topk + E*(BLOCK_SIZE_M-1)), then
+    One launch is a zero fill and four Triton kernels, with no host synchronization: the alignment
+    step (vLLM's moe_align_block_size: sort the M*topk token slots by expert and pad each expert's
+    group to a multiple of BLOCK_SIZE_M, into buffers sized for the bound
+    M*topk + E*(BLOCK_SIZE_M-1); three kernels parallel over slot chunks and over experts), then
     the grouped GEMM over the padded M-blocks (one expert per block) x N-blocks.
     """
 
@@ -114,16 +120,31 @@ class FusedMoeSpec(KernelSpec):
             Field("E", doc="experts"),
             Field("topk", doc="experts per token (<= E)"),
             Field("N", doc="output columns per expert (rows of each expert's weight)"),
-            Field("K", doc="hidden size (columns of x and of each expert's weight)"),
+            Field("K", doc="reduction size (columns of x and of each expert's weight)"),
             Field(
                 "dtype",
                 FieldKind.CHOICE,
                 choices=("float16", "bfloat16"),
                 doc="dtype of x, w and out",
             ),
+            Field(
+                "gemm",
+                FieldKind.CHOICE,
+                choices=GEMMS,
+                default="up",
+                doc="up: x holds one row per token; down: one row per routed slot",
+            ),
         )
     )
-    example: ClassVar[Problem] = {"M": 8, "E": 4, "topk": 2, "N": 32, "K": 32, "dtype": "float16"}
+    example: ClassVar[Problem] = {
+        "M": 8,
+        "E": 4,
+        "topk": 2,
+        "N": 32,
+        "K": 32,
+        "dtype": "float16",
+        "gemm": "up",
+    }
     space: ClassVar[Space] = SPACE
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._fused_moe_kernels",)
 
@@ -145,7 +166,8 @@ class FusedMoeSpec(KernelSpec):
     def bytes_moved(self, problem: Problem) -> float:
         """x, the weights of the experts used (at most min(E, M*topk)), and out."""
         m, e, topk, n, k = (int(problem[f]) for f in ("M", "E", "topk", "N", "K"))
-        elements = m * k + min(e, m * topk) * n * k + m * topk * n
+        rows = m * topk if problem.get("gemm") == "down" else m
+        elements = rows * k + min(e, m * topk) * n * k + m * topk * n
         return float(elements * ELEMENT_BYTES[str(problem["dtype"])])
 
     def build_inputs(self, problem: Problem, device: str) -> Inputs:
@@ -155,8 +177,9 @@ class FusedMoeSpec(KernelSpec):
         dtype = torch_dtype(str(problem["dtype"]))
         topk_ids = torch.rand(m, e, device=device).argsort(dim=1)[:, :topk]
         topk_weights = torch.rand(m, topk, device=device) + 0.1
+        rows = m * topk if problem.get("gemm") == "down" else m
         return {
-            "x": torch.randn(m, k, dtype=dtype, device=device),
+            "x": torch.randn(rows, k, dtype=dtype, device=device),
             "w": torch.randn(e, n, k, dtype=dtype, device=device),
             "topk_ids": topk_ids.to(torch.int32).contiguous(),
             "topk_weights": topk_weights / topk_weights.sum(dim=1, keepdim=True),
@@ -167,13 +190,16 @@ class FusedMoeSpec(KernelSpec):
         import torch
         import triton
 
-        from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, moe_align_kernel
+        from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, launch_align
 
         x, w, out = inputs["x"], inputs["w"], inputs["out"]
         topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
-        m, k = (int(d) for d in x.shape)
+        m, topk = (int(d) for d in topk_ids.shape)
+        k = int(x.shape[1])
         e, n = int(w.shape[0]), int(w.shape[1])
-        topk = int(topk_ids.shape[1])
+        per_slot = int(x.shape[0]) == m * topk and topk > 1
+        if int(x.shape[0]) not in (m, m * topk):
+            raise SpecError(f"fused_moe: x has {x.shape[0]} rows; want M={m} or M*topk={m * topk}")
         if tuple(w.shape) != (e, n, k) or tuple(topk_weights.shape) != (m, topk):
             raise SpecError("fused_moe: x, w, topk_ids and topk_weights do not fit each other")
         if not out.is_contiguous() or tuple(out.shape) != (m, topk, n):
@@ -191,22 +217,24 @@ class FusedMoeSpec(KernelSpec):
         )
         num_post_padded = torch.empty(1, dtype=torch.int32, device=x.device)
         e_p2 = triton.next_power_of_2(e)
-        chunk = max(16, min(triton.next_power_of_2(max_padded), ALIGN_TILE // e_p2))
+        chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
+        workspace = torch.empty(triton.cdiv(slots, chunk), e_p2, dtype=torch.int32, device=x.device)
+        counts = torch.empty(e_p2, dtype=torch.int32, device=x.device)
         grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
         dot_in_fp32 = x.device.type == "cpu" and x.dtype == torch.bfloat16
 
         def launch() -> None:
-            moe_align_kernel[(1,)](
-                topk_ids, sorted_ids, expert_ids, num_post_padded, slots, e, max_padded,
-                BLOCK_SIZE_M=block_m, E_P2=e_p2, CHUNK=chunk,
+            launch_align(
+                topk_ids, sorted_ids, expert_ids, num_post_padded, workspace, counts, slots, e,
+                max_padded, block_m, e_p2, chunk,
             )  # fmt: skip
             fused_moe_kernel[grid](
                 x, w, out, topk_weights, sorted_ids, expert_ids, num_post_padded,
                 n, k, max_padded, slots,
                 x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
                 out.stride(1), out.stride(2),
-                TOP_K=topk, DOT_IN_FP32=dot_in_fp32, **meta, **options,
+                TOP_K=topk, A_PER_SLOT=per_slot, DOT_IN_FP32=dot_in_fp32, **meta, **options,
             )  # fmt: skip
 
         return launch
@@ -217,8 +245,9 @@ class FusedMoeSpec(KernelSpec):
 
 
 def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
-    """out[m, j] = (x[m] @ w[topk_ids[m, j]].T) * topk_weights[m, j] with one torch matmul per
-    expert in ``compute_dtype`` (the spec's reference in float32; a baseline in the inputs' dtype).
+    """out[m, j] = (a @ w[topk_ids[m, j]].T) * topk_weights[m, j] (a = x[m], or x[m * topk + j]
+    when x has a row per slot) with one torch matmul per expert in ``compute_dtype`` (the spec's
+    reference in float32; a baseline in the inputs' dtype).
     """
     import torch
 
@@ -231,7 +260,8 @@ def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
         tokens, js = torch.nonzero(topk_ids == expert, as_tuple=True)
         if tokens.numel() == 0:
             continue
-        rows = x[tokens].to(dtype) @ w[expert].to(dtype).T
+        a = x[tokens * topk + js] if x.shape[0] == m * topk and topk > 1 else x[tokens]
+        rows = a.to(dtype) @ w[expert].to(dtype).T
         out[tokens, js] = rows * topk_weights[tokens, js].to(dtype)[:, None]
     return out
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
+from typing import Any
 
 from db import Database
 from db.repository import get_best, upsert_best
 
-KEY = {
+KEY: dict[str, Any] = {
     "kernel_name": "matmul",
     "kernel_version": "v1",
     "problem_key": '{"M":64}',

@@ -32,6 +32,7 @@ from db.models import Base
 from db.session import VERSION_TABLE
 from tests.db._upsert_worker import KEY, hammer
 
+HEAD = "0003"
 TABLES = {
     "tf_device_classes",
     "tf_environments",
@@ -40,6 +41,8 @@ TABLES = {
     "tf_studies",
     "tf_trials",
     "tf_best_configs",
+    "tf_tokens",
+    "tf_audit",
     VERSION_TABLE,
 }
 
@@ -351,6 +354,50 @@ class TestStorage:
             assert (found.id, found.outcome) == (wrong, TrialOutcome.WRONG)
             assert repo.find_measured(s, ids["kernel"], '{"M":128}', ids["dc"], args[3]) is None
 
+    @pytest.mark.parametrize("outcome", ["crash", "compile_timeout", "run_timeout"])
+    def test_provisional_verdict_is_never_a_permanent_answer(
+        self, db: Database, outcome: str
+    ) -> None:
+        ids = _setup(db)
+        args = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}')
+        with db.session() as s:
+            first = repo.record_trial(
+                s,
+                kernel_id=ids["kernel"],
+                problem_key='{"M":64}',
+                device_class_id=ids["dc"],
+                config={"BLOCK": 64},
+                config_key='{"BLOCK":64}',
+                outcome=outcome,
+                study_id=ids["study"],
+                provisional=True,
+            )
+            # Killed from outside or timed out on a loaded node: not the config's own verdict.
+            assert repo.find_measured(s, *args) is None
+            assert repo.measured_for_key(s, *args[:3]) == []
+            (kept,) = repo.trials_for_study(s, ids["study"])
+            assert (kept.id, kept.provisional) == (first, True)
+            # The re-measurement gives the same verdict: now it stands.
+            confirmed = _trial(s, ids, outcome)
+            found = repo.find_measured(s, *args)
+            assert found is not None and (found.id, found.provisional) == (confirmed, False)
+            assert [r.outcome.value for r in repo.measured_for_key(s, *args[:3])] == [outcome]
+
+    @pytest.mark.parametrize("outcome", ["ok", "wrong", "invalid", "compile_error", "infra"])
+    def test_only_retryable_outcomes_can_be_provisional(self, db: Database, outcome: str) -> None:
+        ids = _setup(db)
+        with db.session() as s, pytest.raises(InvalidRecord, match="retryable outcome"):
+            repo.record_trial(
+                s,
+                kernel_id=ids["kernel"],
+                problem_key='{"M":64}',
+                device_class_id=ids["dc"],
+                config={},
+                config_key="{}",
+                outcome=outcome,
+                provisional=True,
+            )
+
     def test_times_of_different_objectives_are_never_mixed(self, db: Database) -> None:
         ids = _setup(db)
         args = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}')
@@ -410,7 +457,7 @@ class TestStorage:
                 assert _best(s, 3.0, {"v": "graph"}, objective=Objective.GRAPH) is True
             with pytest.raises(RuntimeError, match="graph-objective rows"):
                 _migrate(database, "0001", down=True)
-            assert database.current_revision() == "0002"
+            assert database.current_revision() == HEAD  # the failed downgrade changed nothing
             with database.session() as s:
                 assert len(repo.get_best(s, "matmul", objective=None)) == 2
                 s.execute(sa.text("DELETE FROM tf_best_configs WHERE objective = 'graph'"))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,8 +100,31 @@ def test_bad_bundles(tmp_path: Path) -> None:
         bundle_from_dict({**_bundle(), "entries": [{"problem": {}}]})
 
 
-def _store(database: Database) -> tuple[dict[str, object], dict[str, object]]:
-    spec = get_spec("matmul")
+def _store_one(
+    database: Database,
+    class_key: str,
+    config: Mapping[str, Any],
+    problem: Mapping[str, Any] | None = None,
+) -> None:
+    """A best config of the installed matmul for ``problem`` (default 64^3 float16) on a class."""
+    problem = problem or {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
+    with database.session() as s:
+        repository.upsert_best(
+            s,
+            "matmul",
+            get_spec("matmul").version_hash(),
+            problem_key(problem),
+            class_key,
+            "3.9",
+            config,
+            1.0,
+            None,
+            None,
+            None,
+        )
+
+
+def _store(database: Database) -> tuple[dict[str, Any], dict[str, Any]]:
     small = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
     big = {"M": 2048, "N": 2048, "K": 2048, "dtype": "float16"}
     cfg = {
@@ -111,22 +136,8 @@ def _store(database: Database) -> tuple[dict[str, object], dict[str, object]]:
         "num_warps": 8,
         "num_stages": 4,
     }
-    cfg2 = {**cfg, "BLOCK_M": 64}
-    with database.session() as s:
-        for problem, config in ((small, cfg2), (big, cfg)):
-            repository.upsert_best(
-                s,
-                "matmul",
-                spec.version_hash(),
-                problem_key(problem),
-                "NVIDIA H200",
-                "3.9",
-                config,
-                1.0,
-                None,
-                None,
-                None,
-            )
+    for problem, config in ((small, {**cfg, "BLOCK_M": 64}), (big, cfg)):
+        _store_one(database, "NVIDIA H200", config, problem)
     return small, big
 
 
@@ -181,6 +192,49 @@ def test_export_triton_format_is_loadable(database: Database, tmp_path: Path) ->
     assert namespace["KEY"] == ["M", "N", "K", "dtype"]
     chosen = configs[best[(2048, 2048, 2048, "float16")]]  # type: ignore[index]
     assert chosen.kwargs["BLOCK_M"] == 128 and chosen.num_warps == 8 and chosen.num_stages == 4
+
+
+HOSTILE_CLASS = 'H200"""\n__import__("os").system("touch PWNED")\n"""'
+
+
+def test_export_triton_writes_database_text_as_literals_only(
+    database: Database, tmp_path: Path
+) -> None:
+    # A device class name (from a replay landscape or anyone who writes to a shared database)
+    # and config keys and values built to break out of the docstring or a string literal.
+    config = {
+        "BLOCK_M": 64,
+        "x'): __import__('os').system('touch PWNED') #": 1,
+        "num_warps": "'); __import__('os').system('touch PWNED'); ('",
+    }
+    _store_one(database, HOSTILE_CLASS, config)
+    out = tmp_path / "out"
+    (path,) = export(database, "matmul", out, fmt=BundleFormat.TRITON)
+    assert path.parent == out
+    code = (
+        "import runpy, sys; ns = runpy.run_path(sys.argv[1]); "
+        "print(repr(ns['DEVICE_CLASS'])); print(sorted(ns['CONFIGS'][0].kwargs))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert not (tmp_path / "PWNED").exists()  # importing the file ran nothing
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == repr(HOSTILE_CLASS)
+    assert "x'): __import__('os').system('touch PWNED') #" in done.stdout
+
+
+def test_export_triton_refuses_values_that_are_not_plain_data(
+    database: Database, tmp_path: Path
+) -> None:
+    _store_one(database, "NVIDIA H200", {"BLOCK_M": float("nan")})
+    with pytest.raises(BundleExportError, match="cannot write nan into a Python file"):
+        export(database, "matmul", tmp_path / "out", fmt=BundleFormat.TRITON)
+    assert list((tmp_path / "out").glob("*.py")) == []
 
 
 def test_export_nothing_is_an_error(database: Database, tmp_path: Path) -> None:

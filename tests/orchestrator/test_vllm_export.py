@@ -121,3 +121,30 @@ def test_odd_n_and_unwritable_folder_are_refused(tmp_path: Path) -> None:
         write_vllm_files([(_problem(1), _config(16))], "NVIDIA H200", blocker)
     with pytest.raises(BundleExportError, match="no fused_moe results"):
         write_vllm_files([], "NVIDIA H200", tmp_path)
+
+
+def test_down_projection_gets_the_down_twin_of_the_layers_file(tmp_path: Path) -> None:
+    # Mixtral-8x7B: the up GEMM's w1 is [8, 2*14336, 4096], the down GEMM's w2 [8, 4096, 14336];
+    # both files are named by the intermediate size 14336, the down one with SGLang's "_down".
+    up = [(_problem(m), _config(64)) for m in (1, 64)]
+    down = [({**_problem(m, n=4096, k=14336), "gemm": "down"}, _config(bm)) for m, bm in
+            [(64, 32), (1, 16)]]  # fmt: skip
+    paths = write_vllm_files(up + down, "NVIDIA H200", tmp_path)
+    assert [p.name for p in paths] == [
+        "E=8,N=14336,device_name=NVIDIA_H200.json",
+        "E=8,N=14336,device_name=NVIDIA_H200_down.json",
+    ]
+    assert json.loads(paths[1].read_text()) == vllm_config(down)
+    assert json.loads(paths[1].read_text())["1"]["BLOCK_SIZE_M"] == 16
+    assert vllm_file_name(8, 14336, "NVIDIA H200", "fp8_w8a8", down=True) == (
+        "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8_down.json"
+    )
+
+
+def test_a_problem_without_gemm_is_the_up_projection_and_others_are_refused() -> None:
+    old = {k: v for k, v in _problem(1).items() if k != "gemm"}
+    assert vllm_config([(old, _config(16)), ({**_problem(2), "gemm": "up"}, _config(16))])
+    with pytest.raises(BundleExportError, match="only M may differ"):
+        vllm_config([(_problem(1), _config(16)), ({**_problem(2), "gemm": "down"}, _config(16))])
+    with pytest.raises(BundleExportError, match="gemm='gate'"):
+        vllm_config([({**_problem(1), "gemm": "gate"}, _config(16))])

@@ -119,17 +119,21 @@ def test_fused_moe_amd_config_reaches_triton_as_hip_options(
     spec = _builtin("fused_moe")
     spec.space.validate(AMD_CONFIG, mi300x_limits)
     params = set(kernels.fused_moe_kernel.arg_names)
-    gemm, align = _Recorder(), _Recorder()
+    gemm = _Recorder()
+    align = {name: _Recorder() for name in ("moe_count_kernel", "moe_offsets_kernel",
+                                            "moe_scatter_kernel")}  # fmt: skip
     monkeypatch.setattr(kernels, "fused_moe_kernel", gemm)
-    monkeypatch.setattr(kernels, "moe_align_kernel", align)
+    for name, recorder in align.items():
+        monkeypatch.setattr(kernels, name, recorder)
     spec.make_launcher(spec.build_inputs(spec.example, "cpu"), AMD_CONFIG)()
 
     (kwargs,) = gemm.launches
     options = {k: v for k, v in kwargs.items() if k not in params}
     assert options == {k: AMD_CONFIG[k] for k in ("num_warps", "num_stages", *sorted(AMD_KEYS))}
     assert {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M"} <= set(kwargs)
-    (align_kwargs,) = align.launches
-    assert not AMD_KEYS & set(align_kwargs)
+    for recorder in align.values():
+        (align_kwargs,) = recorder.launches
+        assert not AMD_KEYS & set(align_kwargs)
 
     # JITFunction keeps a keyword that is neither a kernel parameter nor a backend option only to
     # raise "specified but unrecognised"; on gfx942 every option is taken with its value.

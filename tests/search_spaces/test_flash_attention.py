@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
+from search_spaces.errors import SpecError
 from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS, max_rel_error
 from search_spaces.kernels._seqlens import seq_lengths
-from search_spaces.kernels.flash_attention import SPEC
+from search_spaces.kernels.flash_attention import SPEC, study_subspace
 from search_spaces.problem import ProblemValue
+from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import checked_launch
 
 AMD_NAMES = {p.name for p in AMD_PARAMS}
@@ -18,13 +20,23 @@ AMD_NAMES = {p.name for p in AMD_PARAMS}
 UNLIMITED = DeviceLimits(Vendor.NVIDIA, "unlimited", "sm_90", 1 << 40, 1 << 20, 1 << 10, 1, 1 << 20)
 
 
-def cfg(bm: int, bn: int, pre_load_v: bool = False, warps: int = 4, stages: int = 2) -> Config:
+def cfg(
+    bm: int,
+    bn: int,
+    pre_load_v: bool = False,
+    warps: int = 4,
+    stages: int = 2,
+    tma: bool = False,
+    heavy_first: bool = False,
+) -> Config:
     return {
         "BLOCK_M": bm,
         "BLOCK_N": bn,
         "PRE_LOAD_V": pre_load_v,
         "num_warps": warps,
         "num_stages": stages,
+        "TMA": tma,
+        "HEAVY_FIRST": heavy_first,
     }
 
 
@@ -42,6 +54,17 @@ CASES: list[tuple[Problem, Config]] = [
     (problem(head_dim=128, batch=3), cfg(32, 16)),
     (problem(dtype="bfloat16", max_seqlen=24), cfg(16, 16, pre_load_v=True)),
     (problem(dtype="bfloat16", causal=False, pattern="uniform", max_seqlen=20), cfg(64, 32)),
+    # TMA: ragged sequences whose last blocks read the next sequence's rows (and, for the last
+    # sequence, rows past the tensor, which read 0), in both loops, with and without GQA.
+    (problem(max_seqlen=40), cfg(16, 16, tma=True)),
+    (problem(max_seqlen=40, batch=3), cfg(32, 16, pre_load_v=True, tma=True, heavy_first=True)),
+    (problem(causal=False, kv_heads=4, head_dim=128), cfg(32, 32, tma=True)),
+    (problem(dtype="bfloat16", max_seqlen=24, batch=3), cfg(16, 16, tma=True)),
+    (problem(max_seqlen=40, batch=3), cfg(16, 16, heavy_first=True)),
+    # Key blocks wider than row blocks: the diagonal band spans one or two key blocks.
+    (problem(max_seqlen=40, batch=3), cfg(16, 32)),
+    (problem(max_seqlen=72, batch=2), cfg(16, 64, tma=True)),
+    (problem(causal=False, max_seqlen=40), cfg(16, 32, pre_load_v=True)),
 ]
 
 
@@ -51,7 +74,8 @@ CASES: list[tuple[Problem, Config]] = [
     ids=[
         f"{p['pattern']}-s{p['max_seqlen']}-h{p['q_heads']}/{p['kv_heads']}-d{p['head_dim']}-"
         f"{'causal' if p['causal'] else 'full'}-{p['dtype']}-m{c['BLOCK_M']}n{c['BLOCK_N']}"
-        f"{'-plv' if c['PRE_LOAD_V'] else ''}"
+        f"{'-plv' if c['PRE_LOAD_V'] else ''}{'-tma' if c['TMA'] else ''}"
+        f"{'-heavy' if c['HEAVY_FIRST'] else ''}"
         for p, c in CASES
     ],
 )
@@ -123,11 +147,55 @@ def test_flops_and_bytes() -> None:
     assert SPEC.bytes_moved(prob) == 64 * (4 + 4 + 2 + 2) * 64 * 2 + 3 * 4
 
 
-def test_space_is_the_studys_450_configs() -> None:
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 5
+def test_space_holds_the_studys_450_configs() -> None:
+    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and three Hopper booleans.
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**3
     configs = SPEC.space.enumerate(UNLIMITED)
-    assert len(configs) == 450
-    assert all(int(c["BLOCK_M"]) >= int(c["BLOCK_N"]) for c in configs)
+    study = study_subspace(configs)
+    assert len(study) == 450
+    assert all(int(c["BLOCK_M"]) >= int(c["BLOCK_N"]) for c in study)
+    assert {int(c["num_stages"]) for c in study} == {1, 2, 4, 6, 8}
+    assert SPEC.default_for(UNLIMITED) in study
+    # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, 6 stage values instead of 5, TMA and
+    # HEAVY_FIRST both ways, WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8).
+    assert len(configs) == 450 * 25 // 15 * 6 // 5 * 4 * 4 // 3
+
+
+def test_hopper_parameters_exist_where_they_run(
+    h200_limits: DeviceLimits, cpu_limits: DeviceLimits, mi300x_limits: DeviceLimits
+) -> None:
+    """TMA and HEAVY_FIRST on NVIDIA and in the interpreter (which runs tensor descriptors);
+    WARP_SPECIALIZE on NVIDIA GPUs only; none on AMD; TMA and warp specialization need sm_90."""
+    from workers.device_table import lookup
+
+    hopper = {"TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"}
+    assert hopper <= set(SPEC.default_for(h200_limits))
+    assert not {"WARP_SPECIALIZE"} & set(SPEC.default_for(cpu_limits))
+    assert {"TMA", "HEAVY_FIRST"} <= set(SPEC.default_for(cpu_limits))
+    assert not hopper & set(SPEC.default_for(mi300x_limits))
+    a100 = lookup("A100").limits
+    default_8w = {**SPEC.default_for(h200_limits), "num_warps": 8}
+    for name in ("TMA", "WARP_SPECIALIZE"):
+        on = {**SPEC.default_for(a100), name: True}
+        violation = SPEC.space.violation(on, a100)
+        assert violation is not None and violation.rule.endswith("-arch")
+        assert SPEC.space.violation({**default_8w, name: True}, h200_limits) is None
+    assert SPEC.space.violation({**SPEC.default_for(cpu_limits), "TMA": True}, cpu_limits) is None
+    # Warp specialization with 4 warps does not compile (Triton 3.6, sm_90): outside the space.
+    four = {**SPEC.default_for(h200_limits), "WARP_SPECIALIZE": True, "num_warps": 4}
+    violation = SPEC.space.violation(four, h200_limits)
+    assert violation is not None and violation.rule == "warp-specialize-arch"
+    assert SPEC.space.violation({**four, "num_warps": 8}, h200_limits) is None
+
+
+def test_tma_refuses_a_layout_it_cannot_describe() -> None:
+    prob = SPEC.validate_problem(problem(kv_heads=4))
+    inputs = SPEC.build_inputs(prob, "cpu")
+    # Heads interleaved with another tensor: a token's heads are not contiguous.
+    wide = torch.randn(inputs["k"].shape[0], 4, 2, 64, dtype=inputs["k"].dtype)
+    inputs["k"] = wide[:, :, 0]
+    with pytest.raises(SpecError, match="TMA"):
+        SPEC.make_launcher(inputs, cfg(16, 16, tma=True))
 
 
 def test_h200_count_follows_the_shared_memory_and_register_rules(
@@ -140,15 +208,17 @@ def test_h200_count_follows_the_shared_memory_and_register_rules(
         return smem and (bm * bn + bm * 128) <= 256 * warps * 32
 
     blocks = (16, 32, 64, 128, 256)
-    expected = 2 * sum(
-        fits(bm, bn, s, w)
+    # x 2 for PRE_LOAD_V, x 4 for TMA and HEAVY_FIRST, x 2 for WARP_SPECIALIZE at 8 warps.
+    expected = 8 * sum(
+        fits(bm, bn, s, w) * (2 if w == 8 else 1)
         for bm in blocks
         for bn in blocks
-        for s in (1, 2, 4, 6, 8)
+        for s in (1, 2, 3, 4, 6, 8)
         for w in (2, 4, 8)
-        if bm >= bn
     )
-    assert SPEC.space.count(h200_limits) == expected == 268
+    assert SPEC.space.count(h200_limits) == expected == 2792
+    # The study's configs on the H200, as before the Hopper parameters came.
+    assert len(study_subspace(SPEC.space.enumerate(h200_limits))) == 268
     assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
         {k: c[k] for k in ("BLOCK_M", "BLOCK_N", "num_stages")}
         for c in SPEC.space.iter_valid(h200_limits)
@@ -223,3 +293,36 @@ def test_amd_options_reach_the_kernel_as_launch_options(
 def test_amd_default_runs_in_the_interpreter(mi300x_limits: DeviceLimits) -> None:
     err, _ = checked_launch(SPEC, SPEC.example, SPEC.default_for(mi300x_limits), mi300x_limits)
     assert err <= SPEC.tolerance(SPEC.example)
+
+
+GPU_CASES: list[tuple[Problem, Config]] = [
+    # Ragged (mixed) lengths: TMA tiles that run into the next sequence and past the tensor.
+    (problem(batch=5, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=128), cfg(64, 64, tma=True)),
+    (problem(batch=5, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=64), cfg(64, 128, tma=True)),
+    (
+        problem(batch=3, max_seqlen=1000, q_heads=8, kv_heads=8, head_dim=128, causal=False),
+        cfg(64, 64, warps=4, stages=3, tma=True, heavy_first=True),
+    ),
+    (
+        problem(batch=4, max_seqlen=900, q_heads=8, kv_heads=2, head_dim=128, dtype="bfloat16"),
+        {**cfg(128, 128, warps=8, stages=3, tma=True), "WARP_SPECIALIZE": True},
+    ),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize(("prob", "config"), GPU_CASES)
+def test_hopper_variants_on_the_gpu(prob: Problem, config: Config) -> None:
+    """TMA, wide key blocks, heavy-first order and warp specialization compiled for the GPU agree
+    with the reference on ragged batches (fresh inputs, poisoned output)."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA and warp specialization need sm_90+")
+    from workers.device import detect
+
+    limits = detect("auto")[0].limits()
+    config = {**SPEC.default_for(limits), **config}
+    SPEC.space.validate(config, limits)
+    inputs = SPEC.build_inputs(SPEC.validate_problem(prob), "cuda")
+    inputs["out"].fill_(float("nan"))
+    SPEC.make_launcher(inputs, config)()
+    assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(prob)

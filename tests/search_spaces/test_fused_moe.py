@@ -10,6 +10,7 @@ from search_spaces.kernels._common import max_rel_error
 from search_spaces.kernels.fused_moe import SPEC, per_expert_loop
 from search_spaces.problem import Problem
 from search_spaces.space import Config, DeviceLimits, Vendor
+from tests.gpu import needs_gpu
 
 MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
 
@@ -95,8 +96,10 @@ def test_inputs_route_each_token_to_distinct_experts_and_are_fresh() -> None:
     assert not torch.equal(first["topk_ids"], second["topk_ids"])
 
 
-def _check_alignment(ids: list[int], n_experts: int, block_m: int) -> None:
-    from search_spaces.kernels._fused_moe_kernels import moe_align_kernel
+def _check_alignment(
+    ids: list[int], n_experts: int, block_m: int, chunk: int = 16, scan: int = 256
+) -> None:
+    from search_spaces.kernels._fused_moe_kernels import launch_align
 
     slots = len(ids)
     max_padded = slots + n_experts * (block_m - 1)
@@ -104,9 +107,11 @@ def _check_alignment(ids: list[int], n_experts: int, block_m: int) -> None:
     expert_ids = torch.full((math.ceil(max_padded / block_m),), -7, dtype=torch.int32)
     num_post = torch.zeros(1, dtype=torch.int32)
     e_p2 = 1 << (n_experts - 1).bit_length()
-    moe_align_kernel[(1,)](
-        torch.tensor(ids, dtype=torch.int32), sorted_ids, expert_ids, num_post,
-        slots, n_experts, max_padded, BLOCK_SIZE_M=block_m, E_P2=e_p2, CHUNK=16,
+    workspace = torch.full((math.ceil(slots / chunk), e_p2), -7, dtype=torch.int32)
+    counts = torch.full((e_p2,), -7, dtype=torch.int32)
+    launch_align(
+        torch.tensor(ids, dtype=torch.int32), sorted_ids, expert_ids, num_post, workspace, counts,
+        slots, n_experts, max_padded, block_m, e_p2, chunk, scan,
     )  # fmt: skip
 
     start = 0
@@ -130,6 +135,15 @@ def test_alignment_sorts_slots_by_expert_and_pads_groups(block_m: int) -> None:
     _check_alignment(ids, n_experts=5, block_m=block_m)
 
 
+def test_alignment_scales_to_many_experts_and_chunks() -> None:
+    # 600 slots over 70 experts in 38 chunks of 16, vector steps of 16: the per-expert scan over
+    # chunks, one expert's blocks (300 slots: 19) and the blocks past the total each take several.
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 70, (600,), generator=gen)
+    ids[:300] = 7
+    _check_alignment(ids.tolist(), n_experts=70, block_m=16, scan=16)
+
+
 @pytest.mark.parametrize(
     ("problem", "config"),
     [
@@ -139,6 +153,12 @@ def test_alignment_sorts_slots_by_expert_and_pads_groups(block_m: int) -> None:
         ({"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16"}, _config(16, 32, 64)),
         # one expert per token: some experts get no tokens at all
         ({"M": 3, "E": 8, "topk": 1, "N": 32, "K": 64, "dtype": "float16"}, _config(16, 32, 128)),
+        # the down projection: one activation row per routed slot
+        ({**SPEC.example, "gemm": "down"}, _config(16)),
+        (
+            {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
+            _config(32, 32, 64, group=16),
+        ),
     ],
 )
 def test_kernel_matches_reference(problem: Problem, config: Config) -> None:
@@ -161,6 +181,39 @@ def test_reference_applies_routed_weights() -> None:
     assert max_rel_error(baseline, ref) <= SPEC.tolerance(SPEC.example)
 
 
+def test_down_projection_reads_a_row_per_slot() -> None:
+    problem = SPEC.validate_problem({**SPEC.example, "gemm": "down"})
+    inputs = SPEC.build_inputs(problem, "cpu")
+    m, topk = (int(d) for d in inputs["topk_ids"].shape)
+    assert tuple(inputs["x"].shape) == (m * topk, int(problem["K"]))
+    ref = SPEC.reference(inputs)
+    expert = int(inputs["topk_ids"][2, 1])
+    row = inputs["x"][2 * topk + 1].float() @ inputs["w"][expert].float().T
+    assert torch.allclose(ref[2, 1], row * inputs["topk_weights"][2, 1], rtol=1e-5, atol=1e-5)
+    up = SPEC.validate_problem(SPEC.example)
+    assert SPEC.bytes_moved(problem) - SPEC.bytes_moved(up) == 2 * m * (topk - 1) * problem["K"]
+
+
 def test_version_hash_reads_the_kernel_source() -> None:
-    assert "moe_align_kernel" in SPEC.source_text()
+    assert "moe_scatter_kernel" in SPEC.source_text()
     assert len(SPEC.version_hash()) == 16
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    "problem",
+    [
+        {"M": 512, "E": 256, "topk": 8, "N": 256, "K": 512, "dtype": "bfloat16", "gemm": "up"},
+        {"M": 333, "E": 64, "topk": 8, "N": 384, "K": 256, "dtype": "bfloat16", "gemm": "down"},
+        {"M": 4096, "E": 8, "topk": 2, "N": 256, "K": 256, "dtype": "float16", "gemm": "up"},
+    ],
+)
+def test_parallel_alignment_on_the_gpu(problem: Problem) -> None:
+    """The alignment's atomics and per-expert programs on a GPU, with many experts and many
+    chunks, launched twice on one set of buffers (the counts are zeroed each launch)."""
+    inputs = SPEC.build_inputs(SPEC.validate_problem(problem), "cuda")
+    launch = SPEC.make_launcher(inputs, _config(64, 64, 64, group=16))
+    for _ in range(2):
+        inputs["out"].fill_(float("nan"))
+        launch()
+        assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)

@@ -165,10 +165,20 @@ class OutOfResourcesSpec(_TorchSpec):
         raise OutOfResources(262144, 232448, "shared memory")
 
 
-class InputWriterSpec(_TorchSpec):
-    """out = 2 * x; with WRITE=1 the kernel then also overwrites its input x."""
+class HugeInputsSpec(DoubleSpec):
+    """Claims to move few bytes, then asks the CPU allocator for 4 PiB: out of host memory."""
 
-    space: ClassVar[Space] = Space((Param("WRITE", (0, 1), ParamKind.INT),))
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        import torch
+
+        return {"x": torch.empty(2**50, device=device), "out": torch.empty(1, device=device)}
+
+
+class InputWriterSpec(_TorchSpec):
+    """out = 2 * x; with WRITE=1 the kernel then also overwrites its input x; with WRITE=2 it
+    overwrites x first and computes out from the changed x."""
+
+    space: ClassVar[Space] = Space((Param("WRITE", (0, 1, 2), ParamKind.INT),))
 
     def default_config(self, vendor: Vendor) -> Config:
         return {"WRITE": 0}
@@ -177,8 +187,10 @@ class InputWriterSpec(_TorchSpec):
         x, out = inputs["x"], inputs["out"]
 
         def launch() -> None:
+            if config["WRITE"] == 2:
+                x.fill_(7.0)
             out.copy_(x * 2)
-            if config["WRITE"]:
+            if config["WRITE"] == 1:
                 x.fill_(7.0)
 
         return launch

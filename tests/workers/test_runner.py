@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from search_spaces import ProblemError, RegistryError
+from search_spaces import ProblemError, RegistryError, get_spec
 from tests.gpu import needs_gpu
 from workers.device import Backend
 from workers.errors import RunnerConfigError
@@ -103,6 +103,23 @@ def test_constraint_breaking_config_never_reaches_a_child() -> None:
         assert fresh.spawn_count == 0 and fresh.child_pid is None
 
 
+def test_problem_larger_than_memory_is_invalid_without_a_child() -> None:
+    spec = get_spec("matmul")
+    with TrialRunner(RunnerOptions.for_backend("interpreter")) as fresh:
+        huge = {"M": 10**12, "N": 4096, "K": 4096, "dtype": "float16"}
+        m = fresh.run(TrialRequest("matmul", huge, spec.default_for(fresh.limits)))
+        assert m.outcome is Outcome.INVALID, m.error
+        assert m.error is not None and "GiB, more than the" in m.error
+        assert fresh.spawn_count == 0
+
+
+def test_cpu_out_of_memory_in_the_trial_is_invalid(runner: TrialRunner) -> None:
+    m = runner.run(TrialRequest(ref("HugeInputsSpec"), PROBLEM, {"BLOCK": 16}))
+    assert m.outcome is Outcome.INVALID, m.error
+    assert m.error is not None and "can't allocate memory" in m.error
+    assert_good(runner)
+
+
 def test_user_errors_raise_before_any_child() -> None:
     with TrialRunner(RunnerOptions.for_backend("interpreter")) as fresh:
         with pytest.raises(RegistryError, match="unknown kernel"):
@@ -155,6 +172,9 @@ def test_classify_by_class_name_and_phase() -> None:
     assert classify(named("AcceleratorError"), Phase.COMPILING) is Outcome.CRASH
     assert classify(ValueError("x"), Phase.COMPILING) is Outcome.COMPILE_ERROR
     assert classify(ValueError("x"), Phase.RUNNING) is Outcome.CRASH
+    cpu_oom = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
+    assert classify(cpu_oom, Phase.COMPILING) is Outcome.INVALID
+    assert classify(MemoryError(), Phase.RUNNING) is Outcome.INVALID
     assert describe(named("CompilationError")) == "CompilationError: last line"
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from search_spaces import Problem
+from workers import trial
 from workers.device import Backend
 from workers.measurement import Outcome
 from workers.trial import ChildSettings, Job, _State, run_job
@@ -50,11 +53,25 @@ def test_another_problem_gets_fresh_inputs() -> None:
     assert state.sets is not None and state.sets[1] is not first
 
 
-def test_a_kernel_that_writes_its_inputs_is_judged_as_on_fresh_inputs() -> None:
-    # Without kept sets, the reference is computed after the launch from the overwritten x and
-    # the trial is wrong; the kept reference (from the untouched x) must not make it look right.
+def test_a_kernel_that_writes_its_inputs_is_judged_on_the_inputs_as_built() -> None:
+    # out = 2 * x is right for the x it was given; the x it overwrote afterwards (a scratch
+    # input, say) is not what the output is checked against.
     state = _State(SETTINGS, "cpu")
     assert run(state, 0) is Outcome.OK
-    assert run(state, 1) is Outcome.WRONG
+    assert run(state, 1) is Outcome.OK
     assert state.sets is None  # the overwritten sets are not reused
+    assert run(state, 0) is Outcome.OK
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_kernel_computing_its_output_from_inputs_it_changed_is_wrong(
+    kept: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # x is overwritten first and out = 2 * (new x): a reference computed from the inputs after
+    # the launch agrees with it; the one from the inputs as built does not.
+    if not kept:
+        monkeypatch.setattr(trial, "CACHED_SET_BYTES", 0)  # sets too large to keep a copy of
+    state = _State(SETTINGS, "cpu")
+    assert run(state, 2) is Outcome.WRONG
+    assert state.sets is None
     assert run(state, 0) is Outcome.OK

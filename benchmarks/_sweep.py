@@ -1,0 +1,163 @@
+"""Pieces of the vendor-path sweeps (attention_sweep.py, moe_sweep.py, paged_sweep.py): compile a
+spec's candidate configs in parallel processes, time callables interleaved with Triton's do_bench.
+
+Needs only torch, triton and search_spaces (no Ray, Optuna or database), so a device call can run
+the sweeps without wheels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def device() -> str:
+    return "cuda" if on_gpu() else "cpu"
+
+
+def _compile_one(args: tuple[str, str, dict[str, Any], dict[str, Any]]) -> str | None:
+    """Launch ``config`` once on ``problem`` (small, same constexprs as the problems it stands
+    for), filling the shared Triton cache; the error text, or None if it compiled and ran."""
+    kernel, _, problem, config = args
+    from search_spaces import get_spec
+
+    spec = get_spec(kernel)
+    try:
+        spec.make_launcher(spec.build_inputs(spec.validate_problem(problem), device()), config)()
+    except Exception as exc:  # a candidate that does not compile is recorded, not fatal
+        return f"{type(exc).__name__}: {str(exc)[-300:]}"
+    return None
+
+
+def compile_all(
+    kernel: str,
+    small: dict[str, dict[str, Any]],
+    candidates: Sequence[dict[str, Any]],
+    jobs: int,
+) -> dict[str, set[int]]:
+    """Compile every candidate that is in the kernel's space on this device on every small
+    stand-in problem (key -> problem) in ``jobs`` processes (they share TRITON_CACHE_DIR, which
+    the caller sets); key -> indices that are not in the space or failed, with the reasons
+    printed."""
+    from search_spaces import get_spec
+    from workers.device import detect
+
+    limits = detect("auto")[0].limits()
+    space = get_spec(kernel).space
+    invalid = {i for i, c in enumerate(candidates) if space.violation(c, limits) is not None}
+    for i in sorted(invalid):
+        print(f"  c{i} is not in the space here: {space.violation(candidates[i], limits)}")
+    work = [
+        (kernel, key, prob, c)
+        for key, prob in small.items()
+        for i, c in enumerate(candidates)
+        if i not in invalid
+    ]
+    broken: dict[str, set[int]] = {key: set(invalid) for key in small}
+    start = time.perf_counter()
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        for (_, key, _, config), err in zip(work, pool.map(_compile_one, work), strict=True):
+            if err is not None:
+                broken[key].add(list(candidates).index(config))
+                print(f"  failed c{list(candidates).index(config)} on {key}: {err}", flush=True)
+    print(f"compiled {len(work)} variants in {time.perf_counter() - start:.0f} s", flush=True)
+    for key, failed in broken.items():
+        if len(failed) == len(candidates):
+            raise SystemExit(f"no candidate config compiled and ran on {key}; see the lines above")
+    return broken
+
+
+def bench_ms(fn: Callable[[], Any]) -> float:
+    """Median ms of ``fn`` by Triton's do_bench (events, L2 flushed before each rep); one timed
+    call on the CPU."""
+    if not on_gpu():
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    import triton
+
+    return float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median"))
+
+
+def interleaved(entries: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
+    """Each entry's do_bench median in each of ``rounds`` rounds, the entry order rotated by one
+    each round."""
+    names = list(entries)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(bench_ms(entries[name]))
+    return times
+
+
+def medians(times: dict[str, list[float]]) -> dict[str, float]:
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def copy_gbps() -> float:
+    """Device-to-device copy bandwidth (GB/s, bytes read + written) of a 4 GiB buffer (64 MiB on
+    the CPU)."""
+    import torch
+
+    n = (1 << 31) if on_gpu() else (1 << 25)
+    src = torch.randn(n, dtype=torch.bfloat16, device=device())
+    dst = torch.empty_like(src)
+    ms = statistics.median(interleaved({"copy": lambda: dst.copy_(src)}, 3)["copy"])
+    return 2 * n * 2 / ms / 1e6
+
+
+def add_runnable(entries: dict[str, Any], fns: dict[str, Callable[[], Any]]) -> dict[str, str]:
+    """Run each of ``fns`` once; add those that ran to ``entries``. Label -> the first line of the
+    RuntimeError of each that refused (e.g. an SDPA backend that does not take the problem)."""
+    refused: dict[str, str] = {}
+    for label, fn in fns.items():
+        try:
+            fn()
+        except RuntimeError as exc:
+            refused[label] = str(exc).splitlines()[0][:200]
+            continue
+        entries[label] = fn
+    return refused
+
+
+def finish(
+    out: Path,
+    summary: dict[str, Any],
+    candidates: Sequence[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    start: float,
+) -> None:
+    """Complete ``summary`` (every winner within tolerance, wall time, argv), write it with the
+    candidates and rows to ``out`` and print it."""
+    summary = {
+        **summary,
+        "all_winners_within_tolerance": all(
+            r["winner_max_rel_error"] <= r["tolerance"] for r in rows
+        ),
+        "wall_s": time.perf_counter() - start,
+        "argv": sys.argv,
+    }
+    out.write_text(
+        json.dumps({"summary": summary, "candidates": list(candidates), "rows": rows}, indent=1)
+    )
+    print(json.dumps({k: v for k, v in summary.items() if k != "compile_failures"}, indent=1))

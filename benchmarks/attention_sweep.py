@@ -1,0 +1,284 @@
+"""flash_attention against every SDPA backend that runs, over a grid of problems, one GPU process.
+
+Usage (GPU machine, repo root; needs only torch, triton and search_spaces):
+    python benchmarks/attention_sweep.py --out FILE.json [--grid explore|issue|issue-fp16|smoke]
+        [--candidates explore|final] [--rounds 2] [--jobs 16]
+Per problem (packed uniform batch, the spec's own inputs): every candidate config of the
+``flash_attention`` spec through its launcher, and torch SDPA with each of the cuDNN, flash and
+efficient backends on the same q, k, v viewed as [batch, heads, seq, head_dim] (no copy; GQA through
+``enable_gqa``; a backend that refuses the problem is recorded as not run). Timing: Triton's
+``do_bench`` (CUDA events, L2 flushed before each rep, median), all entries interleaved, ``--rounds``
+rounds in rotated order, the median over rounds. The candidates are a fixed list, so the "tuned"
+config is the fastest of that list (a tuning budget of len(list) trials per problem, stated in the
+output); its output is checked on fresh inputs against the cuDNN (else flash) backend's output.
+Candidates compile in ``--jobs`` processes first (one Triton cache). Writes FILE.json; prints one
+row per problem and the geomeans of best-candidate time over the fastest backend's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _sweep import (  # this folder
+    add_runnable,
+    compile_all,
+    device,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    on_gpu,
+)
+from _vendor import BACKENDS, packed_sdpa
+
+
+def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, Any]:
+    return {
+        "BLOCK_M": bm,
+        "BLOCK_N": bn,
+        "PRE_LOAD_V": flags.get("plv", False),
+        "num_warps": warps,
+        "num_stages": stages,
+        "TMA": flags.get("tma", False),
+        "HEAVY_FIRST": flags.get("heavy", False),
+        # A GPU-only parameter: absent from the interpreter's space.
+        **({"WARP_SPECIALIZE": flags.get("ws", False)} if on_gpu() else {}),
+    }
+
+
+CANDIDATES: dict[str, list[dict[str, Any]]] = {
+    "explore": [
+        _cfg(64, 64, 4, 2),  # the spec default
+        _cfg(128, 64, 4, 3),
+        _cfg(128, 64, 8, 3),
+        _cfg(128, 128, 8, 3),
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(128, 64, 4, 2, tma=True),
+        _cfg(128, 64, 4, 3, tma=True),
+        _cfg(128, 64, 8, 3, tma=True),
+        _cfg(128, 128, 8, 2, tma=True),
+        _cfg(128, 128, 8, 3, tma=True),
+        _cfg(128, 128, 8, 3, tma=True, heavy=True),
+        _cfg(128, 64, 4, 3, tma=True, heavy=True),
+        _cfg(128, 128, 4, 3, tma=True),
+        _cfg(128, 64, 4, 3, tma=True, ws=True),
+        _cfg(128, 128, 8, 3, tma=True, ws=True),
+    ],
+    # After the first: 64-row tiles on one warpgroup with TMA won 12 of 16 problems.
+    "explore2": [
+        _cfg(64, 64, 4, 2),  # the spec default
+        _cfg(64, 64, 4, 3, tma=True),  # the first sweep's most frequent winner
+        _cfg(64, 64, 4, 4, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 64, 4, 3, tma=True, plv=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(64, 128, 4, 3, tma=True),
+        _cfg(64, 128, 4, 3, tma=True, heavy=True),
+        _cfg(128, 128, 8, 2, tma=True, ws=True),
+        _cfg(64, 64, 4, 3, tma=True, ws=True),
+        _cfg(64, 128, 4, 3, tma=True, ws=True),
+        _cfg(128, 128, 8, 3, tma=True, ws=True),
+        _cfg(64, 128, 4, 2, tma=True, ws=True),
+        _cfg(128, 64, 8, 3, tma=True, ws=True),
+        _cfg(256, 64, 8, 2, tma=True),
+        _cfg(256, 128, 8, 2, tma=True),
+        _cfg(128, 64, 8, 3, tma=True),
+    ],
+    # For the issue's grid: the default, the second sweep's winners (64x64 3 stages TMA, with and
+    # without heavy-first; 64x128 for d=64), and two-stage tiles whose shared memory lets two
+    # programs share an SM at d=128 (64x64 on 4 warps, 128x64 on 8).
+    "final": [
+        _cfg(64, 64, 4, 2),
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(64, 64, 4, 2, tma=True),
+        _cfg(128, 64, 8, 2, tma=True),
+    ],
+    # d=128 after the issue grid: the two winners there, and 64x32 tiles, whose 64 KiB of shared
+    # memory at three stages lets three programs share an SM (64x64 at three stages: two).
+    "d128": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 32, 4, 3, tma=True),
+        _cfg(64, 32, 4, 3, tma=True, heavy=True),
+        _cfg(64, 32, 4, 2, tma=True),
+    ],
+    "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
+}
+
+
+def _problem(b: int, s: int, kv: int, d: int, causal: bool, dtype: str) -> str:
+    return (
+        f"batch={b},max_seqlen={s},pattern=uniform,q_heads=32,kv_heads={kv},head_dim={d},"
+        f"causal={str(causal).lower()},dtype={dtype}"
+    )
+
+
+def _issue_grid(dtypes: tuple[str, ...]) -> list[str]:
+    return [
+        _problem(b, s, kv, d, causal, dtype)
+        for dtype in dtypes
+        for causal in (True, False)
+        for d in (64, 128)
+        for kv in (32, 8)
+        for b in (1, 8, 32)
+        for s in (512, 1024, 4096, 8192)
+    ]
+
+
+GRIDS: dict[str, list[str]] = {
+    "explore": [
+        _problem(b, s, 8, d, causal, "float16")
+        for causal in (True, False)
+        for d in (64, 128)
+        for b, s in ((8, 1024), (1, 8192), (32, 512), (8, 4096))
+    ],
+    # The first grid, at both dtypes and both head layouts for d=128.
+    "explore2": [
+        _problem(b, s, kv, d, causal, dtype)
+        for causal in (True, False)
+        for d in (64, 128)
+        for b, s in ((8, 1024), (1, 8192), (32, 512), (8, 4096))
+        for kv, dtype in ((8, "float16"),) + (((32, "bfloat16"),) if d == 128 else ())
+    ],
+    "issue": _issue_grid(("float16", "bfloat16")),
+    "issue-fp16": _issue_grid(("float16",)),
+    "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
+    "smoke": [
+        "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",
+        "batch=1,max_seqlen=48,q_heads=2,kv_heads=2,head_dim=64,causal=false,dtype=float16",
+    ],
+}
+
+
+def _specialization(text: str) -> str:
+    """Problems sharing these fields share the kernel's compiled variants: ``text`` at batch 1 and
+    256 tokens."""
+    fields = dict(kv.split("=") for kv in text.split(","))
+    fields["batch"], fields["max_seqlen"] = "1", "256"
+    return ",".join(f"{k}={v}" for k, v in fields.items())
+
+
+def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], rounds: int) -> dict:
+    """One problem: each working candidate and each SDPA backend, interleaved over ``rounds``."""
+    import torch
+
+    from search_spaces import get_spec
+    from search_spaces.kernels._common import max_rel_error
+
+    spec = get_spec("flash_attention")
+    problem = spec.parse_problem(text)
+    inputs = spec.build_inputs(problem, device())
+    entries: dict[str, Any] = {}
+    for i, config in enumerate(candidates):
+        if i not in broken:
+            entries[f"c{i}"] = spec.make_launcher(inputs, config)
+    not_run = add_runnable(entries, {b: packed_sdpa(inputs, problem, b) for b in BACKENDS})
+    times = interleaved(entries, rounds)
+    med = medians(times)
+    tried = [n for n in med if n.startswith("c")]
+    best = min(tried, key=med.__getitem__)
+    ran = [b for b in BACKENDS if b in med]
+    fastest = min(ran, key=med.__getitem__)
+    # The winner on fresh inputs, poisoned output, against the vendor path's output.
+    fresh = spec.build_inputs(problem, device())
+    fresh["out"].fill_(float("nan"))
+    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    ref_backend = "CUDNN_ATTENTION" if "CUDNN_ATTENTION" in med else fastest
+    ref = packed_sdpa(fresh, problem, ref_backend)().transpose(1, 2).reshape(fresh["out"].shape)
+    err = max_rel_error(fresh["out"], ref)
+    flops = spec.flops(problem)
+    del inputs, fresh, entries
+    if on_gpu():
+        torch.cuda.empty_cache()
+    return {
+        "problem": problem,
+        "ms": med,
+        "rounds": times,
+        "best": best,
+        "best_config": candidates[int(best[1:])],
+        "best_ms": med[best],
+        "default_ms": med.get("c0"),
+        "fastest_backend": fastest,
+        "fastest_backend_ms": med[fastest],
+        "vs_fastest_backend": med[fastest] / med[best],
+        "vs_backend": {b: med[b] / med[best] for b in ran},
+        "best_tflops": flops / med[best] / 1e9,
+        "backend_tflops": flops / med[fastest] / 1e9,
+        "backends_not_run": not_run,
+        "winner_error_vs": ref_backend,
+        "winner_max_rel_error": err,
+        "tolerance": spec.tolerance(problem),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="explore")
+    parser.add_argument("--candidates", default="explore", help="a preset name or a JSON file")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=16)
+    parser.add_argument("--only", help="keep problems whose text contains this")
+    args = parser.parse_args()
+    if args.candidates in CANDIDATES:
+        candidates = CANDIDATES[args.candidates]
+    else:
+        candidates = json.loads(Path(args.candidates).read_text())
+    grid = [t for t in GRIDS[args.grid] if not args.only or args.only in t]
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
+    start = time.perf_counter()
+    from search_spaces import get_spec
+
+    spec = get_spec("flash_attention")
+    small = {_specialization(t): spec.parse_problem(_specialization(t)) for t in grid}
+    broken = compile_all("flash_attention", small, candidates, args.jobs)
+    rows = []
+    for text in grid:
+        rows.append(measure(text, candidates, broken[_specialization(text)], args.rounds))
+        r = rows[-1]
+        print(
+            f"{text.replace('pattern=uniform,', '').replace('q_heads=32,', ''):<62} best {r['best']}"
+            f" {r['best_ms']:.4f} ms {r['best_tflops']:5.0f} TF/s  {r['fastest_backend'][:5]} "
+            f"{r['fastest_backend_ms']:.4f} x{r['vs_fastest_backend']:.3f}  "
+            f"err {r['winner_max_rel_error']:.1e}",
+            flush=True,
+        )
+        args.out.write_text(json.dumps({"candidates": candidates, "rows": rows}, indent=1))
+    long = [r for r in rows if int(r["problem"]["max_seqlen"]) >= 4096]
+    wins: dict[str, int] = {}
+    for r in rows:
+        wins[r["best"]] = wins.get(r["best"], 0) + 1
+    summary = {
+        "grid": args.grid,
+        "problems": len(rows),
+        "candidates_per_problem": len(candidates),
+        "rounds": args.rounds,
+        "compile_failures": {k: sorted(v) for k, v in broken.items() if v},
+        "geomean_vs_fastest_backend": geomean([r["vs_fastest_backend"] for r in rows]),
+        "geomean_vs_fastest_backend_seq_ge_4096": geomean([r["vs_fastest_backend"] for r in long])
+        if long
+        else None,
+        "min_vs_fastest_backend": min(r["vs_fastest_backend"] for r in rows),
+        "geomean_vs_backend": {
+            b: geomean([r["vs_backend"][b] for r in rows if b in r["vs_backend"]])
+            for b in BACKENDS
+            if any(b in r["vs_backend"] for r in rows)
+        },
+        "geomean_best_vs_default": geomean(
+            [r["default_ms"] / r["best_ms"] for r in rows if r["default_ms"]]
+        ),
+        "wins": wins,
+    }
+    finish(args.out, summary, candidates, rows, start)
+
+
+if __name__ == "__main__":
+    main()

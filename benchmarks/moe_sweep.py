@@ -1,0 +1,213 @@
+"""fused_moe (both GEMMs of the layer) against torch._grouped_mm on the same routing, one GPU process.
+
+Usage (GPU machine, repo root; needs only torch, triton and search_spaces):
+    python benchmarks/moe_sweep.py --out FILE.json [--grid issue|smoke] [--rounds 2] [--jobs 16]
+Per problem (the spec's own inputs: x, expert weights w [E, N, K], top-k ids and weights):
+
+* ``fused_moe``: every candidate config through the spec's launcher: the alignment by expert (a
+  zero fill and three Triton kernels) and the grouped GEMM with the routed weights applied and each
+  slot's row written in place.
+* ``torch._grouped_mm`` (CUTLASS grouped GEMM on Hopper) on the same routing, every step timed:
+  a stable argsort of the M*topk expert ids, per-expert counts (a scatter-add, no host
+  synchronization) and their cumulative sum as the group offsets, the gather of the rows
+  (x[slot // topk] for gemm=up, x[slot] for gemm=down), the grouped GEMM, the routed weights and
+  the scatter back to [M, topk, N].
+* ``grouped_mm_gemm_only``: that grouped GEMM alone, on rows sorted beforehand (a lower bound for
+  the torch path, not a path a layer can run: it leaves out the routing both sides must do).
+
+Both therefore start from the router's output and end with the weighted rows in place; neither sums
+over topk (vLLM's moe_sum is a separate step for both). Timing as in attention_sweep.py (do_bench
+medians, all entries interleaved over ``--rounds`` rounds). The fastest candidate ("tuned": the
+best of the fixed list) is checked on fresh inputs against the float32 per-expert reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _sweep import (  # this folder
+    compile_all,
+    device,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    on_gpu,
+)
+from _vendor import grouped_mm_path
+
+
+def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int) -> dict[str, Any]:
+    return {
+        "BLOCK_SIZE_M": bm,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
+        "GROUP_SIZE_M": group,
+        "num_warps": warps,
+        "num_stages": stages,
+    }
+
+
+CANDIDATES: dict[str, list[dict[str, Any]]] = {
+    "issue": [
+        _cfg(64, 64, 64, 16, 4, 3),  # the spec default (vLLM's fallback)
+        _cfg(16, 64, 128, 1, 4, 4),
+        _cfg(16, 128, 128, 1, 4, 3),
+        _cfg(32, 64, 128, 1, 4, 4),
+        _cfg(64, 128, 64, 16, 4, 4),
+        _cfg(64, 128, 128, 1, 4, 3),
+        _cfg(128, 128, 64, 16, 8, 3),
+        _cfg(128, 256, 64, 16, 8, 3),
+        _cfg(64, 256, 64, 16, 8, 3),
+        _cfg(128, 128, 64, 1, 4, 4),
+    ],
+    "smoke": [_cfg(16, 32, 64, 1, 4, 2), _cfg(32, 32, 64, 16, 4, 2)],
+}
+
+#: (E, topk, up N, up K = hidden, down N = hidden, down K = intermediate): Mixtral 8x7B, and
+#: fine-grained 64- and 256-expert top-8 layers.
+SHAPES = ((8, 2, 14336, 4096, 4096, 7168), (64, 8, 2048, 2048, 2048, 1024),
+          (256, 8, 2048, 2048, 2048, 1024))  # fmt: skip
+
+
+def _issue_grid() -> list[dict[str, Any]]:
+    grid = []
+    for e, topk, up_n, up_k, down_n, down_k in SHAPES:
+        for gemm, n, k in (("up", up_n, up_k), ("down", down_n, down_k)):
+            for m in (16, 64, 256, 1024, 4096):
+                grid.append(
+                    {
+                        "M": m,
+                        "E": e,
+                        "topk": topk,
+                        "N": n,
+                        "K": k,
+                        "dtype": "bfloat16",
+                        "gemm": gemm,
+                    }
+                )
+    return grid
+
+
+GRIDS: dict[str, list[dict[str, Any]]] = {
+    "issue": _issue_grid(),
+    "smoke": [
+        {"M": 16, "E": 4, "topk": 2, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "up"},
+        {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down"},
+    ],
+}
+
+
+def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
+            rounds: int) -> dict[str, Any]:  # fmt: skip
+    import torch
+
+    from search_spaces import get_spec
+    from search_spaces.kernels._common import max_rel_error
+
+    spec = get_spec("fused_moe")
+    problem = spec.validate_problem(problem)
+    inputs = spec.build_inputs(problem, device())
+    entries: dict[str, Any] = {
+        f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
+    }
+    vendor, gemm_only = grouped_mm_path(inputs, problem)
+    vendor_note = None
+    try:
+        vendor_err = max_rel_error(vendor(), spec.reference(inputs))
+        entries["grouped_mm"] = vendor
+        entries["grouped_mm_gemm_only"] = gemm_only
+    except RuntimeError as exc:
+        vendor_note = str(exc).splitlines()[0][:200]
+        vendor_err = None
+    med = medians(interleaved(entries, rounds))
+    tried = [k for k in med if k.startswith("c")]
+    best = min(tried, key=med.__getitem__)
+    fresh = spec.build_inputs(problem, device())
+    fresh["out"].fill_(float("nan"))
+    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    err = max_rel_error(fresh["out"], spec.reference(fresh))
+    del inputs, fresh, entries, vendor, gemm_only
+    if on_gpu():
+        torch.cuda.empty_cache()
+    row: dict[str, Any] = {
+        "problem": problem,
+        "ms": med,
+        "best": best,
+        "best_config": candidates[int(best[1:])],
+        "best_ms": med[best],
+        "default_ms": med.get("c0"),
+        "tflops": spec.flops(problem) / med[best] / 1e9,
+        "gbps": spec.bytes_moved(problem) / med[best] / 1e6,
+        "winner_max_rel_error": err,
+        "tolerance": spec.tolerance(problem),
+        "grouped_mm_max_rel_error": vendor_err,
+        "grouped_mm_not_run": vendor_note,
+    }
+    if "grouped_mm" in med:
+        row["grouped_mm_ms"] = med["grouped_mm"]
+        row["vs_grouped_mm"] = med["grouped_mm"] / med[best]
+        row["grouped_mm_gemm_only_ms"] = med["grouped_mm_gemm_only"]
+        row["vs_grouped_mm_gemm_only"] = med["grouped_mm_gemm_only"] / med[best]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=16)
+    args = parser.parse_args()
+    candidates = CANDIDATES[args.grid]
+    grid = GRIDS[args.grid]
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
+    start = time.perf_counter()
+    # Compiled variants differ by topk and gemm (constexprs); M, N, K, E are runtime values.
+    small = {
+        f"topk={p['topk']},gemm={p['gemm']}": {**p, "M": 16, "E": 8, "N": 256, "K": 256}
+        for p in grid
+    }
+    broken = compile_all("fused_moe", small, candidates, args.jobs)
+    rows = []
+    for problem in grid:
+        key = f"topk={problem['topk']},gemm={problem['gemm']}"
+        rows.append(measure(problem, candidates, broken[key], args.rounds))
+        r = rows[-1]
+        text = ",".join(f"{k}={v}" for k, v in problem.items() if k != "dtype")
+        vs = f"grouped_mm {r['grouped_mm_ms']:.4f} x{r['vs_grouped_mm']:.3f} (GEMM alone " \
+            f"{r['grouped_mm_gemm_only_ms']:.4f} x{r['vs_grouped_mm_gemm_only']:.3f})" if (
+            "vs_grouped_mm" in r) else f"grouped_mm not run: {r['grouped_mm_not_run']}"  # fmt: skip
+        print(
+            f"{text:<52} best {r['best']} {r['best_ms']:.4f} ms (default {r['default_ms']:.4f}) "
+            f"{r['tflops']:5.0f} TF/s {r['gbps']:5.0f} GB/s  {vs}  err {r['winner_max_rel_error']:.1e}",
+            flush=True,
+        )
+        args.out.write_text(json.dumps({"candidates": candidates, "rows": rows}, indent=1))
+    ratios = [r["vs_grouped_mm"] for r in rows if "vs_grouped_mm" in r]
+    summary = {
+        "grid": args.grid,
+        "problems": len(rows),
+        "candidates_per_problem": len(candidates),
+        "rounds": args.rounds,
+        "geomean_vs_grouped_mm": geomean(ratios) if ratios else None,
+        "min_vs_grouped_mm": min(ratios) if ratios else None,
+        "below_1": sum(r < 1 for r in ratios),
+        "geomean_vs_grouped_mm_gemm_only": geomean(
+            [r["vs_grouped_mm_gemm_only"] for r in rows if "vs_grouped_mm_gemm_only" in r]
+        )
+        if ratios
+        else None,
+        "geomean_best_vs_default": geomean([r["default_ms"] / r["best_ms"] for r in rows]),
+    }
+    finish(args.out, summary, candidates, rows, start)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Trace analysis against a hand-written Kineto trace with known answers (pure Python, no torch).
+
+The fixture holds two forwards. The first is eager: a runtime launch inside aten::linear/aten::mm
+(kernel starts 8 µs after its call on an idle GPU), a driver launch (cuLaunchKernelEx) inside
+aten::rms_norm that queues behind the first kernel (16 µs), a runtime launch outside any operator
+(20 µs), a kernel with no launch event, a memcpy (not a kernel) and two SDPA calls (prefill, decode)
+that launch nothing. The second is one cudaGraphLaunch whose three kernels carry its correlation id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.profiling.emit import PointShapes, hot_shapes, job_documents
+from workers.profiling.errors import ProfileError
+from workers.profiling.trace import (
+    LaunchKind,
+    Trace,
+    analyze,
+    load_trace,
+    parse_trace,
+    step_stats,
+    transition_batch,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "profiling_trace.json"
+
+
+@pytest.fixture
+def trace() -> Trace:
+    return parse_trace(load_trace(FIXTURE))
+
+
+def test_kernels_are_matched_to_runtime_driver_and_graph_launches(trace: Trace) -> None:
+    kinds = [k.launch.kind if k.launch else None for k in trace.kernels]
+    assert (
+        kinds
+        == [LaunchKind.RUNTIME, LaunchKind.DRIVER, LaunchKind.RUNTIME, None]
+        + [LaunchKind.GRAPH] * 3
+    )
+    assert [k.delay for k in trace.kernels if k.launch] == [8, 16, 20, 10, 20, 30]
+    assert list(trace.unmatched.values()) == [1]
+    assert "correlation id" in next(iter(trace.unmatched))
+
+
+def test_per_forward_tklqt_idle_share_and_counts(trace: Trace) -> None:
+    eager, graph = step_stats(trace)
+    assert (eager.kernels, eager.matched, eager.tklqt_us, eager.kernel_us) == (4, 3, 44, 49)
+    assert eager.window_us == 100 and eager.idle_share == pytest.approx(0.51)
+    assert (graph.kernels, graph.matched, graph.tklqt_us, graph.kernel_us) == (3, 3, 60, 40)
+    assert graph.window_us == 55 and graph.idle_share == pytest.approx(1 - 40 / 55)
+
+
+def test_analysis_takes_medians_and_finds_the_idle_launch_latency(trace: Trace) -> None:
+    stats = analyze(trace)
+    assert stats.forwards == 2
+    assert stats.tklqt_us == 52 and stats.kernels == 3.5 and stats.matched == 3
+    assert stats.launch_to_start_us == pytest.approx(52 / 3)
+    # Only the first kernel was launched onto an idle GPU; the others queued.
+    assert stats.idle_launch_us == 8
+    assert stats.launch_kinds == {"runtime": 2, "driver": 1, "graph": 3}
+    top = stats.top[0]
+    assert (top.name, top.op, top.leaf_op, top.gpu_us) == (
+        "gemm_kernel",
+        "aten::linear",
+        "aten::mm",
+        15,
+    )
+    assert top.share == pytest.approx(30 / 89)
+    assert {t.op for t in stats.top} >= {"(graph replay)", "(no operator)", "(no launch event)"}
+
+
+def test_hot_shapes_map_recorded_inputs_to_kernel_problems(trace: Trace) -> None:
+    shapes, skipped = hot_shapes(trace)
+    found = {(s.kernel, s.weight_us) for s in shapes}
+    assert found == {("matmul", 15), ("rmsnorm", 5), ("flash_attention", 0), ("paged_attention", 0)}
+    by_kernel = {s.kernel: s.problem for s in shapes}
+    assert by_kernel["matmul"] == {"M": 16, "N": 128, "K": 64, "dtype": "bfloat16"}
+    assert by_kernel["rmsnorm"] == {"M": 16, "N": 64, "dtype": "bfloat16"}
+    assert by_kernel["flash_attention"]["causal"] is True
+    assert (by_kernel["flash_attention"]["q_heads"], by_kernel["flash_attention"]["kv_heads"]) == (
+        4,
+        2,
+    )
+    assert by_kernel["paged_attention"]["context_len"] == 33
+    assert skipped == []
+    docs = job_documents([PointShapes("prefill", 2, "graph", 89 / 2, shapes)], problems=1, trials=5)
+    assert [(k, o, len(j["problems"])) for k, o, j, _ in docs][:2] == [
+        ("matmul", "graph", 1),
+        ("rmsnorm", "graph", 1),
+    ]
+    assert docs[0][3][0]["share"] == pytest.approx(15 / 44.5)
+
+
+def test_transition_is_the_batch_from_which_on_launches_queue() -> None:
+    rising = transition_batch({1: 8.0, 2: 9.0, 4: 12.0, 8: 20.0, 16: 40.0}, 8.0)
+    assert rising.batch == 8 and rising.ratios[8] == 2.5
+    assert transition_batch({1: 8.0, 2: 20.0, 4: 9.0, 8: 30.0}, 8.0).batch == 8
+    flat = transition_batch({1: 8.0, 2: 9.0}, 8.0)
+    assert flat.batch is None and "CPU-bound at every batch" in flat.reason
+    queued = transition_batch({1: 30.0, 2: 50.0}, 8.0)
+    assert queued.batch == 1 and "GPU-bound at every batch" in queued.reason
+    assert transition_batch({1: None}, None).batch is None
+
+
+def test_a_file_that_is_not_a_trace_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "t.json"
+    bad.write_text('{"events": []}')
+    with pytest.raises(ProfileError, match="traceEvents"):
+        load_trace(bad)
+    with pytest.raises(ProfileError, match="cannot read"):
+        load_trace(tmp_path / "missing.json")
+
+
+def test_the_analysis_and_the_cli_with_profile_import_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, workers.profiling.trace, workers.profiling.emit, workers.profiling.plots; "
+        "from orchestrator.cli import build_app; build_app(); "
+        "sys.exit('torch' in sys.modules or 'triton' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+REAL = Path(__file__).parent / "fixtures"
+
+
+def test_a_real_h200_trace_matches_every_kernel_runtime_and_driver() -> None:
+    """Llama-3.2-1B dims, prefill batch 1 x 512 tokens, two eager forwards, recorded on the H200
+    by benchmarks/profile/runs/h200.sh: cuBLAS launches through the driver API."""
+    trace = parse_trace(load_trace(REAL / "prefill-b1-eager.json.gz"))
+    stats = analyze(trace)
+    assert stats.forwards == 2 and stats.kernels == stats.matched == 387 and not stats.unmatched
+    assert stats.launch_kinds["driver"] > 0 and stats.launch_kinds["runtime"] > 0
+    assert stats.idle_launch_us is not None and 1 < stats.idle_launch_us < 50
+    shapes, _ = hot_shapes(trace)
+    problems = {(s.kernel, s.problem.get("N")) for s in shapes}
+    assert ("matmul", 8192) in problems and ("rmsnorm", 2048) in problems
+    flash = next(s.problem for s in shapes if s.kernel == "flash_attention")
+    assert (flash["max_seqlen"], flash["q_heads"], flash["kv_heads"]) == (512, 32, 8)
+
+
+def test_a_real_graph_replay_trace_matches_every_kernel_to_its_graph_launch() -> None:
+    trace = parse_trace(load_trace(REAL / "prefill-b1-graph.json.gz"))
+    stats = analyze(trace)
+    assert stats.kernels == stats.matched == 387
+    assert set(stats.launch_kinds) == {"graph"}
+    assert stats.top[0].op == "(graph replay)"

@@ -1,0 +1,262 @@
+"""``profile``: a workload over a batch range, eager and graph; its report as plain data.
+
+For each (phase, batch): the forward's latency per mode (medians, interleaved), one trace per mode
+analysed by workers.profiling.trace, the eager trace's hot shapes; per phase the CPU/GPU-bound
+transition; optionally (``bundle``) the same forwards with tuned kernels swapped in, timed in the
+same rounds as the baseline. Traces land under ``out/traces``, plots and ``report.json`` in ``out``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import shutil
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.profiling.emit import PointShapes, hot_shapes, job_documents, write_jobs
+from workers.profiling.errors import ProfileError
+from workers.profiling.trace import (
+    GRAPH_PAYS_RATIO,
+    Mode,
+    Phase,
+    analyze,
+    load_trace,
+    parse_trace,
+    transition_batch,
+)
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    model: str
+    batches: tuple[int, ...]
+    seq: int
+    phases: tuple[Phase, ...]
+    modes: tuple[Mode, ...]
+    out: Path
+    device: str
+    dtype: str = "bfloat16"
+    runs: int = 20
+    steps: int = 3
+    top_k: int = 10
+    bundle: Path | None = None
+    emit_job: Path | None = None
+    emit_problems: int = 8
+    emit_trials: int = 20
+    notes: list[str] = field(default_factory=list)
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else us / 1e3
+
+
+def _save_trace(raw: Path) -> Path:
+    packed = raw.with_suffix(".json.gz")
+    with raw.open("rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    return packed
+
+
+def _max_rel_error(out: Any, ref: Any) -> float:
+    o, r = out.detach().double(), ref.detach().double()
+    if not bool(o.isfinite().all()):
+        return math.inf
+    return float((o - r).abs().max() / r.abs().max().clamp_min(1e-30))
+
+
+def _switched_on(swap: Any, fn: Any) -> Any:
+    """``fn`` run with the swap's tuned kernels on (off again afterwards)."""
+
+    def tuned() -> Any:
+        swap.on = True
+        try:
+            return fn()
+        finally:
+            swap.on = False
+
+    return tuned
+
+
+def profile(options: ProfileOptions) -> dict[str, Any]:
+    """Run the whole profile (see module) and return the report (also written as report.json)."""
+    from workers.profiling import capture
+    from workers.profiling.models import load_workload
+
+    if options.emit_job is not None and not options.steps:
+        raise ProfileError("--emit-job reads the shapes from traces: give --trace-forwards >= 1")
+    if options.emit_job is not None and not options.emit_job.parent.is_dir():
+        raise ProfileError(f"--emit-job: folder {options.emit_job.parent} does not exist")
+    workload = load_workload(options.model, options.device, options.dtype)
+    notes = list(options.notes)
+    modes = options.modes
+    if not capture.cuda(options.device) and Mode.GRAPH in modes:
+        modes = tuple(m for m in modes if m is not Mode.GRAPH)
+        notes.append("graph mode needs a CUDA device: only eager ran")
+    if not capture.cuda(options.device):
+        notes.append(
+            "CPU run: the trace is the profiler's CPU trace, with no GPU kernels; latency is "
+            "host time"
+        )
+    swap = None
+    if options.bundle is not None:
+        import torch
+
+        from workers.profiling.swap import install, load_bundles
+
+        if capture.cuda(options.device):
+            device_name = torch.cuda.get_device_name(torch.device(options.device))
+        elif os.environ.get("TRITON_INTERPRET") == "1":
+            device_name = "cpu"
+            notes.append("--with-bundle on the CPU: Triton's interpreter ran the tuned kernels")
+        else:
+            raise ProfileError(
+                "--with-bundle runs tuned Triton kernels: it needs a CUDA device "
+                "(or TRITON_INTERPRET=1 on the CPU)"
+            )
+        swap = install(workload.model, load_bundles(options.bundle, device_name))
+    capture.init_gpu_profiler(options.device)
+    traces = options.out / "traces"
+    rows: list[dict[str, Any]] = []
+    tuned_rows: list[dict[str, Any]] = []
+    shapes: list[PointShapes] = []
+    skipped: set[str] = set()
+    for phase in options.phases:
+        for batch in options.batches:
+            fn = workload.forward_for(phase, batch, options.seq)
+            where = f"{phase.value} batch {batch}"
+            fwds, graphs, failed = capture.forwards_for(fn, modes, options.device)
+            notes += [f"{where}: {why}" for why in failed]
+            timed: list[tuple[str, Mode, Any]] = [("base", m, f) for m, f in fwds.items()]
+            rel = math.nan
+            if swap is not None:
+                tuned = _switched_on(swap, fn)
+                try:
+                    rel = _max_rel_error(tuned(), fn())
+                except Exception as exc:  # a tuned kernel that cannot run is reported, not hidden
+                    notes.append(f"{where}: tuned kernels failed: {str(exc).splitlines()[0]}")
+                else:
+                    tuned_fwds, tuned_graphs, failed = capture.forwards_for(
+                        tuned, modes, options.device
+                    )
+                    notes += [f"{where} (tuned): {why}" for why in failed]
+                    graphs += tuned_graphs
+                    timed += [("tuned", m, f) for m, f in tuned_fwds.items()]
+            latencies = capture.time_interleaved(
+                [f for _, _, f in timed], options.device, options.runs
+            )
+            by = {(kind, m): ms for (kind, m, _), ms in zip(timed, latencies, strict=True)}
+            eager_ms = by.get(("base", Mode.EAGER))
+            graph_ms = by.get(("base", Mode.GRAPH))
+            ratio = graph_ms / eager_ms if graph_ms is not None and eager_ms else None
+            for mode, f in fwds.items():
+                latency = by[("base", mode)]
+                row: dict[str, Any] = {
+                    "phase": phase.value,
+                    "batch": batch,
+                    "mode": mode.value,
+                    "latency_ms": latency,
+                    "graph_over_eager": ratio,
+                    "tklqt_ms": None,
+                    "tklqt_over_latency": None,
+                    "idle_share": None,
+                    "trace": None,
+                    "stats": None,
+                }
+                rows.append(row)
+                if not options.steps:
+                    continue
+                name = f"{phase.value}-b{batch}-{mode.value}.json"
+                raw = capture.record_trace(f, options.device, traces / name, options.steps)
+                packed = _save_trace(raw)
+                trace = parse_trace(load_trace(packed))
+                stats = analyze(trace, options.top_k)
+                row.update(
+                    tklqt_ms=_ms(stats.tklqt_us),
+                    tklqt_over_latency=None
+                    if stats.tklqt_us is None
+                    else stats.tklqt_us / 1e3 / latency,
+                    idle_share=stats.idle_share,
+                    trace=str(packed.relative_to(options.out)),
+                    stats=stats.to_dict(),
+                )
+                if mode is Mode.EAGER:
+                    found, why = hot_shapes(trace)
+                    skipped.update(why)
+                    pays = ratio is not None and ratio < GRAPH_PAYS_RATIO
+                    total = stats.kernel_us if trace.kernels else sum(s.weight_us for s in found)
+                    shapes.append(
+                        PointShapes(phase.value, batch, "graph" if pays else "kernel", total, found)
+                    )
+            if swap is not None:
+                for mode in modes:
+                    if ("base", mode) not in by or ("tuned", mode) not in by:
+                        continue
+                    base, new = by[("base", mode)], by[("tuned", mode)]
+                    tuned_rows.append(
+                        {
+                            "phase": phase.value,
+                            "batch": batch,
+                            "mode": mode.value,
+                            "baseline_ms": base,
+                            "tuned_ms": new,
+                            "change": new / base - 1.0,
+                            "max_rel_error": rel,
+                        }
+                    )
+            del fwds, graphs, timed
+            capture.release(options.device)
+    transitions = {}
+    for phase in options.phases:
+        eager = [
+            r
+            for r in rows
+            if r["phase"] == phase.value and r["mode"] == Mode.EAGER.value and r["stats"]
+        ]
+        idle = [r["stats"]["idle_launch_us"] for r in eager if r["stats"]["idle_launch_us"]]
+        transitions[phase.value] = transition_batch(
+            {r["batch"]: r["stats"]["launch_to_start_us"] for r in eager},
+            statistics.median(idle) if idle else None,
+        ).to_dict()
+        graph_pays = [
+            r["batch"]
+            for r in rows
+            if r["phase"] == phase.value and r["mode"] == Mode.EAGER.value
+            if r["graph_over_eager"] is not None and r["graph_over_eager"] >= GRAPH_PAYS_RATIO
+        ]
+        transitions[phase.value]["graph_stops_paying_batch"] = min(graph_pays, default=None)
+    report: dict[str, Any] = {
+        "model": options.model,
+        "device": options.device,
+        "dtype": options.dtype,
+        "seq": options.seq,
+        "runs": options.runs,
+        "forwards_per_trace": options.steps,
+        "notes": notes,
+        "rows": rows,
+        "transitions": transitions,
+        "skipped_shapes": sorted(skipped),
+    }
+    if swap is not None:
+        report["with_bundle"] = {
+            "bundles": {k: b.device_class for k, b in swap.bundles.items()},
+            "lookups": swap.used,
+            "rows": tuned_rows,
+        }
+    documents = job_documents(shapes, options.emit_problems, options.emit_trials)
+    report["hot_shapes"] = [
+        {"kernel": k, "objective": o, "problems": ranking} for k, o, _, ranking in documents
+    ]
+    if options.emit_job is not None:
+        report["emitted_jobs"] = [str(p) for p in write_jobs(options.emit_job, documents)]
+    from workers.profiling.plots import plot_report
+
+    title = f"{options.model}, seq {options.seq}, {options.dtype}, {options.device}"
+    report["plots"] = [str(p) for p in plot_report(rows, options.out, title)]
+    (options.out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    return report
