@@ -2,17 +2,19 @@
 bundle downloads stay fast with many clients?
 
 Usage (repo root): python benchmarks/service_load.py [--clients 50] [--seconds 30] [--interval 1.0]
-    [--bundle-every 5] [--entries 1000] [--db URL] [--out DIR]
+    [--bundle-every 5] [--entries 1000] [--db URL] [--driver server|process [--job-nice N]]
+    [--out DIR]
 
 Loopback only and bounded: a fresh database (a temporary SQLite file, or the PostgreSQL --db URL
 names, which must be empty) gets ``--entries`` stored best configs of matmul on one device class
-(the bundle's size) and tokens; ``tunefleet serve --no-scheduler`` serves it on a free 127.0.0.1
-port and ``tunefleet tune`` runs a replay job (the recorded H200 matmul landscapes, so no GPU) into
-the same database. Then ``--clients`` clients, each with its own connection and its own token of
-the job's team, every ``--interval`` seconds poll the job (``GET /v1/jobs/{id}``) and query the best
-config of a random stored problem (``GET /v1/best``), and every ``--bundle-every`` rounds download
-the native bundle (``GET /v1/bundles/matmul``), for ``--seconds`` seconds after a 3 s warm-up.
-Latencies are client-side (request sent to body read). Prints one line per request kind (count,
+(the bundle's size) and tokens; ``tunefleet serve`` serves it on a free 127.0.0.1 port and its
+scheduler runs a replay job submitted through the API (the recorded H200 matmul landscapes: no
+GPU; ``--driver process``: ``tunefleet tune`` runs it in a process of its own, as another server
+would, with ``serve --no-scheduler``). Then ``--clients`` clients, each with its own keep-alive
+connection and its own token of the job's team, every ``--interval`` seconds poll the job
+(``GET /v1/jobs/{id}``) and query the best config of a random stored problem (``GET /v1/best``),
+and every ``--bundle-every`` rounds download the native bundle (``GET /v1/bundles/matmul``), for
+``--seconds`` seconds after a 3 s warm-up. Latencies are client-side (request sent to body read). Prints one line per request kind (count,
 errors, p50/p90/p99/max ms) and the trials the job recorded meanwhile; ``--out`` also writes the
 samples as JSON. Exits 1 if any request failed.
 """
@@ -244,6 +246,54 @@ def busy_processes() -> str:
     return "\n".join(line[:160] for line in out[:8])
 
 
+def job_problems() -> tuple[list[str], str]:
+    """The replay job's problems and its ``--device`` value (eight recorded H200 landscapes)."""
+    shapes = [(m, n, k) for m in (16, 128) for n, k in JOB_SHAPES]
+    files = [LANDSCAPES / f"matmul_M{m}_N{n}_K{k}_dtypebfloat16.json.gz" for m, n, k in shapes]
+    problems = [f"M={m},N={n},K={k},dtype=bfloat16" for m, n, k in shapes]
+    return problems, "replay:" + ",".join(map(str, files))
+
+
+def start_job(
+    args: argparse.Namespace, base: str, url: str, env: dict[str, str], submit_token: str
+) -> subprocess.Popen[bytes] | None:
+    """Start the replay job: submitted to the server (whose scheduler runs it), or run by
+    ``tunefleet tune`` in a process of its own (``--driver process``, as another server would)."""
+    problems, device = job_problems()
+    budget = {"trials": 100000, "minutes": 10}
+    if args.driver == "server":
+        body = {"kernel": "matmul", "problems": problems, "devices": device, **budget}
+        headers = {"Authorization": f"Bearer {submit_token}"}
+        r = httpx.post(f"{base}/v1/jobs", json=body, headers=headers, timeout=60)
+        if r.status_code != 201:
+            raise SystemExit(f"submitting the replay job failed: {r.status_code} {r.text}")
+        return None
+    cmd = cli("tune", "matmul", "--trials", "100000", "--minutes", "10", "--team", "alpha")
+    for problem in problems:
+        cmd += ["-p", problem]
+    cmd += ["--device", device, "--db", url, "--json"]
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=(lambda: os.nice(args.job_nice)) if args.job_nice else None,
+    )
+
+
+def running_job(base: str, auth: dict[str, str], job: subprocess.Popen[bytes] | None) -> int:
+    """The job's id once it runs and has recorded trials."""
+    deadline = time.monotonic() + 180
+    while True:
+        if (job is not None and job.poll() is not None) or time.monotonic() > deadline:
+            raise SystemExit("the replay job did not start within 180 s")
+        page = httpx.get(f"{base}/v1/jobs", params={"status": "running"}, headers=auth).json()
+        if page["items"] and page["items"][0]["trials_done"] > 0:
+            return int(page["items"][0]["id"])
+        time.sleep(0.5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -259,10 +309,16 @@ def main() -> None:
         "--db", help="An empty PostgreSQL database (default: a temporary SQLite file)."
     )
     parser.add_argument(
+        "--driver",
+        choices=("server", "process"),
+        default="server",
+        help="Who runs the job: the server's scheduler, or `tunefleet tune` in its own process.",
+    )
+    parser.add_argument(
         "--job-nice",
         type=int,
         default=0,
-        help="Run the job (driver and its local Ray workers) at this niceness: the API first.",
+        help="With --driver process: the job's niceness (its Ray workers inherit it).",
     )
     parser.add_argument("--out", type=Path, help="Folder for samples.json.")
     args = parser.parse_args()
@@ -278,91 +334,70 @@ def main() -> None:
             tokens = [
                 repository.create_token(s, "alpha", TokenScope.READ)[1] for _ in range(args.clients)
             ]
+            submit = repository.create_token(s, "alpha", TokenScope.SUBMIT)[1]
             admin = repository.create_token(s, "ops", TokenScope.ADMIN)[1]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
         port = free_port()
         base = f"http://127.0.0.1:{port}"
+        serve = ["serve", "--port", str(port), "--db", url]
+        serve += ["--device", job_problems()[1]] if args.driver == "server" else ["--no-scheduler"]
         server = subprocess.Popen(
-            cli("serve", "--port", str(port), "--no-scheduler", "--db", url),
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        files = [
-            LANDSCAPES / f"matmul_M{m}_N{n}_K{k}_dtypebfloat16.json.gz"
-            for m in (16, 128)
-            for n, k in JOB_SHAPES
-        ]
-        job_cmd = cli("tune", "matmul", "--trials", "100000", "--minutes", "10", "--team", "alpha")
-        for m in (16, 128):
-            for n, k in JOB_SHAPES:
-                job_cmd += ["-p", f"M={m},N={n},K={k},dtype=bfloat16"]
-        job_cmd += ["--device", "replay:" + ",".join(map(str, files)), "--db", url, "--json"]
+            cli(*serve), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         job = None
+        auth = {"Authorization": f"Bearer {admin}"}
         try:
             wait_healthy(base, server)
-            job = subprocess.Popen(
-                job_cmd,
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                preexec_fn=(lambda: os.nice(args.job_nice)) if args.job_nice else None,
-            )
-            auth = {"Authorization": f"Bearer {admin}"}
-            job_id = None
-            deadline = time.monotonic() + 120
-            while job_id is None:
-                if job.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(
-                        f"the replay job did not start: {job.stderr.read().decode()[-2000:] if job.stderr else ''}"
-                    )
-                page = httpx.get(
-                    f"{base}/v1/jobs", params={"status": "running"}, headers=auth
-                ).json()
-                job_id = page["items"][0]["id"] if page["items"] else None
-                time.sleep(0.5)
+            job = start_job(args, base, url, env, submit)
+            job_id = running_job(base, auth, job)
             first = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()["trials_done"]
-            while (
-                httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()["trials_done"] == first
-            ):
-                time.sleep(0.5)  # wait until the job records trials
             before = busy_processes()
             load_start = os.getloadavg()
+            pids = [server.pid] + ([job.pid] if job is not None else [])
+            cpu0 = [cpu_seconds(pid) for pid in pids] + [time.process_time()]
             t0 = time.monotonic()
-            cpu0 = (cpu_seconds(server.pid), cpu_seconds(job.pid), time.process_time())
             results = asyncio.run(load(port, tokens, job_id, problems, args))
-            cpu1 = (cpu_seconds(server.pid), cpu_seconds(job.pid), time.process_time())
             wall = time.monotonic() - t0
+            cpu1 = [cpu_seconds(pid) for pid in pids] + [time.process_time()]
             load_end = os.getloadavg()
             detail = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()
             httpx.post(f"{base}/v1/jobs/{job_id}/cancel", headers=auth)
-            job.wait(120)
+            if job is not None:
+                job.wait(120)
         finally:
             for proc in (job, server):
                 if proc is not None and proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
                     try:
-                        proc.wait(60)
+                        proc.wait(120)
                     except subprocess.TimeoutExpired:
                         proc.kill()
         database.close()
 
+    driver = (
+        "the server's scheduler"
+        if args.driver == "server"
+        else f"`tunefleet tune` in its own process (niceness {args.job_nice})"
+    )
     print(
         f"# {args.clients} clients, {args.seconds:.0f} s (+{WARMUP_S:.0f} s warm-up), a round every "
         f"{args.interval} s per client (progress + best; bundle every {args.bundle_every} rounds), "
-        f"bundle of {args.entries} entries, {'PostgreSQL' if args.db else 'SQLite'}, "
-        f"job niceness {args.job_nice}"
+        f"bundle of {args.entries} entries, {'PostgreSQL' if args.db else 'SQLite'}; the replay "
+        f"job run by {driver}"
     )
     for kind, samples in results.items():
         print(samples.line(kind))
     print(
-        f"job {job_id} during the load: status {detail['status']}, trials done {detail['trials_done']} "
-        f"(was {first}); load wall {wall:.1f} s"
+        f"job {job_id} during the load: status {detail['status']}, trials done "
+        f"{first} -> {detail['trials_done']}; load wall {wall:.1f} s"
     )
-    server_cpu, job_cpu, client_cpu = (b - a for a, b in zip(cpu0, cpu1, strict=True))
+    spent = [b - a for a, b in zip(cpu0, cpu1, strict=True)]
+    names = ["server" + (" (API + scheduler)" if job is None else ""), "job driver", "clients"]
+    shown = names if job is not None else [names[0], names[2]]
     print(
-        f"CPU seconds over the load: server {server_cpu:.1f}, job driver {job_cpu:.1f}, "
-        f"clients {client_cpu:.1f} (of {wall * (os.cpu_count() or 1):.0f} on "
-        f"{os.cpu_count()} cores)"
+        "CPU seconds over the load: "
+        + ", ".join(f"{n} {v:.1f}" for n, v in zip(shown, spent, strict=True))
+        + f" (of {wall * (os.cpu_count() or 1):.0f} on {os.cpu_count()} cores; Ray workers not counted)"
     )
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_end}")
     print("# busiest processes when the load started:\n" + before)

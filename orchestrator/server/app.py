@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Sequence
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -54,12 +55,16 @@ from search_spaces.problem import problem_key
 from search_spaces.registry import available, get_spec
 from search_spaces.spec import KernelSpec
 
+log = logging.getLogger("tunefleet.server")
+
 API_VERSION = "1"
 TERMINAL = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
 MAX_PAGE = 500
 EVENT_KEEPALIVE_S = 15.0
 #: How long one job's detail is reused for the clients polling it (every server reads the database).
 PROGRESS_TTL_S = 0.5
+#: The oldest cached value served while a background refresh runs.
+STALE_S = 5.0
 _SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]{0,200}")
 
 ProblemValue = StrictInt | StrictFloat | StrictStr | StrictBool
@@ -151,6 +156,8 @@ class _Api:
         self._specs: dict[str, KernelSpec] = {}
         self.best = BestCache(database)
         self.progress = Recent(PROGRESS_TTL_S)
+        self._refreshing: set[tuple[int, Hashable]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def kernel(self, name: str) -> str:
         return names.kernel(name, self.modules, self.registered)
@@ -161,17 +168,61 @@ class _Api:
             self._specs[name] = get_spec(self.kernel(name))
         return self._specs[name]
 
-    def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
-        """A job's detail (at most PROGRESS_TTL_S old); 404 for another team's job."""
-        view: dict[str, Any] = self.progress.get(
-            job_id, lambda: _plain(service.job_detail(self.database, job_id))
+    async def _spec_name(self, kernel: str) -> str:
+        spec = self._specs.get(kernel)
+        if spec is None:
+            spec = await run_in_threadpool(self.spec, kernel)
+        return spec.name
+
+    async def recent(self, cache: Recent, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``cache``'s value of ``key``: fresh from memory; else, while one refresh runs in the
+        background, the last value if it is at most STALE_S old; else computed in a worker thread
+        (an error reaches the request)."""
+        hit = cache.peek(key)
+        if hit is not None:
+            return hit
+        old = cache.peek(key, STALE_S)
+        if old is None:
+            return await run_in_threadpool(cache.get, key, compute)
+        mark = (id(cache), key)
+        if mark not in self._refreshing:
+            self._refreshing.add(mark)
+            task = asyncio.get_running_loop().create_task(
+                run_in_threadpool(cache.get, key, compute)
+            )
+            self._tasks.add(task)
+
+            def done(finished: asyncio.Task[Any]) -> None:
+                self._refreshing.discard(mark)
+                self._tasks.discard(finished)
+                if not finished.cancelled() and finished.exception() is not None:
+                    log.info("refreshing %r failed: %s", key, finished.exception())
+
+            task.add_done_callback(done)
+        return old
+
+    async def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
+        """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); 404 for
+        another team's job."""
+        view: dict[str, Any] = await self.recent(
+            self.progress, job_id, lambda: _plain(service.job_detail(self.database, job_id))
         )
         team = principal.team_filter()
         if team is not None and view["team"] != team:
             raise ApiError(404, f"no job {job_id} of team {principal.team}")
         return view
 
-    def best_index(
+    async def _best_cached(self, kernel: str, key: tuple[Any, ...], compute: Any) -> Any:
+        """``compute()``'s value for (``kernel``, ``key``): from memory when it still holds, else
+        checked or computed in a worker thread."""
+        name = await self._spec_name(kernel)
+        version = await self.recent(self.best.versions, name, lambda: self.best.version(name))
+        hit = self.best.peek(name, key, version)
+        if hit is not None:
+            return hit
+        return await run_in_threadpool(self.best.get, name, key, version, compute)
+
+    async def best_index(
         self, kernel: str, device_class: str | None, objective: Objective
     ) -> dict[str, list[dict[str, Any]]]:
         """The best configs of ``kernel`` by problem key (cached until they change)."""
@@ -186,9 +237,12 @@ class _Api:
                 index.setdefault(problem_key(plain["problem"]), []).append(plain)
             return index
 
-        return self.best.get(self.spec(kernel).name, ("best", device_class, objective), compute)
+        index: dict[str, list[dict[str, Any]]] = await self._best_cached(
+            kernel, ("best", device_class, objective), compute
+        )
+        return index
 
-    def bundle(
+    async def bundle(
         self, kernel: str, device_class: str | None, objective: Objective, fmt: BundleFormat
     ) -> tuple[service.BundleFile, str]:
         """The bundle file and its ETag (cached until the kernel's best configs change)."""
@@ -199,8 +253,10 @@ class _Api:
             )
             return file, f'"{hashlib.sha256(file.content).hexdigest()[:32]}"'
 
-        key = ("bundle", device_class, objective, fmt)
-        return self.best.get(self.spec(kernel).name, key, compute)
+        found: tuple[service.BundleFile, str] = await self._best_cached(
+            kernel, ("bundle", device_class, objective, fmt), compute
+        )
+        return found
 
     def job_mapping(self, body: JobRequest, principal: Principal) -> dict[str, Any]:
         """The job file mapping of ``body`` with its names checked and its team the token's."""
@@ -340,9 +396,9 @@ def _routes(app: FastAPI, api: _Api) -> None:
         return json_response(page)
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
-    def job(job_id: JobId, principal: ReadPrincipal) -> Response:
+    async def job(job_id: JobId, principal: ReadPrincipal) -> Response:
         """One job with per-study progress: trials by outcome, best so far, budget, times."""
-        return json_response(detail_for(job_id, principal))
+        return json_response(await detail_for(job_id, principal))
 
     @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])
     async def events(
@@ -353,7 +409,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
     ) -> StreamingResponse:
         """Server-sent events: a ``progress`` event whenever the job changes, ``end`` when it
         finishes. Read from the database, so it follows a job run by any server."""
-        first = await run_in_threadpool(detail_for, job_id, principal)
+        first = await detail_for(job_id, principal)
 
         async def stream() -> AsyncIterator[str]:
             detail, last, sent_at, number = first, "", 0.0, 0
@@ -374,7 +430,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
                 await asyncio.sleep(interval_s)
                 if await request.is_disconnected():
                     return
-                detail = await run_in_threadpool(detail_for, job_id, principal)
+                detail = await detail_for(job_id, principal)
 
         return StreamingResponse(
             stream(),
@@ -416,7 +472,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         )
 
     @app.get("/v1/best", tags=["results"])
-    def best(
+    async def best(
         _: ReadPrincipal,
         kernel: Annotated[str, Query(min_length=1, max_length=200)],
         device_class: ClassQuery = None,
@@ -429,7 +485,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         api.kernel(kernel)
         if device_class is not None:
             names.device_class(device_class)
-        index = api.best_index(kernel, device_class, objective)
+        index = await api.best_index(kernel, device_class, objective)
         if problem is None:
             found = [view for views in index.values() for view in views]
         else:
@@ -437,7 +493,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         return json_response({"kernel": kernel, "objective": objective.value, "best": found})
 
     @app.get("/v1/bundles/{kernel}", tags=["results"])
-    def bundle(
+    async def bundle(
         kernel: KernelName,
         request: Request,
         _: ReadPrincipal,
@@ -450,7 +506,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
         api.kernel(kernel)
         if device_class is not None:
             names.device_class(device_class)
-        file, etag = api.bundle(kernel, device_class, objective, fmt)
+        file, etag = await api.bundle(kernel, device_class, objective, fmt)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers=headers)
@@ -486,7 +542,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
 
     @app.post("/v1/tokens/{token_id}/revoke", tags=["tokens"])
     def revoke(token_id: JobId, principal: AdminPrincipal) -> Response:
-        """Revoke a token at once, on every server of this database."""
+        """Revoke a token: at once on this server, within a second on the others."""
 
         def run() -> None:
             with database.session() as s:
@@ -494,4 +550,5 @@ def _routes(app: FastAPI, api: _Api) -> None:
                     raise ApiError(404, f"no active token {token_id}")
 
         audited(principal, "token.revoke", f"token {token_id}", run)
+        app.state.authenticator.forget(token_id)
         return json_response({"id": token_id, "revoked": True})

@@ -2,9 +2,9 @@
 
 Deny by default: every route but ``/healthz`` depends on :func:`require`, which answers 401 for a
 missing, unknown, revoked or expired token and 403 for a token whose scope is below the route's.
-Scopes are ordered ``read < submit < admin``. Tokens are checked against the database on every
-request (stored as SHA-256 digests by :mod:`db.repository`), so a revocation takes effect at once on
-every server.
+Scopes are ordered ``read < submit < admin``. Tokens are checked against the database (which keeps
+SHA-256 digests, see :mod:`db.repository`); a server reuses an accepted check for
+:data:`REMEMBER_S`, so a revocation holds within a second on every server.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from db import Database, repository
@@ -26,6 +27,9 @@ from orchestrator.server.errors import ApiError
 
 SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.ADMIN: 2}
 _MAX_TOKEN_CHARS = 200
+#: How long a server reuses a token check: a revocation holds within this time on every server
+#: (at once on the server that revoked it).
+REMEMBER_S = 1.0
 #: How often one server stamps a token's last use: under the database's minute, so that the
 #: read-only checks between two stamps never find the stamp due.
 STAMP_EVERY_S = 45.0
@@ -67,7 +71,24 @@ class Authenticator:
     def __init__(self, database: Database) -> None:
         self.database = database
         self._stamped: OrderedDict[bytes, float] = OrderedDict()
+        self._known: OrderedDict[bytes, tuple[Principal, float]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def remembered(self, token: str) -> Principal | None:
+        """The principal of ``token`` if the database accepted it in the last
+        :data:`REMEMBER_S` (no query), else None."""
+        digest = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            hit = self._known.get(digest)
+        if hit is None or time.monotonic() - hit[1] >= REMEMBER_S:
+            return None
+        return hit[0]
+
+    def forget(self, token_id: int) -> None:
+        """Drop what is remembered of token ``token_id`` (revoked here)."""
+        with self._lock:
+            for digest in [d for d, (p, _) in self._known.items() if p.token_id == token_id]:
+                del self._known[digest]
 
     def _fresh(self, digest: bytes) -> bool:
         with self._lock:
@@ -93,23 +114,33 @@ class Authenticator:
             raise ApiError(401, "token unknown, revoked or expired; ask an admin for a new one")
         if not fresh:
             self._stamp(digest)
-        return Principal(record.id, record.team, TokenScope(record.scope))
+        principal = Principal(record.id, record.team, TokenScope(record.scope))
+        with self._lock:
+            self._known[digest] = (principal, time.monotonic())
+            self._known.move_to_end(digest)
+            while len(self._known) > MAX_STAMPED:
+                self._known.popitem(last=False)
+        return principal
 
 
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-def require(scope: TokenScope) -> Callable[..., Principal]:
+def require(scope: TokenScope) -> Callable[..., Awaitable[Principal]]:
     """A FastAPI dependency: the request's principal if its token has at least ``scope``."""
 
-    def dependency(request: Request, credentials: Credentials) -> Principal:
+    async def dependency(request: Request, credentials: Credentials) -> Principal:
         if credentials is None or credentials.scheme.lower() != "bearer":
             raise ApiError(401, "missing token; send `Authorization: Bearer TOKEN`")
-        principal = request.app.state.authenticator(credentials.credentials)
+        authenticator: Authenticator = request.app.state.authenticator
+        principal = authenticator.remembered(credentials.credentials)
+        if principal is None:
+            principal = await run_in_threadpool(authenticator, credentials.credentials)
         request.state.principal = principal
         if not principal.allows(scope):
             if request.method != "GET":
-                audit(
+                await run_in_threadpool(
+                    audit,
                     request.app.state.database,
                     principal,
                     "request.denied",
