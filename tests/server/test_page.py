@@ -200,6 +200,7 @@ def test_the_progress_bar_advances_while_the_job_runs(
     )
     first = float(bar.get_attribute("value") or 0)
     assert page.locator(f'#jobs tr[data-job-id="{job_id}"] .status').inner_text() == "running"
+    assert page.locator(f'#jobs tr[data-job-id="{job_id}"] button.cancel').count() == 1
     shot(page, "jobs")
     # The bar moves without a reload: the row follows the job's events stream.
     page.wait_for_function(
@@ -297,6 +298,25 @@ def test_the_portability_heat_map(open_page: Callable[..., Any], site: Site) -> 
     # H200's winner never ran on A100: the cell says why.
     assert cells[2].startswith(f"not valid on {a100}") or cells[2] == f"not measured on {a100}"
     shot(page, "portability")
+
+
+def test_cancel_where_the_token_may(open_page: Callable[..., Any], site: Site) -> None:
+    job_id = site.submit(trials=400, classes=CLASSES[1:])
+    reader = make_token(site.database, "alpha", TokenScope.READ)[1]
+    watcher = open_page(f"/jobs/{job_id}", token=reader)
+    watcher.locator("#job-progress-text").filter(has_text="/400 trials").wait_for()
+    assert watcher.locator("#cancel").is_hidden()  # a read token of the team: no cancel
+    page = open_page(f"/jobs/{job_id}", token=site.tokens["alpha"])
+    page.locator("#cancel").wait_for(state="visible")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#cancel")
+    page.locator("#job-status").filter(has_text="cancel").wait_for()
+    deadline = time.monotonic() + 120
+    while site.status(job_id) is not JobStatus.CANCELLED:
+        assert time.monotonic() < deadline, site.status(job_id)
+        time.sleep(0.3)
+    # The watcher's page follows the events stream to the end.
+    watcher.locator("#job-status").filter(has_text="cancelled").wait_for()
 
 
 def test_an_unreachable_server_is_said_in_words(open_page: Callable[..., Any], site: Site) -> None:
