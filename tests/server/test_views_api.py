@@ -21,21 +21,27 @@ def _study(api: Api, job_id: int) -> dict[str, Any]:
     return dict(studies[0])
 
 
-def _add_trials(database: Database, job_id: int, study_id: int, times: list[float | None]) -> None:
-    """Trials of distinct valid configs in study ``study_id`` (None: a compile error)."""
+def _add_trials(
+    database: Database,
+    job_id: int,
+    configs: list[dict[str, Any]],
+    times: list[float | None],
+    *,
+    class_key: str = CLASS_KEY,
+    study_id: int | None = None,
+) -> None:
+    """Trials of matmul on the first test problem, one per config (time None: a compile error)."""
     spec = get_spec("matmul")
-    problem = spec.validate_problem(MATMUL_PROBLEMS[0])
-    configs = _others()[: len(times)]
+    key = problem_key(spec.validate_problem(MATMUL_PROBLEMS[0]))
     with database.session() as s:
-        cls = repository.device_class_by_key(s, CLASS_KEY)
-        assert cls is not None
         kernel_id = repository.ensure_kernel(s, spec.name, spec.version_hash(), spec.space.hash())
+        cls_id = repository.ensure_device_class(s, class_key, "nvidia", class_key, "sm_90")
         for config, ms in zip(configs, times, strict=True):
             repository.record_trial(
                 s,
                 kernel_id=kernel_id,
-                problem_key=problem_key(problem),
-                device_class_id=cls.id,
+                problem_key=key,
+                device_class_id=cls_id,
                 config=config,
                 config_key=config_key(config),
                 outcome="ok" if ms is not None else "compile_error",
@@ -81,7 +87,8 @@ def test_every_page_route_needs_a_token(api: Api) -> None:
 def test_study_analysis_and_sorted_trial_pages(api: Api) -> None:
     job_id = seed_best(api.database, "alpha", MATMUL_PROBLEMS)
     study = _study(api, job_id)
-    _add_trials(api.database, job_id, study["id"], [0.05, 0.02, None, 0.008, 0.03])
+    times = [0.05, 0.02, None, 0.008, 0.03]
+    _add_trials(api.database, job_id, _others()[:5], times, study_id=study["id"])
     base = f"/v1/jobs/{job_id}/studies/{study['id']}"
 
     analysis = api.call("alpha_read", "GET", base).json()
@@ -122,22 +129,7 @@ def test_the_portability_matrix(api: Api) -> None:
     spec = get_spec("matmul")
     winner = spec.default_config(Vendor.NVIDIA)
     own = _others()[3]
-    key = problem_key(spec.validate_problem(MATMUL_PROBLEMS[0]))
-    with api.database.session() as s:
-        kernel_id = repository.ensure_kernel(s, spec.name, spec.version_hash(), spec.space.hash())
-        cls_id = repository.ensure_device_class(s, OTHER, "nvidia", OTHER, "sm_80")
-        for config, ms in ((winner, 0.03), (own, 0.02)):
-            repository.record_trial(
-                s,
-                kernel_id=kernel_id,
-                problem_key=key,
-                device_class_id=cls_id,
-                config=config,
-                config_key=config_key(config),
-                outcome="ok",
-                job_id=job_id,
-                median_ms=ms,
-            )
+    _add_trials(api.database, job_id, [winner, own], [0.03, 0.02], class_key=OTHER)
     matrix = api.call(
         "beta", "GET", "/v1/portability?kernel=matmul&problem=M=16,N=16,K=16,dtype=float16"
     )
