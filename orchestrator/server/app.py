@@ -39,7 +39,7 @@ from orchestrator import service
 from orchestrator.bundle_export import BundleFormat
 from orchestrator.errors import PermissionDenied
 from orchestrator.jobs import JobSpec, SourceKind
-from orchestrator.server import names
+from orchestrator.server import names, pages
 from orchestrator.server.auth import (
     AdminPrincipal,
     Authenticator,
@@ -311,6 +311,7 @@ def create_app(
     app.state.metrics = metrics
     install(app)
     _routes(app, api)
+    pages.mount(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(PathGuard)
     app.add_middleware(metrics.middleware)
