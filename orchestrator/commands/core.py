@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -23,22 +23,8 @@ from orchestrator.commands._common import (
 from orchestrator.errors import OrchestratorError
 from orchestrator.rates import rates
 from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, get_spec
-from search_spaces.registry import all_specs
 from workers.device import Backend, Fingerprint, detect
-from workers.device_table import lookup
 from workers.measurement import Measurement
-
-
-def _local_limits() -> tuple[str, DeviceLimits]:
-    fingerprint = detect("auto")[0]
-    return fingerprint.device_class.key, fingerprint.limits()
-
-
-def _limits_for(device_class: str | None) -> tuple[str, DeviceLimits]:
-    if device_class is None:
-        return _local_limits()
-    known = lookup(device_class)
-    return known.name, known.limits
 
 
 def resolve_config(spec: KernelSpec, text: str, limits: DeviceLimits) -> Config:
@@ -78,14 +64,17 @@ def _rate(value: float | None, fmt: str) -> str:
 
 def kernels(json_out: JsonOption = False) -> None:
     """List the kernels that can be tuned, with their problem schema and an example problem."""
-    specs = all_specs()
+    from orchestrator.service import list_kernels
+
+    views = list_kernels()
     if json_out:
-        print_json({"kernels": [s.describe() for s in specs]})
+        print_json({"kernels": [v.to_dict() for v in views]})
         return
     table = Table("kernel", "description", "problem", "example")
-    for s in specs:
-        example = ",".join(f"{k}={v}" for k, v in s.example.items())
-        table.add_row(s.name, s.description, s.schema.usage(), example)
+    for v in views:
+        table.add_row(
+            v.name, v.description, v.usage, ",".join(f"{k}={x}" for k, x in v.example.items())
+        )
     console().print(table)
 
 
@@ -98,33 +87,23 @@ def space(
     json_out: JsonOption = False,
 ) -> None:
     """Show a kernel's search space on a device class: parameters, constraints, default, counts."""
-    spec = get_spec(kernel)
-    class_key, limits = _limits_for(device_class)
-    described = spec.space.describe()
-    present = {p.name for p in spec.space.params_for(limits.vendor)}
-    out: dict[str, Any] = {
-        "kernel": spec.name,
-        "device_class": class_key,
-        "parameters": {k: v for k, v in dict(described["parameters"]).items() if k in present},  # type: ignore[call-overload]
-        "constraints": described["constraints"],
-        "default": spec.default_for(limits),
-        "total": spec.space.total(limits.vendor),
-        "valid": spec.space.count(limits),
-        "space_hash": spec.space.hash(),
-        "version": spec.version_hash(),
-    }
+    from orchestrator.service import kernel_space
+
+    view = kernel_space(kernel, device_class)
     if json_out:
-        print_json(out)
+        print_json(view.to_dict())
         return
     c = console()
-    c.print(f"[bold]{spec.name}[/] on {class_key}: {out['valid']} valid of {out['total']} configs")
+    c.print(
+        f"[bold]{view.kernel}[/] on {view.device_class}: {view.valid} valid of {view.total} configs"
+    )
     table = Table("parameter", "values")
-    for name, values in out["parameters"].items():
+    for name, values in view.parameters.items():
         table.add_row(name, ", ".join(map(str, values)))
     c.print(table)
-    for rule in out["constraints"]:
+    for rule in view.constraints:
         c.print(f"  rule {rule['name']}: {rule['rule']}")
-    c.print("  default: " + ",".join(f"{k}={v}" for k, v in out["default"].items()))
+    c.print("  default: " + ",".join(f"{k}={v}" for k, v in view.default.items()))
 
 
 def devices(
