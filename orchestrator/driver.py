@@ -22,8 +22,11 @@ or read-only) the driver dispatches and records nothing more and the error leave
 Every write is retried on transient errors (orchestrator.ledger). The job ends when every
 study is finished (budget spent or every valid config known) or the time budget is spent, then
 re-times and promotes (orchestrator.promotion); or it ends early, with nothing promoted: the
-database's cancel flag or Ctrl-C (``cancelled``), or the ``stop`` hook (back to ``queued`` for a
-new owner). Whenever dispatch stops, the trials in flight are waited for and recorded.
+database's cancel flag (``cancelled``), or the ``stop`` hook (back to ``queued`` for a new
+owner); whenever dispatch stops so, the trials in flight are waited for and recorded. Ctrl-C
+(KeyboardInterrupt) marks the job ``cancelled`` and SIGTERM (SystemExit, as Ray's handler raises
+it) leaves it ``queued`` for ``resume``; both then leave ``run`` (the trials in flight are not
+waited for: their configs are measured again on resume).
 """
 
 from __future__ import annotations
@@ -204,7 +207,13 @@ class Driver:
             raise  # nothing more can be recorded, not even the job's end
         except KeyboardInterrupt:
             ledger.close(JobStatus.CANCELLED, "interrupted (Ctrl-C)", rows)
-            return JobResult(job_id, JobStatus.CANCELLED)
+            raise
+        except SystemExit:  # SIGTERM: Ray's handler in a driver process raises SystemExit
+            self.reporter.note(
+                f"terminated: job {job_id} is left queued; `tunefleet resume {job_id}` continues it"
+            )
+            ledger.close(JobStatus.QUEUED, None, rows)
+            raise
         except BaseException as exc:
             error = str(exc).splitlines()[0] if str(exc) else repr(exc)
             ledger.close(JobStatus.FAILED, error, rows)

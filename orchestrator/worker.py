@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from db import Objective
-from orchestrator.jobs import JobSpec, SourceKind
+from orchestrator.jobs import SourceKind
 from orchestrator.pool import WorkerInfo
 from search_spaces.problem import problem_key
 from search_spaces.space import Config, config_key
@@ -64,17 +63,6 @@ class PoolOptions:
     compile_timeout_s: float = 120.0
     run_timeout_s: float = 60.0
     owner: str | None = None  # kept workers' owner (None: this user); see dispatch.kept_name
-
-    @classmethod
-    def for_job(cls, spec: JobSpec, *, keep: bool = False) -> PoolOptions:
-        """The options a job's spec asks for: its calls in flight, graph timing, timeouts."""
-        return cls(
-            in_flight=spec.in_flight,
-            graph=spec.objective is Objective.GRAPH,
-            keep=keep,
-            compile_timeout_s=spec.compile_timeout_s,
-            run_timeout_s=spec.run_timeout_s,
-        )
 
     def slots(self, plan: WorkerPlan) -> int:
         """Calls queued on one actor: ``in_flight`` if set, else one per compile process plus

@@ -1,4 +1,4 @@
-"""Fixtures of the fault suite: databases of both backends (tests/db/conftest.py), the synthetic
+"""Fixtures of the fault suite (databases of both backends come from tests/conftest.py): the synthetic
 replay landscapes (tests/orchestrator/landscapes), and :class:`FaultPool`, a real pool with a
 fault injected at the n-th result."""
 
@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from orchestrator.pool import Done, RetimeJob, WorkerInfo
-from tests.db.conftest import backend, db, empty_url, pg_admin  # noqa: F401 (fixtures)
 from workers.trial import TrialRequest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "orchestrator" / "landscapes"))

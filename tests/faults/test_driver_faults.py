@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from db import Database, DatabaseLost, JobStatus, TrialOutcome, repository
+from orchestrator import service
 from orchestrator.dispatch import ensure_ray
 from orchestrator.driver import Driver, submit_job
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.pool import Done
-from orchestrator.worker import PoolOptions, TrialWorker, WorkerPlan
+from orchestrator.worker import TrialWorker, WorkerPlan
 from search_spaces.space import config_key
 from tests.faults.checker import assert_held
 from tests.faults.conftest import H200, MATMUL_SMALL, FaultPool
@@ -38,7 +40,7 @@ def spec(trials: int = BUDGET) -> JobSpec:
 
 
 @pytest.fixture
-def local(landscapes: dict[str, list[Path]]) -> LocalPool:
+def local(landscapes: dict[str, list[Path]]) -> Iterator[LocalPool]:
     pool = LocalPool([WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]))])
     yield pool
     pool.shutdown()
@@ -215,11 +217,12 @@ def test_the_sqlite_file_deleted_mid_job_stops_it_with_nothing_written_anywhere(
 
 
 def test_the_spec_timeouts_reach_the_runner_a_hanging_kernel_costs_two_seconds() -> None:
-    """Item 10: PoolOptions.for_job carries the spec's run_timeout_s into the worker's runner."""
+    """Item 10: the job's pool options (service.pool_options) carry the spec's timeouts into the
+    worker's runner."""
     job = JobSpec.from_mapping(
         {"kernel": "matmul", "problems": [MATMUL_SMALL], "run_timeout_s": 2, "compile_timeout_s": 2}
     )
-    options = PoolOptions.for_job(job)
+    options = service.pool_options(job)
     assert (options.compile_timeout_s, options.run_timeout_s) == (2.0, 2.0)
     worker = TrialWorker(WorkerPlan("interpreter"), options, node_id="local")
     try:
@@ -234,7 +237,9 @@ def test_an_unreachable_ray_address_fails_at_once_in_one_line() -> None:
     """Item 10: nothing listens on the port: a one-line OrchestratorError, no Ray started."""
     import ray
 
-    with pytest.raises(OrchestratorError, match=r"no Ray cluster answers at 127\.0\.0\.1:9") as info:
+    with pytest.raises(
+        OrchestratorError, match=r"no Ray cluster answers at 127\.0\.0\.1:9"
+    ) as info:
         ensure_ray("127.0.0.1:9")
     assert "\n" not in str(info.value)
     assert not ray.is_initialized()
