@@ -36,7 +36,7 @@ import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -97,14 +97,15 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
             _probe(target)
             ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
             return False
-        ray.init(
-            address="local",  # without it Ray joins any cluster it finds running on this machine
-            num_cpus=num_cpus or os.cpu_count() or 2,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            logging_level=logging.WARNING,
-            log_to_driver=False,
-        )
+        with _loopback_only():
+            ray.init(
+                address="local",  # without it Ray joins any cluster it finds on this machine
+                num_cpus=num_cpus or os.cpu_count() or 2,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
     except OrchestratorError:
         raise
     except Exception as exc:  # Ray raises many types (ConnectionError, RuntimeError, ...)
@@ -112,6 +113,28 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
         what = f"connect to Ray at {target}" if target else "start a local Ray"
         raise OrchestratorError(f"could not {what}: {lines[-1].strip()}") from None
     return True
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """While Ray starts: its single-machine mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, read by
+    the processes it spawns, and the constant this process already read), in which 127.0.0.1 is
+    kept as the node address instead of being swapped for a reachable one; so the GCS, raylet,
+    agents and workers listen on loopback only."""
+    from ray._private import ray_constants
+
+    saved_env = os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+        else:
+            os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = saved_env
 
 
 def _probe(address: str) -> None:
