@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import sqlalchemy as sa
 
@@ -126,8 +128,21 @@ def _check_bests(s: sa.orm.Session, report: Report) -> None:
             )
 
 
+#: If set, :func:`assert_held` appends each report to this JSON-lines file (benchmarks/faults.py).
+LOG_ENV = "TUNEFLEET_FAULTS_LOG"
+
+
 def assert_held(database: Database, job_ids: Iterable[int], **kw: object) -> Report:
-    """:func:`check`, failing the test with every problem found."""
+    """:func:`check`, failing the test with every problem found (and logged, see LOG_ENV)."""
     report = check(database, job_ids, **kw)  # type: ignore[arg-type]
+    log = os.environ.get(LOG_ENV)
+    if log:
+        entry = {
+            "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+            **{k: v for k, v in asdict(report).items() if k != "problems"},
+            "held": report.held,
+        }
+        with open(log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
     assert report.held, "\n".join(report.problems)
     return report
