@@ -62,6 +62,16 @@ def trials(database: Database, job_id: int) -> list[repository.TrialRecord]:
         ]
 
 
+def run_to_done(database: Database, pool: FaultPool) -> int:
+    """Submit and run a job of ``spec()`` on ``pool``; check it ended done and held; its id."""
+    result = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
+        submit_job(database, spec(), pool)
+    )
+    assert result.status is JobStatus.DONE
+    assert_held(database, [result.job_id])
+    return result.job_id
+
+
 def test_a_trial_killed_from_outside_is_measured_once_more_not_taken_as_its_verdict(
     local: LocalPool, db: Database
 ) -> None:
@@ -151,12 +161,7 @@ def test_a_postgresql_connection_killed_between_writes_loses_nothing(
             assert killed_n
         return done
 
-    pool = FaultPool(local, fault)
-    result = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
-        submit_job(database, spec(), pool)
-    )
-    assert result.status is JobStatus.DONE
-    assert_held(database, [result.job_id])
+    run_to_done(database, FaultPool(local, fault))
     database.close()
 
 
@@ -184,12 +189,7 @@ def test_another_sqlite_writer_holding_the_lock_past_the_busy_timeout_fails_noth
             held.wait()
         return done
 
-    pool = FaultPool(local, fault)
-    result = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
-        submit_job(database, spec(), pool)
-    )
-    assert result.status is JobStatus.DONE
-    assert_held(database, [result.job_id])
+    run_to_done(database, FaultPool(local, fault))
 
 
 def test_the_sqlite_file_deleted_mid_job_stops_it_with_nothing_written_anywhere(
