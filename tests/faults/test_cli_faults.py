@@ -38,7 +38,9 @@ def _first_row(database: Database, proc: subprocess.Popen[str]) -> int:
                     if repository.trials_for_study(s, study.id):
                         return job.id
         time.sleep(0.2)
-    raise AssertionError(f"no trial row (exit {proc.poll()})")
+    if proc.poll() is not None and proc.stderr is not None:
+        raise AssertionError(f"tune exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+    raise AssertionError("no trial row within 120 s")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
