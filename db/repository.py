@@ -692,13 +692,16 @@ def measured_for_key(
     device_class_id: int,
     objective: Objective = Objective.KERNEL,
 ) -> list[MeasuredRecord]:
-    """Every trial on this key and objective by any job that is a config's own verdict (neither
-    ``infra`` nor provisional), oldest first.
+    """Each config's oldest trial on this key and objective, by any job, that is the config's own
+    verdict (neither ``infra`` nor provisional); oldest first.
 
-    Only the columns warm start needs are read (no samples), so a key with many trials stays cheap.
+    One row per config however often it was measured again (a popular key holds tens of thousands
+    of trials of a space of a few thousand configs), and only the columns warm start needs: the
+    configs are picked on ``ix_tf_trials_measured`` alone (on PostgreSQL it carries every column
+    the choice reads), then only the chosen rows are read.
     """
-    rows = s.execute(
-        sa.select(Trial.config, Trial.config_key, Trial.median_ms, Trial.outcome)
+    first = (
+        sa.select(sa.func.min(Trial.id))
         .where(
             Trial.kernel_id == kernel_id,
             Trial.problem_key == problem_key,
@@ -706,6 +709,11 @@ def measured_for_key(
             Trial.objective == objective,
             *_VERDICT,
         )
+        .group_by(Trial.config_key)
+    )
+    rows = s.execute(
+        sa.select(Trial.config, Trial.config_key, Trial.median_ms, Trial.outcome)
+        .where(Trial.id.in_(first.scalar_subquery()))
         .order_by(Trial.id)
     ).all()
     return [
