@@ -171,7 +171,7 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     import torch
 
     from search_spaces import get_spec
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("flash_attention")
     problem = spec.parse_problem(text)

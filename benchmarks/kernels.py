@@ -112,7 +112,7 @@ def measure_problem(
     the same tensors for memory-bound kernels), all by the objective's timer, interleaved over
     ROUNDS rounds; then the tuned config on fresh inputs against the spec's reference."""
     from search_spaces import get_spec
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()

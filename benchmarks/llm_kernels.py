@@ -148,7 +148,7 @@ def as_out(kernel: str, result: Any, out: Any) -> Any:
 
 def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from search_spaces import get_spec, problem_key
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()

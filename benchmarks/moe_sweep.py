@@ -109,7 +109,7 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     import torch
 
     from search_spaces import get_spec
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("fused_moe")
     problem = spec.validate_problem(problem)

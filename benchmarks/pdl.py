@@ -34,7 +34,7 @@ SUITES: dict[str, list[str]] = {
 def measure(kernel: str, text: str, config: dict[str, Any]) -> dict[str, Any]:
     """The tuned config with PDL off and on, and the default, back to back on the same inputs."""
     from search_spaces import get_spec
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()

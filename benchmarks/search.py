@@ -5,22 +5,22 @@ Usage (repo root): python benchmarks/search.py --landscape FILE [FILE ...] --sam
     python benchmarks/search.py --landscape FILE --synthesize OUT_DIR   (synthetic variants)
     python benchmarks/search.py --table RESULT.json [...]   (--json outputs as a Markdown table)
 
-Each (landscape, sampler) runs N seeds of the product's ask/tell loop against the landscape:
-the product's encoding (:class:`orchestrator.search.Encoding`) and samplers
-(:func:`orchestrator.search.make_sampler`), batched like a cluster of ``--batch`` workers (ask until
-``batch`` new configs are pending, then tell them all). As in the driver, a config that breaks the
-space's constraints is told PRUNED at no cost, a config already measured (or pending) is answered
-from the cache at no cost, and after ``IDLE_LIMIT`` asks in a row without a new trial an unmeasured
-valid config drawn at random is queued (``SearchStudy.unstick``). Every new config
-costs one trial; a config the landscape lacks is ``invalid`` (PRUNED).
+Each (landscape, sampler) runs N seeds of the product's study loop against the landscape: the
+driver's own :class:`orchestrator.study.Study` (so the rules are the product's by construction: a
+config that breaks the space's constraints is told PRUNED at no cost, a config already measured
+or pending is answered from the study at no cost, after ``IDLE_LIMIT`` asks in a row without a new
+trial an unmeasured valid config drawn at random is queued), with the registry's samplers
+(:mod:`orchestrator.samplers`) in their encodings, batched like a cluster of ``--batch`` workers
+(propose until ``batch`` new configs are pending, then tell them all). Every new config costs one
+trial; a config the landscape lacks is ``invalid`` (no valid time).
 
 Warm start (``--warm-from FILE ...``, rows labelled ``SAMPLER+warm``): as ``tunefleet tune`` does for
 a new problem when the database holds other problems' winners on the device, the study is seeded
-with the spec's default config, the best configs of the ``WARM_NEIGHBOURS`` nearest problems
-(``orchestrator.driver.problem_distance``) among the given landscapes of the same kernel, leaving
-out the landscape's own problem, then the nearest one's next fastest configs up to its
-``WARM_NEAREST_TOP`` fastest (from its whole landscape; a real job has only what an earlier job
-measured there). Seeded configs are measured first and count as trials.
+in the order of :func:`orchestrator.warm_start.warm_order`: the spec's default config, the best
+configs of the ``WARM_NEIGHBOURS`` nearest problems (``search_spaces.problem.problem_distance``)
+among the given landscapes of the same kernel, leaving out the landscape's own problem, then the
+nearest one's fastest configs up to ``WARM_NEAREST_TOP`` (from its whole landscape; a real job has
+only what an earlier job measured there). Seeded configs are measured first and count as trials.
 
 The space: for a shipped kernel whose spec version matches the file and a device in the device
 table, the spec's space on that device (what ``tunefleet tune`` searches). A file recorded under
@@ -35,11 +35,12 @@ N is the number of valid configs (spec) or of configs in the file (cut spec, obs
 Metrics over seeds (median, p90): trials until the best found is within 2% / 5% of the landscape's
 optimum (a seed that does not get there within ``horizon * N`` trials, or whose study ends first,
 counts as N), and the best found after 5%, 10%, 25% of N trials as a ratio to the optimum.
-Samplers: the product's (tpe = multivariate + constant liar, gp, random, cmaes), TPE variants
-(tpe-indep: not multivariate; tpe-noliar: no constant liar), ``local`` (a neighbourhood search
-around the best configs) and ``cmaes+novel`` (CMA-ES whose repeated proposals are replaced by
-unasked random configs). Optuna's grid sampler is left out: over the Cartesian grid it is random
-order without replacement, and it is too slow on this space to benchmark.
+Samplers: every sampler of the registry (``local``, the default: a neighbourhood search around the
+best configs; tpe = multivariate + constant liar, gp, random, cmaes; and any installed through the
+``tunefleet.samplers`` entry points) except ``grid`` (over the Cartesian grid it is random order
+without replacement, and it is too slow on this space to benchmark), plus variants that exist only
+here: TPE variants (tpe-indep: not multivariate; tpe-noliar: no constant liar) and ``cmaes+novel``
+(CMA-ES whose repeated proposals are replaced by unasked random configs).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ import random
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +64,18 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler, TPESampler
-from optuna.study import Study
+from optuna.study import Study as OptunaStudy
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.driver import WARM_NEAREST_TOP, WARM_NEIGHBOURS, problem_distance
-from orchestrator.jobs import Sampler
-from orchestrator.search import (
-    Encoding,
-    SearchStudy,
-    make_sampler,
-    startup_trials,
-)
+from benchmarks.search_prior import learned_table, prior_trials
+from orchestrator import samplers
+from orchestrator.encoding import Encoding
+from orchestrator.samplers import SamplerContext, SamplerFactory, startup_trials
+from orchestrator.samplers.learned import PriorTrial
+from orchestrator.search import SearchStudy
+from orchestrator.study import Answer, Study
+from orchestrator.warm_start import warm_order
+from search_spaces.problem import Problem, problem_key
 from search_spaces.registry import get_spec
 from search_spaces.space import (
     Constraint,
@@ -109,6 +111,9 @@ class Bench:
     size: int
     optimum: float
     in_file: bool = False  # spec space restricted to the file's configs (older spec version)
+    kernel: str = ""
+    problem: Problem = field(default_factory=dict)
+    device_class: str = ""
 
     @property
     def kind(self) -> str:
@@ -217,6 +222,9 @@ def load_bench(path: str | Path, observed: bool = False) -> Bench:
         size=size,
         optimum=min(ok),
         in_file=spec is not None and spec[2],
+        kernel=landscape.kernel,
+        problem=dict(landscape.problem),
+        device_class=landscape.device_name,
     )
 
 
@@ -231,7 +239,7 @@ class NoveltySampler(BaseSampler):
         self._rng = random.Random(seed)
 
     def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
+        self, study: OptunaStudy, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         return self._base.infer_relative_search_space(study, trial)
 
@@ -246,7 +254,7 @@ class NoveltySampler(BaseSampler):
         return point
 
     def sample_relative(
-        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+        self, study: OptunaStudy, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         params = self._base.sample_relative(study, trial, search_space)
         names = sorted(self._distributions)
@@ -262,19 +270,19 @@ class NoveltySampler(BaseSampler):
 
     def sample_independent(
         self,
-        study: Study,
+        study: OptunaStudy,
         trial: FrozenTrial,
         param_name: str,
         param_distribution: BaseDistribution,
     ) -> Any:
         return self._base.sample_independent(study, trial, param_name, param_distribution)
 
-    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+    def before_trial(self, study: OptunaStudy, trial: FrozenTrial) -> None:
         self._base.before_trial(study, trial)
 
     def after_trial(
         self,
-        study: Study,
+        study: OptunaStudy,
         trial: FrozenTrial,
         state: TrialState,
         values: Sequence[float] | None,
@@ -282,44 +290,44 @@ class NoveltySampler(BaseSampler):
         self._base.after_trial(study, trial, state, values)
 
 
-SamplerFactory = Callable[[int, int, Encoding], BaseSampler]
-
-
 def _novel(inner: SamplerFactory) -> SamplerFactory:
-    return lambda seed, budget, enc: NoveltySampler(
-        inner(seed, budget, enc), enc.distributions(), seed
-    )
-
-
-def _product(member: Sampler) -> SamplerFactory:
-    return lambda seed, budget, enc: make_sampler(member, seed, budget, enc)
+    return lambda c: NoveltySampler(inner(c), c.encoding.distributions(), c.seed)
 
 
 def _tpe(multivariate: bool, liar: bool) -> SamplerFactory:
-    def factory(seed: int, budget: int, _enc: Encoding) -> BaseSampler:
+    def factory(c: SamplerContext) -> BaseSampler:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return TPESampler(
-                seed=seed,
+                seed=c.seed,
                 multivariate=multivariate,
                 constant_liar=liar,
-                n_startup_trials=startup_trials(budget),
+                n_startup_trials=startup_trials(c.budget),
             )
 
     return factory
 
 
-#: name -> (factory, whether the encoding is numeric only, as the product does for CMA-ES).
-SAMPLERS: dict[str, tuple[SamplerFactory, bool]] = {
-    "tpe": (_product(Sampler.TPE), False),
-    "tpe-indep": (_tpe(multivariate=False, liar=True), False),
-    "tpe-noliar": (_tpe(multivariate=True, liar=False), False),
-    "gp": (_product(Sampler.GP), False),
-    "random": (_product(Sampler.RANDOM), False),
-    "cmaes": (_product(Sampler.CMAES), True),
-    "local": (_product(Sampler.LOCAL), False),
-    "cmaes+novel": (_novel(_product(Sampler.CMAES)), True),
-}
+#: Registered samplers this benchmark does not run (see the module docstring).
+UNBENCHED = ("grid",)
+
+
+@functools.lru_cache(maxsize=1)
+def sampler_table() -> dict[str, tuple[SamplerFactory, bool]]:
+    """Name -> (factory, whether its encoding is numeric only): the registry's samplers but
+    ``UNBENCHED``, then the variants that exist only here."""
+    table = {
+        name: (entry.make, entry.numeric)
+        for name, entry in ((n, samplers.get(n)) for n in samplers.names())
+        if name not in UNBENCHED
+    }
+    cmaes = samplers.get("cmaes")
+    return {
+        **table,
+        "tpe-indep": (_tpe(multivariate=False, liar=True), False),
+        "tpe-noliar": (_tpe(multivariate=True, liar=False), False),
+        "cmaes+novel": (_novel(cmaes.make), cmaes.numeric),
+    }
 
 
 @dataclass(frozen=True)
@@ -344,72 +352,62 @@ def run_seed(
     batch: int = 4,
     horizon: float = 1.0,
     warm: Sequence[Mapping[str, Any]] = (),
+    prior: Sequence[PriorTrial] = (),
 ) -> SeedRun:
-    """The product's ask -> check -> reuse -> measure -> tell loop for one seed (``warm`` configs
-    queued first), until the best is within 2% and 25% of the space is spent (or the optimum is
-    found), or the horizon or the space ends."""
+    """One seed of the product's :class:`Study` against the landscape (``warm`` configs queued
+    first; ``prior``: the sampler's database prior), until the best is within 2% and 25% of the space is spent (or the optimum is found),
+    or the horizon or the space ends."""
     started = time.perf_counter()
     budget = max(1, math.ceil(horizon * bench.size))
     encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
-    study = optuna.create_study(direction="minimize", sampler=factory(seed, budget, encoding))
-    search = SearchStudy(study, encoding, random.Random(seed))
-    for config in warm:
-        search.enqueue(config)
-    known: dict[str, float | None] = {}
+    sampler = factory(
+        SamplerContext(
+            seed,
+            budget,
+            encoding,
+            _shipped(bench.kernel),
+            bench.problem,
+            bench.device_class,
+            tuple(prior),
+        )
+    )
+    optuna_study = optuna.create_study(direction="minimize", sampler=sampler)
+    search = SearchStudy(optuna_study, encoding, random.Random(seed))
+    study = Study(search, bench.space, bench.limits, budget)
+    study.warm_start([dict(c) for c in warm])
+    max_asks = MAX_ASKS_PER_CONFIG * bench.size
     trace: list[float | None] = []
-    found = asks = rejected = cached = 0
     min_trials = math.ceil(max(FRACTIONS) * bench.size)
     goal = bench.optimum * (1 + min(THRESHOLDS))
     best = math.inf
-    exhausted = False
-    while len(trace) < budget and found < bench.size and not exhausted:
-        pending: dict[str, list[optuna.trial.Trial]] = {}
-        while (
-            len(pending) < batch
-            and len(trace) + len(pending) < budget
-            and asks < MAX_ASKS_PER_CONFIG * bench.size
-        ):
-            if not search.unstick(known, pending):
-                exhausted = True
+    while True:
+        pending: list[dict[str, Any]] = []
+        while len(pending) < batch:
+            config = study.propose(max_asks - study.asks)
+            if config is None:
                 break
-            trial, config = search.ask()
-            asks += 1
-            violation = bench.space.violation(config, bench.limits) if bench.constrained else None
-            key = config_key(config)
-            if violation is not None:
-                search.tell_bad(trial, str(violation))
-                rejected += 1
-            elif key in pending:
-                pending[key].append(trial)
-                cached += 1
-            elif key in known:
-                _tell(search, [trial], known[key])
-                cached += 1
-            else:
-                pending[key] = [trial]
-                search.note(new=True)
-                continue
-            search.note(new=False)
+            pending.append(config)
         if not pending:
             break
-        for key, trials in pending.items():
-            value = bench.times.get(key)
-            found += key in bench.times
-            known[key] = value
+        for config in pending:
+            value = bench.times.get(config_key(config))
             trace.append(value)
             best = min(best, value if value is not None else math.inf)
-            _tell(search, trials, value)
+            study.tell(config, Answer(value))
         if best <= bench.optimum or (best <= goal and len(trace) >= min_trials):
             break  # the metrics cannot change any more
-    return SeedRun(trace, asks, rejected, cached, search.drawn, time.perf_counter() - started)
+    return SeedRun(
+        trace, study.asks, study.rejected, study.cached, search.drawn, time.perf_counter() - started
+    )
 
 
 def warm_configs(path: Path, pool: Sequence[Path]) -> list[dict[str, Any]]:
     """What ``tunefleet tune`` would seed the study of ``path``'s problem with, given the
-    landscapes in ``pool``: the spec's default, the best configs of the nearest other problems of
-    the same kernel, then the nearest one's next fastest (see the module docstring)."""
+    landscapes in ``pool`` (:func:`orchestrator.warm_start.warm_order`; see the module
+    docstring)."""
     target = read_landscape(path)
-    near = []
+    fastest: dict[str, list[dict[str, Any]]] = {}
+    bests = []
     for other_path in pool:
         other = read_landscape(other_path)
         ranked = sorted(
@@ -417,26 +415,15 @@ def warm_configs(path: Path, pool: Sequence[Path]) -> list[dict[str, Any]]:
         )
         if other.kernel != target.kernel or other.problem_key == target.problem_key or not ranked:
             continue
-        near.append((problem_distance(target.problem, other.problem), [r.config for r in ranked]))
-    near.sort(key=lambda dc: dc[0])
-    near = [(d, ranked) for d, ranked in near if math.isfinite(d)]
-    configs = [dict(ranked[0]) for _, ranked in near[:WARM_NEIGHBOURS]]
-    if near:
-        configs += [dict(c) for c in near[0][1][1:WARM_NEAREST_TOP]]
+        fastest[other.problem_key] = [dict(r.config) for r in ranked]
+        bests.append((dict(other.problem), dict(ranked[0].config)))
+    default = None
     known = _spec_space(target)
     if known is not None:
         space, limits, _ = known
-        default = get_spec(target.kernel).default_for(limits)
-        configs.insert(0, {p.name: default[p.name] for p in space.params_for(limits.vendor)})
-    return list({config_key(c): c for c in configs}.values())
-
-
-def _tell(search: SearchStudy, trials: Sequence[optuna.trial.Trial], value: float | None) -> None:
-    for trial in trials:
-        if value is None:
-            search.tell_bad(trial, "invalid: no valid time in the landscape")
-        else:
-            search.tell_ok(trial, value)
+        spec_default = get_spec(target.kernel).default_for(limits)
+        default = {p.name: spec_default[p.name] for p in space.params_for(limits.vendor)}
+    return warm_order(dict(target.problem), default, bests, lambda p: fastest[problem_key(p)])
 
 
 def trials_to(trace: Sequence[float | None], limit: float, size: int) -> int:
@@ -497,12 +484,28 @@ def summarize(
 
 
 def _one(
-    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]]],
+    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]], tuple[str, ...]],
 ) -> SeedRun:
-    path, observed, sampler, seed, batch, horizon, warm = args
-    factory, numeric = SAMPLERS[sampler]
+    path, observed, sampler, seed, batch, horizon, warm, prior = args
+    factory, numeric = sampler_table()[sampler]
+    bench = _cached_bench(path, observed)
+    trials = _cached_prior(path, observed, prior) if prior else ()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return run_seed(_cached_bench(path, observed), factory, numeric, seed, batch, horizon, warm)
+    return run_seed(bench, factory, numeric, seed, batch, horizon, warm, trials)
+
+
+def _shipped(kernel: str) -> KernelSpec | None:
+    """The shipped spec of ``kernel``, or None (a landscape of an unshipped kernel)."""
+    try:
+        return get_spec(kernel)
+    except Exception:  # not a shipped kernel (or its spec does not import)
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_prior(path: str, observed: bool, paths: tuple[str, ...]) -> tuple[PriorTrial, ...]:
+    bench = _cached_bench(path, observed)
+    return tuple(prior_trials(bench.kernel, bench.problem, paths))
 
 
 @functools.lru_cache(maxsize=4)
@@ -574,7 +577,7 @@ def synthesize(path: str | Path, out_dir: Path, seed: int = 0) -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--landscape", nargs="+", default=[], type=Path)
-    parser.add_argument("--sampler", nargs="+", choices=sorted(SAMPLERS), default=["tpe"])
+    parser.add_argument("--sampler", nargs="+", choices=sorted(sampler_table()), default=["tpe"])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument(
@@ -589,15 +592,37 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="FILE",
         help="also run each sampler warm-started from these landscapes' winners (SAMPLER+warm)",
     )
+    parser.add_argument(
+        "--prior-from",
+        nargs="*",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also run `learned` with these landscapes of the same kernel on other problems as "
+        "its database prior (leave one problem out: learned+prior)",
+    )
+    parser.add_argument(
+        "--start",
+        nargs="+",
+        choices=("", "+warm", "+prior", "+prior+warm"),
+        help="run only these starts (row suffixes; '' is cold); default: every one the "
+        "--warm-from and --prior-from options give",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes running seeds")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--synthesize", type=Path, metavar="OUT_DIR")
     parser.add_argument(
         "--table", nargs="+", type=Path, metavar="JSON", help="print --json outputs as Markdown"
     )
+    parser.add_argument(
+        "--learned-table",
+        action="store_true",
+        help="with --table: the learned sampler against local, with issue 23's targets",
+    )
     args = parser.parse_args(argv)
     if args.table:
-        print(markdown_table([r for p in args.table for r in json.loads(p.read_text())["results"]]))
+        rows = [r for p in args.table for r in json.loads(p.read_text())["results"]]
+        print(learned_table(rows) if args.learned_table else markdown_table(rows))
         return
     if not args.landscape:
         parser.error("--landscape is required")
@@ -614,12 +639,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         mapper = pool.map if args.jobs > 1 else map
         for path in args.landscape:
             bench = load_bench(path, observed)
-            starts: dict[str, list[dict[str, Any]]] = {"": []}
+            starts: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {"": ([], ())}
             if args.warm_from is not None:
-                starts["+warm"] = warm_configs(path, args.warm_from)
-            for sampler, (suffix, warm) in itertools.product(args.sampler, starts.items()):
+                starts["+warm"] = (warm_configs(path, args.warm_from), ())
+            if args.prior_from is not None:
+                prior_paths = tuple(str(p) for p in args.prior_from)
+                starts["+prior"] = ([], prior_paths)
+                if args.warm_from is not None:
+                    starts["+prior+warm"] = (starts["+warm"][0], prior_paths)
+            for sampler, (suffix, (warm, prior)) in itertools.product(args.sampler, starts.items()):
+                if (prior and sampler != "learned") or (args.start and suffix not in args.start):
+                    continue  # only the learned sampler takes a prior
                 tasks = [
-                    (str(path), observed, sampler, s, args.batch, args.horizon, warm)
+                    (str(path), observed, sampler, s, args.batch, args.horizon, warm, prior)
                     for s in range(args.seeds)
                 ]
                 runs = list(mapper(_one, tasks))

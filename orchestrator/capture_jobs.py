@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import JobSpecError
-from orchestrator.jobs import JobSpec, Sampler
+from orchestrator.jobs import JobSpec
 from search_spaces.errors import SpecError
 from workers.capture_spec import CaptureSpec, capture_specs
 
@@ -47,7 +47,7 @@ def capture_jobs(
     for ref, spec in specs:
         fields: dict[str, Any] = {"kernel": ref, "problems": spec.problems(), **(overrides or {})}
         if not widen:
-            fields.setdefault("sampler", Sampler.GRID.value)
+            fields.setdefault("sampler", "grid")
             fields.setdefault("trials", len(spec.kernel.configs))
         jobs.append(CaptureJob(ref, spec, JobSpec.from_mapping(fields)))
     return jobs

@@ -1,4 +1,7 @@
-"""Ray dispatch: one worker actor per device, routing by device class, lost and crashing workers.
+"""The Ray pool: one worker actor per device, routing by device class, lost and crashing workers.
+
+:class:`WorkerPool` implements :class:`orchestrator.pool.Pool`; the actor body is
+:class:`orchestrator.worker.TrialWorker`.
 
 Placement: a GPU actor asks for ``num_gpus=1`` plus a sliver of its node's
 ``accelerator_type:<X>`` resource and is pinned to that node, so a class's trials only land on GPUs
@@ -23,10 +26,9 @@ import contextlib
 import hashlib
 import logging
 import os
-import socket
 import time
-from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,196 +38,27 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.errors import NoWorkersError, OrchestratorError, WorkerFailure
 from orchestrator.jobs import DeviceSource, SourceKind
-from search_spaces.problem import problem_key
-from search_spaces.space import Config, DeviceLimits, config_key
-from workers.device import Fingerprint
+from orchestrator.pool import Done, RetimeJob, WorkerInfo
+from orchestrator.worker import PoolOptions, TrialWorker, WorkerPlan
 from workers.measurement import Measurement, Outcome
+from workers.trial import TrialRequest
+
+__all__ = [
+    "PoolOptions",
+    "WorkerPlan",
+    "WorkerPool",
+    "compile_workers_for",
+    "ensure_ray",
+    "kept_name",
+    "plans_for",
+    "stop_kept_workers",
+]
 
 ACCELERATOR_PREFIX = "accelerator_type:"
-#: Trials a worker remembers for ``call_log`` (a kept worker lives across many jobs).
-CALL_LOG_LENGTH = 100_000
 #: Ray namespace of kept (named, detached) worker actors.
 KEPT_NAMESPACE = "tunefleet"
 #: Share of a node's accelerator_type resource one actor asks for (Ray gives each node 1.0).
 ACCELERATOR_SHARE = 0.001
-
-
-@dataclass(frozen=True)
-class WorkerPlan:
-    """How to start one worker actor: its backend and what it asks of the cluster."""
-
-    backend: str  # "auto" (this node's GPU), "interpreter" or "replay"
-    replay_paths: tuple[str, ...] = ()
-    num_gpus: float = 0.0
-    num_cpus: float = 0.0
-    resources: Mapping[str, float] = field(default_factory=dict)
-    node_id: str | None = None
-    compile_workers: int = 0
-
-
-#: Calls queued per actor without a compile pool (replay, interpreter): one runs, one waits.
-DEFAULT_IN_FLIGHT = 2
-
-
-@dataclass(frozen=True)
-class PoolOptions:
-    """Pool settings: calls queued per actor (None: see ``slots``), crashes in a row before
-    retirement, runner knobs; ``keep``: leave the actors running for the next job (see the
-    module docstring)."""
-
-    in_flight: int | None = None
-    max_crashes: int = 3
-    interpreter_workers: int = 1
-    graph: bool = False
-    replay_noise: float = 0.0
-    replay_seed: int = 0
-    replay_delay_s: float = 0.0
-    start_timeout_s: float = 300.0
-    keep: bool = False
-
-    def slots(self, plan: WorkerPlan) -> int:
-        """Calls queued on one actor: ``in_flight`` if set, else one per compile process plus
-        the one on the device (so the pool never waits for the driver), else DEFAULT_IN_FLIGHT."""
-        if self.in_flight is not None:
-            return self.in_flight
-        return plan.compile_workers + 1 if plan.compile_workers else DEFAULT_IN_FLIGHT
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """What a started actor reports: where it runs and which device class it measures."""
-
-    worker: str  # "<node id>/<pid>": unique in the cluster, recorded with each trial
-    node_id: str
-    host: str
-    pid: int
-    fingerprint: Fingerprint
-    limits: DeviceLimits
-    replay_keys: tuple[tuple[str, str], ...] | None = None
-
-    @property
-    def class_key(self) -> str:
-        return self.fingerprint.device_class.key
-
-
-class TrialWorker:
-    """The Ray actor: holds a TrialRunner (or a ReplayRunner) and answers trials one at a time."""
-
-    def __init__(self, plan: WorkerPlan, options: PoolOptions) -> None:
-        self._plan = plan
-        self._options = options
-        self._runner = self._new_runner()
-        self._log: deque[str] = deque(maxlen=CALL_LOG_LENGTH)
-        node_id = ray.get_runtime_context().get_node_id()
-        fp: Fingerprint = self._runner.fingerprint
-        keys = None
-        if plan.backend == SourceKind.REPLAY.value:
-            keys = tuple(self._runner.keys())
-        self._info = WorkerInfo(
-            worker=f"{node_id}/{os.getpid()}",
-            node_id=node_id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            fingerprint=fp,
-            limits=self._runner.limits,
-            replay_keys=keys,
-        )
-
-    def _new_runner(self, compile_ahead: bool = True) -> Any:
-        """A runner for this actor's device; ``compile_ahead`` False: without a compile pool."""
-        if self._plan.backend == SourceKind.REPLAY.value:
-            from workers.replay import ReplayOptions, ReplayRunner
-
-            return ReplayRunner(
-                self._plan.replay_paths,
-                ReplayOptions(
-                    noise=self._options.replay_noise,
-                    seed=self._options.replay_seed,
-                    delay_s=self._options.replay_delay_s,
-                ),
-            )
-        from workers.device import detect
-        from workers.runner import RunnerOptions, TrialRunner
-
-        fp = detect(self._plan.backend)[0]
-        gpu = fp.backend.value != "interpreter"
-        options = RunnerOptions.for_backend(
-            fp.backend,
-            graph=self._options.graph and gpu,
-            compile_workers=self._plan.compile_workers if gpu and compile_ahead else 0,
-        )
-        runner = TrialRunner(options, fingerprint=fp)
-        runner.start()
-        return runner
-
-    def info(self) -> WorkerInfo:
-        return self._info
-
-    def run(self, kernel: str, problem: dict[str, Any], config: Config) -> Measurement:
-        """Measure one config; the result names this actor as its worker."""
-        from workers.runner import TrialRequest
-
-        self._log.append(f"{kernel}|{problem_key(problem)}|{config_key(config)}")
-        m: Measurement = self._runner.run(TrialRequest(kernel, dict(problem), dict(config)))
-        m.worker, m.host = self._info.worker, self._info.host
-        return m
-
-    def retime(
-        self, jobs: Sequence[tuple[str, dict[str, Any], list[Config]]], rounds: int
-    ) -> list[list[list[float]]]:
-        """Time each (kernel, problem, configs) job again in one fresh runner, one job after
-        another, a job's configs interleaved (A B C A B C ...). The runner has no compile pool, as
-        the trials that chose the configs compiled them into this node's cache.
-
-        One call per actor: its GPU measures one config at a time (concurrent calls would time
-        in several processes at once and slow each other down).
-        Returns, per job, each config's medians, one per round that ended ``ok``.
-        """
-        from workers.runner import TrialRequest
-
-        runner = self._new_runner(compile_ahead=False)
-        out: list[list[list[float]]] = []
-        try:
-            for kernel, problem, configs in jobs:
-                medians: list[list[float]] = [[] for _ in configs]
-                for _ in range(rounds):
-                    for i, config in enumerate(configs):
-                        m = runner.run(TrialRequest(kernel, dict(problem), dict(config)))
-                        if m.outcome is Outcome.OK and m.median_ms is not None:
-                            medians[i].append(m.median_ms)
-                out.append(medians)
-        finally:
-            runner.close()
-        return out
-
-    def call_log(self) -> list[str]:
-        """``kernel|problem key|config key`` of the trials this actor was asked to run (the last
-        CALL_LOG_LENGTH)."""
-        return list(self._log)
-
-    def close(self) -> None:
-        self._runner.close()
-
-
-@dataclass
-class Task:
-    """One config to measure; ``owner`` is the driver's tag (its study), ``attempt`` counts losses."""
-
-    owner: Any
-    kernel: str
-    problem: dict[str, Any]
-    config: Config
-    attempt: int = 0
-
-
-@dataclass
-class Done:
-    """A task's end: its measurement, the worker, and whether the worker was lost (``infra``)."""
-
-    task: Task
-    measurement: Measurement
-    worker: WorkerInfo
-    lost: bool = False
 
 
 @dataclass
@@ -233,7 +66,7 @@ class _Handle:
     actor: Any
     info: WorkerInfo
     slots: int
-    in_flight: dict[Any, Task] = field(default_factory=dict)
+    in_flight: dict[Any, tuple[TrialRequest, object]] = field(default_factory=dict)
     crashes: int = 0
     retired: bool = False
     dead: bool = False
@@ -300,7 +133,8 @@ def plans_for(sources: Sequence[DeviceSource], options: PoolOptions) -> list[Wor
 
 
 class WorkerPool:
-    """Worker actors grouped by device class; submit, wait, retire, retime."""
+    """Worker actors grouped by device class; submit, wait, retire, retime (a
+    :class:`orchestrator.pool.Pool`)."""
 
     def __init__(self, plans: Sequence[WorkerPlan], options: PoolOptions | None = None) -> None:
         """Start one actor per plan and wait until each reports its device class."""
@@ -392,8 +226,8 @@ class WorkerPool:
         return len(self._by_ref)
 
     # ----- dispatch
-    def submit(self, class_key: str, task: Task) -> WorkerInfo:
-        """Queue ``task`` on the least-busy live worker of ``class_key``."""
+    def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
+        """Queue ``request`` on the least-busy live worker of ``class_key``."""
         live = [
             h
             for h in self._handles
@@ -402,19 +236,19 @@ class WorkerPool:
         if not live:
             raise NoWorkersError(f"no live worker of class {class_key!r} is left")
         h = min(live, key=lambda x: len(x.in_flight))
-        ref = h.actor.run.remote(task.kernel, task.problem, task.config)
-        h.in_flight[ref] = task
+        ref = h.actor.run.remote(request)
+        h.in_flight[ref] = (request, tag)
         self._by_ref[ref] = h
         return h.info
 
     def _lose(self, h: _Handle, why: str) -> list[Done]:
         h.dead = True
         out = []
-        for ref, task in h.in_flight.items():
+        for ref, (request, tag) in h.in_flight.items():
             self._by_ref.pop(ref, None)
             m = Measurement(Outcome.INFRA, error=f"worker lost: {why}"[:500])
             m.worker, m.host = h.info.worker, h.info.host
-            out.append(Done(task, m, h.info, lost=True))
+            out.append(Done(request, tag, m, h.info, lost=True))
         h.in_flight.clear()
         with contextlib.suppress(Exception):  # already gone: nothing left to release
             ray.kill(h.actor)
@@ -444,7 +278,7 @@ class WorkerPool:
                 raise WorkerFailure(
                     f"worker {h.info.worker} raised: {str(exc.cause).splitlines()[-1]}"
                 ) from None
-            task = h.in_flight.pop(ref)
+            request, tag = h.in_flight.pop(ref)
             del self._by_ref[ref]
             h.crashes = h.crashes + 1 if m.outcome is Outcome.CRASH else 0
             if h.crashes >= self.options.max_crashes:
@@ -452,12 +286,12 @@ class WorkerPool:
             if h.retired and not h.in_flight:
                 ray.kill(h.actor)
                 h.dead = True
-            out.append(Done(task, m, h.info))
+            out.append(Done(request, tag, m, h.info))
         return out
 
     def retime(
         self,
-        jobs: Sequence[tuple[str, str, dict[str, Any], list[Config]]],
+        jobs: Sequence[RetimeJob],
         rounds: int,
         timeout_s: float = 600.0,
     ) -> list[list[list[float]] | None]:

@@ -10,7 +10,6 @@ still before any row is written.
 from __future__ import annotations
 
 import enum
-import importlib.util
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from db import Objective
+from orchestrator import samplers
 from orchestrator.errors import JobSpecError
 from search_spaces.errors import SpecError
 from search_spaces.problem import Problem
@@ -26,18 +26,6 @@ from search_spaces.registry import get_spec
 from search_spaces.spec import KernelSpec
 
 ALL_CLASSES = "all"
-
-
-class Sampler(str, enum.Enum):
-    """Search strategy of a study; ``grid`` is exhaustive over the valid configs; ``local`` (the
-    default, chosen by benchmarks/results/search/TABLE.md) searches around the best configs."""
-
-    LOCAL = "local"
-    TPE = "tpe"
-    GP = "gp"
-    RANDOM = "random"
-    GRID = "grid"
-    CMAES = "cmaes"
 
 
 class SourceKind(str, enum.Enum):
@@ -133,7 +121,8 @@ FIELDS = (
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A validated job: ``problems`` are canonical (schema-checked); ``trials`` is per study.
+    """A validated job: ``problems`` are canonical (schema-checked); ``trials`` is per study;
+    ``sampler`` is a name of the sampler registry (:mod:`orchestrator.samplers`).
 
     ``device_classes`` is a tuple of class keys (as the user wrote them) or ``("all",)``: every
     class the cluster has. ``devices`` says where workers come from. ``in_flight`` is the number
@@ -148,7 +137,7 @@ class JobSpec:
     devices: tuple[DeviceSource, ...] = (DeviceSource(SourceKind.AUTO),)
     trials: int = 30
     minutes: float | None = None
-    sampler: Sampler = Sampler.LOCAL
+    sampler: str = samplers.DEFAULT
     seed: int = 0
     objective: Objective = Objective.KERNEL
     team: str | None = None
@@ -214,15 +203,7 @@ class JobSpec:
                 raise JobSpecError(f"minutes must be a number, got {minutes!r}") from None
             if not math.isfinite(minutes) or minutes <= 0:
                 raise JobSpecError(f"minutes must be a positive number, got {minutes}")
-        try:
-            sampler = Sampler(str(data.get("sampler", Sampler.LOCAL.value)).lower())
-        except ValueError:
-            raise JobSpecError(
-                f"unknown sampler {data.get('sampler')!r}; choose one of "
-                f"{', '.join(s.value for s in Sampler)}"
-            ) from None
-        if sampler is Sampler.CMAES and importlib.util.find_spec("cmaes") is None:
-            raise JobSpecError("sampler cmaes needs the 'cmaes' package: pip install cmaes")
+        sampler = samplers.get(str(data.get("sampler", samplers.DEFAULT)).lower()).name
         try:
             objective = Objective(str(data.get("objective", "kernel")).lower())
         except ValueError:
@@ -264,7 +245,7 @@ class JobSpec:
             "devices": [str(d) for d in self.devices],
             "trials": self.trials,
             "minutes": self.minutes,
-            "sampler": self.sampler.value,
+            "sampler": self.sampler,
             "seed": self.seed,
             "objective": self.objective.value,
             "team": self.team,

@@ -18,32 +18,9 @@ from rich.table import Table
 from db import Database, Objective, TrialOutcome, repository
 from db.repository import JobRecord
 from orchestrator.bundle_export import default_config
+from orchestrator.rates import rates
 from search_spaces.registry import spec_from_storage
 from search_spaces.space import config_key
-from search_spaces.spec import KernelSpec
-from workers.device_table import find
-
-
-def _rates(
-    kernel: KernelSpec, problem: dict[str, Any], class_name: str, time_ms: float
-) -> dict[str, float | None]:
-    seconds = time_ms * 1e-3
-    flops, nbytes = kernel.flops(problem), kernel.bytes_moved(problem)
-    tflops = flops / seconds / 1e12 if flops else None
-    gbs = nbytes / seconds / 1e9 if nbytes else None
-    known = find(class_name)
-    pct = None
-    if known is not None and known.memory_bandwidth_gbs and known.bf16_tflops and nbytes:
-        # Roofline: the attainable rate at this arithmetic intensity, in FLOP/s (or bytes/s
-        # for kernels that do no math).
-        if flops:
-            attainable = min(
-                known.bf16_tflops * 1e12, flops / nbytes * known.memory_bandwidth_gbs * 1e9
-            )
-            pct = 100.0 * (flops / seconds) / attainable
-        else:
-            pct = 100.0 * (nbytes / seconds) / (known.memory_bandwidth_gbs * 1e9)
-    return {"tflops": tflops, "gbs": gbs, "roofline_pct": pct}
 
 
 def collect(
@@ -110,7 +87,8 @@ def collect(
                 entry["speedup_vs_default"] = (
                     entry["default_time_ms"] / best_ms if entry["default_time_ms"] else None
                 )
-                entry.update(_rates(kernel, problem, cls.name, best_ms))
+                r = rates(kernel, problem, best_ms, cls.name)
+                entry.update(tflops=r.tflops, gbs=r.gbs, roofline_pct=r.roofline_pct)
             studies.append(entry)
     return {
         "job": job.id,

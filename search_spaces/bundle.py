@@ -10,9 +10,9 @@ A bundle is JSON::
 
 1. the entry whose problem equals it exactly (same fields, same values);
 2. else the *nearest* entry among those whose non-integer fields (dtype, flags, choices) all equal
-   the problem's and that have the same field names: distance = sum over integer fields of
-   ``|log2(a) - log2(b)|`` (so 2048 is as far from 4096 as 4096 from 8192); ties go to the entry
-   listed first in the bundle;
+   the problem's and that have the same field names (:func:`search_spaces.problem.problem_distance`:
+   sum over integer fields of ``|log2(a) - log2(b)|``, so 2048 is as far from 4096 as 4096 from
+   8192); ties go to the entry listed first in the bundle;
 3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
 
 Answers are cached per problem, so a repeated lookup is one dict access. Importing this module
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from search_spaces.errors import SpecError
+from search_spaces.problem import problem_distance
 
 if TYPE_CHECKING:
     from search_spaces.spec import KernelSpec
@@ -42,10 +43,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class BundleError(SpecError):
     """A bundle file is missing, unreadable or not in the ``tunefleet-bundle/1`` format."""
-
-
-def _is_dim(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _frozen(problem: ProblemLike) -> tuple[tuple[str, Any], ...]:
@@ -85,22 +82,11 @@ class Bundle:
             self._exact.setdefault(_frozen(entry.problem), entry.config)
 
     def _nearest(self, problem: ProblemLike) -> dict[str, Any] | None:
-        names = set(problem)
         best: tuple[float, dict[str, Any]] | None = None
         for entry in self.entries:
-            other = entry.problem
-            if set(other) != names:
-                continue
-            distance = 0.0
-            for name, value in problem.items():
-                theirs = other[name]
-                if _is_dim(value) and _is_dim(theirs):
-                    distance += abs(math.log2(value) - math.log2(theirs))
-                elif value != theirs or _is_dim(value) != _is_dim(theirs):
-                    break
-            else:
-                if best is None or distance < best[0]:
-                    best = (distance, entry.config)
+            distance = problem_distance(problem, entry.problem)
+            if math.isfinite(distance) and (best is None or distance < best[0]):
+                best = (distance, entry.config)
         return None if best is None else best[1]
 
     def resolve(self, problem: ProblemLike) -> tuple[str, dict[str, Any]]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from search_spaces.errors import ProblemError
 
@@ -143,3 +145,24 @@ class ProblemSchema:
 def problem_key(problem: Mapping[str, ProblemValue]) -> str:
     """Canonical JSON of a problem: the key under which results are stored."""
     return json.dumps(dict(problem), sort_keys=True, separators=(",", ":"))
+
+
+def _is_dim(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def problem_distance(a: Mapping[str, object], b: Mapping[str, object]) -> float:
+    """How far apart two problems are: the sum over their integer dims of ``|log2(x) - log2(y)|``
+    (2048 is as far from 4096 as 4096 from 8192); inf unless both have the same field names and
+    every other field (dtype, flags, choices) is equal. Warm start and the bundle's nearest-entry
+    lookup both use it."""
+    if set(a) != set(b):
+        return math.inf
+    total = 0.0
+    for name, value in a.items():
+        other = b[name]
+        if _is_dim(value) and _is_dim(other):
+            total += abs(math.log2(value) - math.log2(other))
+        elif value != other or _is_dim(value) != _is_dim(other):
+            return math.inf
+    return total

@@ -74,6 +74,12 @@ class KernelSpec(abc.ABC):
     @abc.abstractmethod
     def reference(self, inputs: Inputs) -> Any: ...
 
+    def features(self, problem: Problem, config: Config) -> dict[str, float]:
+        """Derived quantities of ``config`` on ``problem`` that a learned cost model may use (tiles,
+        k-steps, bytes per stage; log2 where they span decades). The same names for every config
+        of the space; none by default (the model then sees the parameters only)."""
+        return {}
+
     def tolerance(self, problem: Problem) -> float:
         """Max-norm relative error allowed for ``problem`` (by its dtype unless overridden)."""
         return DEFAULT_TOLERANCE[str(problem.get("dtype", "float32"))]

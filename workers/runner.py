@@ -14,19 +14,26 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from types import TracebackType
 
 from search_spaces import DeviceLimits, KernelSpec, Problem, get_spec
-from search_spaces.space import Value
 from workers.compile_pool import CompilePool
 from workers.device import Backend, Fingerprint, detect
 from workers.errors import RunnerConfigError
 from workers.measurement import Measurement, Outcome
-from workers.trial import ChildSettings, Fatal, Job, Phase, PhaseMsg, Ready, Result, child_main
+from workers.trial import (
+    ChildSettings,
+    Fatal,
+    Phase,
+    PhaseMsg,
+    Ready,
+    Result,
+    TrialRequest,
+    child_main,
+)
 
 #: Seconds a child gets to exit after being asked, before it is killed.
 EXIT_GRACE_S = 5.0
@@ -95,15 +102,6 @@ class RunnerOptions:
         return ChildSettings(
             self.backend, self.warmup, self.reps, self.graph, self.flush_l2, self.device_index
         )
-
-
-@dataclass(frozen=True)
-class TrialRequest:
-    """One trial: a kernel (registry name or ``module:attribute``), a problem and a config."""
-
-    kernel: str
-    problem: Mapping[str, object]
-    config: Mapping[str, Value]
 
 
 def _exit_text(code: int | None) -> str:
@@ -181,14 +179,14 @@ class TrialRunner:
             spec = self._specs.setdefault(kernel, get_spec(kernel))
         return spec
 
-    def check(self, request: TrialRequest) -> tuple[Job, Measurement | None]:
-        """The job for ``request`` and, when the config breaks a rule here, its INVALID result.
+    def check(self, request: TrialRequest) -> tuple[TrialRequest, Measurement | None]:
+        """``request`` with its problem validated and, when the config breaks a rule here, its INVALID result.
 
         Raises RegistryError for an unknown kernel and ProblemError for a bad problem.
         """
         spec = self._spec(request.kernel)
         problem: Problem = spec.validate_problem(request.problem)
-        job = Job(request.kernel, problem, dict(request.config))
+        job = TrialRequest(request.kernel, problem, dict(request.config))
         violation = spec.space.violation(request.config, self.limits)
         error = str(violation) if violation is not None else self._too_big(spec, problem)
         if error is None:
@@ -228,7 +226,7 @@ class TrialRunner:
         with self._device_lock:
             return self._run_child(job)
 
-    def _run_child(self, job: Job) -> Measurement:
+    def _run_child(self, job: TrialRequest) -> Measurement:
         conn = self._ensure_child()
         if isinstance(conn, Measurement):
             return conn

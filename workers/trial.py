@@ -64,8 +64,10 @@ class ChildSettings:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One trial: a kernel reference, a validated problem and a config."""
+class TrialRequest:
+    """One trial: a kernel (registry name or ``module:attribute``), a problem and a config; the
+    one type that carries them from the driver to the worker, the runner and its child (the
+    runner validates the problem before it reaches the child)."""
 
     kernel: str
     problem: Problem
@@ -201,11 +203,13 @@ def _fresh(spec: KernelSpec, problem: Problem, device: str) -> _InputSet:
     return _InputSet(inputs)
 
 
-def _set_key(job: Job) -> str:
+def _set_key(job: TrialRequest) -> str:
     return f"{job.kernel}|{problem_key(job.problem)}"
 
 
-def _input_sets(state: _State, job: Job, spec: KernelSpec, reuse: bool) -> tuple[_InputSet, ...]:
+def _input_sets(
+    state: _State, job: TrialRequest, spec: KernelSpec, reuse: bool
+) -> tuple[_InputSet, ...]:
     """The timed and the second-check input sets for ``job``: those of the previous trial of the
     same problem when ``reuse`` and they were kept, else two fresh ones (kept when small)."""
     key = _set_key(job)
@@ -246,7 +250,9 @@ def _launch_on(spec: KernelSpec, chosen: _InputSet, config: Config, backend: Bac
     return launcher
 
 
-def _more_launchers(spec: KernelSpec, job: Job, timed: _InputSet, device: str) -> list[Any]:
+def _more_launchers(
+    spec: KernelSpec, job: TrialRequest, timed: _InputSet, device: str
+) -> list[Any]:
     """Launchers of ``job``'s config on fresh input sets, one fewer than ``graph_sets`` asks for."""
     return [
         spec.make_launcher(_fresh(spec, job.problem, device).inputs, job.config)
@@ -265,7 +271,7 @@ def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float
     """(max_rel_error, why the output is wrong or None) against the set's reference."""
     import torch
 
-    from search_spaces.kernels._common import max_rel_error
+    from search_spaces.accuracy import max_rel_error
 
     out = chosen.inputs["out"]
     if out.is_floating_point():
@@ -282,7 +288,7 @@ def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float
     return err, None
 
 
-def run_job(conn: Connection, job: Job, state: _State) -> Result:
+def run_job(conn: Connection, job: TrialRequest, state: _State) -> Result:
     """Compile, check (on two input sets: the timed one and a second one) and time one config.
 
     The two sets and their references are kept for the next trial of the same problem (see
@@ -305,7 +311,7 @@ def run_job(conn: Connection, job: Job, state: _State) -> Result:
     return result
 
 
-def _run_job(conn: Connection, job: Job, state: _State, reuse: bool) -> Result:
+def _run_job(conn: Connection, job: TrialRequest, state: _State, reuse: bool) -> Result:
     settings = state.settings
     backend = settings.backend
     phase = Phase.COMPILING

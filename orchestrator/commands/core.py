@@ -21,7 +21,8 @@ from orchestrator.commands._common import (
     print_json,
 )
 from orchestrator.errors import OrchestratorError
-from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, Problem, get_spec
+from orchestrator.rates import rates
+from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, get_spec
 from search_spaces.registry import all_specs
 from workers.device import Backend, Fingerprint, detect
 from workers.device_table import lookup
@@ -71,15 +72,8 @@ def read_configs(spec: KernelSpec, path: Path, limits: DeviceLimits) -> list[Con
     return configs
 
 
-def rates(spec: KernelSpec, problem: Problem, median_ms: float | None) -> dict[str, float | None]:
-    """TFLOP/s and GB/s of one launch taking ``median_ms``."""
-    if not median_ms:
-        return {"tflops": None, "gbps": None}
-    seconds = median_ms * 1e-3
-    return {
-        "tflops": spec.flops(problem) / seconds / 1e12,
-        "gbps": spec.bytes_moved(problem) / seconds / 1e9,
-    }
+def _rate(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
 
 
 def kernels(json_out: JsonOption = False) -> None:
@@ -205,6 +199,7 @@ def trial(
     options = RunnerOptions.for_backend(fingerprint.backend, **overrides)
     with TrialRunner(options) as runner:
         m: Measurement = runner.run(TrialRequest(kernel=kernel, problem=problem, config=config))
+    rate = rates(spec, problem, m.median_ms)
     out = {
         "kernel": spec.name,
         "problem": problem,
@@ -212,7 +207,8 @@ def trial(
         "device_class": fingerprint.device_class.key,
         "backend": fingerprint.backend.value,
         **m.to_dict(),
-        **rates(spec, problem, m.median_ms),
+        "tflops": rate.tflops,
+        "gbps": rate.gbs,
     }
     if json_out:
         print_json(out)
@@ -224,7 +220,8 @@ def trial(
         if m.median_ms is not None:
             c.print(
                 f"median {m.median_ms:.4f} ms  IQR {m.iqr_ms:.4f} ms over {len(m.samples_ms)} reps; "
-                f"{out['tflops']:.2f} TFLOP/s, {out['gbps']:.1f} GB/s; compile {m.compile_s:.2f} s; "
+                f"{_rate(rate.tflops, '.2f')} TFLOP/s, {_rate(rate.gbs, '.1f')} GB/s; "
+                f"compile {m.compile_s:.2f} s; "
                 f"max rel error {m.max_rel_error:.2e}"
             )
         if fingerprint.backend is Backend.INTERPRETER:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from db import Objective, repository
+from orchestrator import samplers
 from orchestrator.commands._common import (
     DbOption,
     JobArgument,
@@ -142,7 +143,7 @@ def tune(
     trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
     minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
     sampler: Annotated[
-        str | None, typer.Option(help="local (default), tpe, gp, random, grid, cmaes.")
+        str | None, typer.Option(help=f"Search strategy; {samplers.help_text()}")
     ] = None,
     device_class: ClassOption = None,
     device: Annotated[

@@ -168,18 +168,6 @@ def torch_dtype(name: str) -> Any:
     return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[name]
 
 
-def max_rel_error(out: Any, ref: Any) -> float:
-    """max|out - ref| / max|ref| in float64; NaN or inf anywhere in ``out`` gives inf."""
-    import torch
-
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(device=o.device, dtype=torch.float64)
-    if not bool(torch.isfinite(o).all()):
-        return float("inf")
-    scale = float(r.abs().max()) or 1.0
-    return float((o - r).abs().max()) / scale
-
-
 def multiprocessors(device: Any) -> int:
     """SMs (CUs) of ``device``, the unit of a persistent grid; 4 in the interpreter."""
     import torch

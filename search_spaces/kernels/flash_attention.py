@@ -297,6 +297,8 @@ class FlashAttentionSpec(KernelSpec):
         }
 
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        """Launch over ``inputs`` (as built); an optional host-side ``max_seqlen`` input spares
+        the read of the sequence lengths back from the device."""
         import torch
         import triton
 
@@ -312,8 +314,11 @@ class FlashAttentionSpec(KernelSpec):
             )
         if q.stride(2) != 1 or k.stride(2) != 1 or v.stride(2) != 1:
             raise SpecError("flash_attention: q, k, v need a contiguous last (head_dim) axis")
-        lens = (cu[1:] - cu[:-1]).cpu()
-        batch, max_len = len(lens), int(lens.max())
+        if "max_seqlen" in inputs:  # given by the caller: no device read (CUDA-graph capture)
+            batch, max_len = cu.shape[0] - 1, int(inputs["max_seqlen"])
+        else:
+            lens = (cu[1:] - cu[:-1]).cpu()
+            batch, max_len = len(lens), int(lens.max())
         meta, options = split_launch_options(config)
         block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
         tma = bool(meta.setdefault("TMA", False))

@@ -6,6 +6,7 @@ Importing this module loads neither torch nor triton; the kernels live in ``_mat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -218,6 +219,20 @@ class MatmulSpec(KernelSpec):
     def bytes_moved(self, problem: Problem) -> float:
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
         return float((m * k + k * n + m * n) * ELEMENT_BYTES[str(problem["dtype"])])
+
+    def features(self, problem: Problem, config: Config) -> dict[str, float]:
+        """log2 of the programs (tiles x split-K), of the K steps per program and of the bytes one
+        pipeline stage loads, and the share of the tiles' area inside C (the rest is padding)."""
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        bm, bn, bk = int(config["BLOCK_M"]), int(config["BLOCK_N"]), int(config["BLOCK_K"])
+        split = int(config.get("SPLIT_K", 1))
+        rows, cols = -(-m // bm), -(-n // bn)
+        return {
+            "log2_programs": math.log2(rows * cols * split),
+            "log2_k_steps": math.log2(-(-k // (split * bk))),
+            "log2_stage_bytes": math.log2((bm + bn) * bk * ELEMENT_BYTES[str(problem["dtype"])]),
+            "tile_fill": m * n / (rows * bm * cols * bn),
+        }
 
     def tolerance(self, problem: Problem) -> float:
         """float32 inputs go through tl.dot as TF32 (10-bit mantissa, possibly truncated): a single

@@ -5,6 +5,7 @@ Importing this module loads neither torch nor triton; the kernel lives in ``_rms
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -118,6 +119,18 @@ class RmsnormSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         return vendor_default(DEFAULT, SPACE, vendor)
+
+    def features(self, problem: Problem, config: Config) -> dict[str, float]:
+        """log2 of the programs and of the chunks per row, and the share of the chunks' width
+        inside a row (the rest is masked)."""
+        m, n = int(problem["M"]), int(problem["N"])
+        block, rows = int(config["BLOCK_N"]), int(config["ROWS_PER_PROGRAM"])
+        chunks = -(-n // block)
+        return {
+            "log2_programs": math.log2(-(-m // rows)),
+            "log2_chunks": math.log2(chunks),
+            "chunk_fill": n / (chunks * block),
+        }
 
     def flops(self, problem: Problem) -> float:
         return 4.0 * int(problem["M"]) * int(problem["N"])

@@ -24,11 +24,11 @@ from orchestrator.dispatch import PoolOptions, WorkerPlan, WorkerPool
 from orchestrator.driver import Driver, JobResult, submit_job
 from orchestrator.errors import JobSpecError, NoWorkersError
 from orchestrator.jobs import JobSpec
+from orchestrator.ledger import OpenJob
 from orchestrator.summary import collect
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from search_spaces.space import Vendor, config_key
-from search_spaces.spec import KernelSpec
 from tests.orchestrator.conftest import A100, H200
 from workers.landscape import read_landscape
 
@@ -200,10 +200,10 @@ def test_constraint_breaking_config_never_reaches_a_worker(
         driver = Driver(database, pool, retime_rounds=1)
         result = driver.run(submit_job(database, job, pool))
         assert result.status is JobStatus.DONE
-        (study,) = driver._studies
+        (running,) = driver._studies
         pruned = [
             t
-            for t in study.search.study.get_trials()
+            for t in running.study.search.study.get_trials()
             if t.user_attrs.get("reason", "").startswith("shared-memory")
         ]
         assert pruned  # the enqueued config was asked and answered by the driver
@@ -323,11 +323,12 @@ class _StuckSampler(optuna.samplers.BaseSampler):
 
 
 class _StuckDriver(Driver):
-    def _setup(self, job_id: int) -> tuple[JobSpec, KernelSpec, int, str]:
+    def _setup(self, job_id: int) -> OpenJob:
         out = super()._setup(job_id)
-        default = out[1].default_config(Vendor.NVIDIA)
-        for st in self._studies:
-            st.search.study.sampler = _StuckSampler(dict(st.search.encoding.encode(default) or {}))
+        default = out.kernel.default_config(Vendor.NVIDIA)
+        for r in self._studies:
+            search = r.study.search
+            search.study.sampler = _StuckSampler(dict(search.encoding.encode(default) or {}))
         return out
 
 
@@ -371,7 +372,7 @@ def test_kept_workers_of_equal_plans_are_distinct_actors(
 def test_warm_start_seeds_the_nearest_problems_fastest_configs(
     nodes: dict[str, list[str]], landscapes: dict[str, list[Path]], database: Database
 ) -> None:
-    from orchestrator.driver import WARM_NEAREST_TOP
+    from orchestrator.warm_start import WARM_NEAREST_TOP
 
     pool = make_pool(nodes, landscapes)
     try:

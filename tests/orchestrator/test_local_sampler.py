@@ -12,8 +12,9 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import Trial
 
-from orchestrator.jobs import Sampler
-from orchestrator.search import Encoding, LocalSearchSampler, make_sampler
+from orchestrator import samplers
+from orchestrator.encoding import Encoding
+from orchestrator.samplers.local import LocalSearchSampler
 from search_spaces import get_spec
 from workers.device_table import lookup
 
@@ -105,7 +106,7 @@ def test_only_valid_unasked_configs_are_proposed_and_the_optimum_is_reached() ->
 def test_the_product_sampler_takes_the_spec_space_valid_points() -> None:
     spec, limits = get_spec("matmul"), lookup("H200").limits
     encoding = Encoding(spec.space, limits, numeric_only=False)
-    sampler = make_sampler(Sampler.LOCAL, seed=0, budget=60, encoding=encoding)
+    sampler = samplers.get("local").make(samplers.SamplerContext(0, 60, encoding))
     assert isinstance(sampler, LocalSearchSampler)
     params = encoding.valid_params()
     assert len(params) == spec.space.count(limits)

@@ -17,7 +17,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.driver import WARM_NEAREST_TOP
+from orchestrator.warm_start import WARM_NEAREST_TOP
 from search_spaces.registry import get_spec
 from search_spaces.space import (
     Constraint,
@@ -28,6 +28,7 @@ from search_spaces.space import (
     Vendor,
     config_key,
 )
+from tests.orchestrator.scripted import Scripted
 from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
 from workers.measurement import Outcome
 
@@ -48,29 +49,8 @@ def _landscape(path: Path, times: Mapping[tuple[int, int], float], kernel: str =
     )
 
 
-class _Fixed(BaseSampler):
-    """Proposes the given encoded points in order (a deterministic stand-in for a model)."""
-
-    def __init__(self, distributions: Mapping[str, BaseDistribution], points: Sequence[dict]):
-        self._distributions = dict(distributions)
-        self._points = list(points)
-
-    def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return dict(self._distributions)
-
-    def sample_relative(
-        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        return self._points.pop(0)
-
-    def sample_independent(self, *args: Any) -> Any:
-        raise AssertionError("every point is given")
-
-
 def _fixed(points: Sequence[dict]) -> Any:
-    return lambda seed, budget, enc: _Fixed(enc.distributions(), points)
+    return lambda c: Scripted(c.encoding.distributions(), points)
 
 
 def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
@@ -78,7 +58,8 @@ def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
     bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", times))
     assert (bench.size, bench.optimum, bench.constrained) == (10, 2.0, False)
     runs = [
-        bench_mod.run_seed(bench, *bench_mod.SAMPLERS["random"], seed=s, batch=1) for s in range(5)
+        bench_mod.run_seed(bench, *bench_mod.sampler_table()["random"], seed=s, batch=1)
+        for s in range(5)
     ]
     for run in runs:
         assert run.trace[-1] == 2.0  # stops once the optimum is found
@@ -286,8 +267,10 @@ def test_the_cut_space_replays_the_numbers_recorded_in_the_older_space() -> None
     4096^3, 20 seeds, batch 4: trials to 2% median 28, p90 45.1."""
     bench = bench_mod.load_bench(H200_4096)
 
-    def factory(seed: int, budget: int, enc: Any) -> BaseSampler:
-        return _RecordedLocal(enc.distributions(), seed, bench_mod.startup_trials(budget))
+    def factory(c: Any) -> BaseSampler:
+        return _RecordedLocal(
+            c.encoding.distributions(), c.seed, bench_mod.startup_trials(c.budget)
+        )
 
     runs = [bench_mod.run_seed(bench, factory, False, seed) for seed in range(20)]
     row = bench_mod.summarize(bench, "local", runs, 1.0)

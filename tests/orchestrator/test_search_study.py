@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import optuna
 
-from orchestrator.jobs import Sampler
-from orchestrator.search import SearchStudy, startup_trials
+from orchestrator.samplers import startup_trials
+from orchestrator.search import SearchStudy
 from search_spaces import config_key, get_spec
 from workers.device_table import lookup
 
@@ -22,7 +22,7 @@ def test_a_study_rebuilt_from_history_goes_on_from_its_best() -> None:
     configs = SPACE.enumerate(LIMITS)[::97][: startup_trials(40) + 2]
     times = {config_key(c): 1.0 + i for i, c in enumerate(configs)}
     best = configs[0]
-    study = SearchStudy.create("rebuilt", SPACE, LIMITS, Sampler.LOCAL, seed=0, budget=40)
+    study = SearchStudy.create("rebuilt", SPACE, LIMITS, "local", seed=0, budget=40)
     for c in configs:
         assert study.add_history(c, times[config_key(c)])
     assert study.add_history({**best, "BLOCK_K": 16}, None) is False  # not a value of the space
@@ -36,7 +36,7 @@ def test_a_study_rebuilt_from_history_goes_on_from_its_best() -> None:
 def test_failed_history_counts_as_known_but_not_as_best() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     good, bad = SPACE.enumerate(LIMITS)[:2]
-    study = SearchStudy.create("failed", SPACE, LIMITS, Sampler.LOCAL, seed=1, budget=8)
+    study = SearchStudy.create("failed", SPACE, LIMITS, "local", seed=1, budget=8)
     assert study.add_history(good, 2.0) and study.add_history(bad, None)
     states = sorted(t.state.name for t in study.study.get_trials())
     assert states == ["COMPLETE", "PRUNED"]
@@ -47,7 +47,7 @@ def test_the_grid_sampler_asks_every_valid_config_once_and_never_stops_the_study
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     space = get_spec("rmsnorm").space
     valid = {config_key(c) for c in space.enumerate(LIMITS)}
-    study = SearchStudy.create("grid", space, LIMITS, Sampler.GRID, seed=0, budget=len(valid))
+    study = SearchStudy.create("grid", space, LIMITS, "grid", seed=0, budget=len(valid))
     asked = []
     for _ in range(space.total(LIMITS.vendor)):  # the whole grid, invalid combinations included
         trial, config = study.ask()

@@ -3,7 +3,7 @@
 from typing import Any
 
 from search_spaces import Config, DeviceLimits, KernelSpec, Problem
-from search_spaces.kernels._common import max_rel_error
+from search_spaces.accuracy import max_rel_error
 
 
 def checked_launch(

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import torch
 
+from search_spaces.accuracy import max_rel_error
 from search_spaces.errors import ConfigError
-from search_spaces.kernels._common import AMD_MAX_STAGES, max_rel_error
+from search_spaces.kernels._common import AMD_MAX_STAGES
 from search_spaces.registry import BUILTINS, get_spec
 from search_spaces.space import Config, DeviceLimits, Vendor
 from search_spaces.spec import KernelSpec, split_launch_options

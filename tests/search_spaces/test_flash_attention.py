@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
+from search_spaces.accuracy import max_rel_error
 from search_spaces.errors import SpecError
-from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS, max_rel_error
+from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS
 from search_spaces.kernels._seqlens import seq_lengths
 from search_spaces.kernels.flash_attention import SPEC, study_subspace
 from search_spaces.problem import ProblemValue

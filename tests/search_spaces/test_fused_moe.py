@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from search_spaces.accuracy import max_rel_error
 from search_spaces.errors import ProblemError
-from search_spaces.kernels._common import max_rel_error
 from search_spaces.kernels.fused_moe import SPEC, per_expert_loop
 from search_spaces.problem import Problem
 from search_spaces.space import Config, DeviceLimits, Vendor

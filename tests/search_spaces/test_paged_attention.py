@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
-from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS, max_rel_error
+from search_spaces.accuracy import max_rel_error
+from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS
 from search_spaces.kernels.paged_attention import SPEC
 from search_spaces.problem import ProblemValue
 from tests.search_spaces.kernel_check import checked_launch

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from search_spaces import DeviceLimits, KernelSpec, get_spec
-from search_spaces.kernels._common import max_rel_error
+from search_spaces.accuracy import max_rel_error
 from tests.gpu import needs_gpu
 
 PDL_KERNELS = ("rmsnorm", "paged_attention")

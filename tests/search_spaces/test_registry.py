@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 
 from search_spaces import RegistryError, SpecError, Vendor, available, get_spec
-from search_spaces.kernels._common import max_rel_error
+from search_spaces.accuracy import max_rel_error
 from search_spaces.kernels.matmul import MatmulSpec
 from search_spaces.kernels.rmsnorm import SPACE as RMSNORM_SPACE
 from search_spaces.kernels.rmsnorm import RmsnormSpec

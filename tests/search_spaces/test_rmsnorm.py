@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from search_spaces import Config, DeviceLimits, Problem, Vendor
-from search_spaces.kernels._common import max_rel_error
+from search_spaces.accuracy import max_rel_error
 from search_spaces.kernels.rmsnorm import EPS, SPEC
 from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import checked_launch

@@ -10,7 +10,7 @@ from search_spaces import Problem
 from workers import trial
 from workers.device import Backend
 from workers.measurement import Outcome
-from workers.trial import ChildSettings, Job, _State, run_job
+from workers.trial import ChildSettings, TrialRequest, _State, run_job
 
 from .fake_specs import ref
 
@@ -30,7 +30,9 @@ class Sink:
 
 def run(state: _State, write: int, n: int = 40) -> Outcome:
     problem: Problem = {"N": n, "dtype": "float32"}
-    return run_job(Sink(), Job(WRITER, problem, {"WRITE": write}), state).measurement.outcome  # type: ignore[arg-type]
+    return run_job(
+        Sink(), TrialRequest(WRITER, problem, {"WRITE": write}), state
+    ).measurement.outcome  # type: ignore[arg-type]
 
 
 def test_a_second_trial_of_the_problem_reuses_the_inputs_and_reference() -> None:

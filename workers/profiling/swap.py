@@ -111,8 +111,6 @@ def _rmsnorm(swap: Swap, module: RMSNorm) -> None:
 
 
 def _flash(swap: Swap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    from search_spaces.kernels._flash_attention_kernels import flash_attention_fwd_kernel
-
     b, s, qh, d = q.shape
     kvh = k.shape[2]
     problem = {
@@ -123,19 +121,13 @@ def _flash(swap: Swap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tor
     key = ("cu", b, s, q.device)
     if key not in swap._plans:
         swap._plans[key] = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device=q.device)
-    cu = swap._plans[key]
     q2, k2, v2 = q.reshape(b * s, qh, d), k.reshape(b * s, kvh, d), v.reshape(b * s, kvh, d)
     out = torch.empty_like(q2)
-    meta, options = split_launch_options(config)
-    grid = (-(-s // int(config["BLOCK_M"])), qh, b)
-    flash_attention_fwd_kernel[grid](
-        q2, k2, v2, out, cu,
-        q2.stride(0), q2.stride(1), k2.stride(0), k2.stride(1),
-        v2.stride(0), v2.stride(1), out.stride(0), out.stride(1),
-        math.log2(math.e) / math.sqrt(d),
-        **meta, **options, GROUP=qh // kvh, HEAD_DIM=d, CAUSAL=True,
-        DOT_IN_FP32=q.device.type == "cpu" and q.dtype == torch.bfloat16,
-    )  # fmt: skip
+    inputs = {
+        "q": q2, "k": k2, "v": v2, "out": out, "cu_seqlens": swap._plans[key],
+        "causal": True, "max_seqlen": s,
+    }  # fmt: skip
+    get_spec("flash_attention").make_launcher(inputs, config)()
     return out.view(b, s, qh, d)
 
 

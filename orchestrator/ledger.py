@@ -1,0 +1,319 @@
+"""The ledger: every database call one job makes, and the only writer of its rows.
+
+Each trial is committed as it arrives (one :meth:`Ledger.record` per trial), so a driver killed
+at any point loses at most the trials in flight.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
+
+from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
+from orchestrator.errors import JobStateError
+from orchestrator.jobs import JobSpec
+from orchestrator.planning import StudyPlan
+from orchestrator.pool import Done, WorkerInfo
+from orchestrator.prior import prior_trials
+from orchestrator.search import study_name
+from orchestrator.study import Answer, Reuse
+from orchestrator.warm_start import warm_configs
+from search_spaces.space import Config, config_key
+from search_spaces.spec import KernelSpec
+from workers.measurement import Outcome
+
+if TYPE_CHECKING:
+    from orchestrator.samplers.learned import PriorTrial
+
+
+@dataclass(frozen=True)
+class OpenJob:
+    """A job as stored: its spec, the installed kernel spec (of the job's version), ids."""
+
+    job_id: int
+    spec: JobSpec
+    kernel: KernelSpec
+    kernel_id: int
+    version: str
+
+
+@dataclass(frozen=True)
+class StudyRows:
+    """A study's rows: ids, its Optuna name, its results so far ``(config, answer, reused)``
+    (a resumed job's, oldest first) and its warm-start configs."""
+
+    plan: StudyPlan
+    study_id: int
+    class_id: int
+    name: str
+    history: list[tuple[Config, Answer, bool]]
+    warm: list[Config]
+
+
+def triton_minor(version: str | None) -> str:
+    """``3.9.1`` -> ``3.9``; ``none`` when unknown."""
+    if not version:
+        return "none"
+    return ".".join(version.split(".")[:2])
+
+
+def _measured(
+    samples_ms: list[float] | None,
+    median_ms: float | None,
+    iqr_ms: float | None,
+    max_rel_error: float | None,
+    error: str | None,
+    worker: str | None,
+    host: str | None,
+) -> dict[str, Any]:
+    """The measurement columns of a trial row."""
+    return {
+        "samples_ms": samples_ms,
+        "median_ms": median_ms,
+        "iqr_ms": iqr_ms,
+        "max_rel_error": max_rel_error,
+        "error": error,
+        "worker": worker,
+        "host": host,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
+
+
+def create_job(database: Database, spec: JobSpec) -> int:
+    """Write the job row (``queued``) for a checked ``spec``; its id."""
+    kernel = spec.kernel_spec()
+    with database.session() as s:
+        kernel_id = repository.ensure_kernel(
+            s, kernel.name, kernel.version_hash(), kernel.space.hash()
+        )
+        return repository.create_job(s, kernel_id, spec.to_dict(), spec.team)
+
+
+class Ledger:
+    """The repository calls of job ``job_id`` (see the module docstring)."""
+
+    def __init__(self, database: Database, job_id: int) -> None:
+        self.database = database
+        self.job_id = job_id
+        self._envs: dict[str, int] = {}
+        self._objective = Objective.KERNEL
+        self._kernel_id = 0
+
+    def prior(self) -> list[PriorTrial]:
+        """The ok trials of the job's kernel version and objective on every problem and device
+        class (the ``learned`` sampler's prior; :func:`orchestrator.prior.prior_trials`)."""
+        with self.database.session(readonly=True) as s:
+            return prior_trials(s, self._kernel_id, self._objective)
+
+    def open(self) -> OpenJob:
+        """Read the job; raises JobStateError if it is done or made for another kernel version."""
+        with self.database.session() as s:
+            job = repository.get_job(s, self.job_id)
+        spec = JobSpec.from_mapping(job.spec)
+        kernel = spec.kernel_spec()
+        version = kernel.version_hash()
+        if version != job.kernel_version:
+            raise JobStateError(
+                f"job {self.job_id} was made for {kernel.name} version {job.kernel_version}, but "
+                f"the installed kernel is {version}; start a new job"
+            )
+        if job.status is JobStatus.DONE:
+            raise JobStateError(f"job {self.job_id} is already done; start a new job to tune more")
+        self._objective, self._kernel_id = spec.objective, job.kernel_id
+        return OpenJob(self.job_id, spec, kernel, job.kernel_id, version)
+
+    def start(self, job: OpenJob, plans: list[StudyPlan]) -> list[StudyRows]:
+        """Ensure each plan's study row, read its results so far and its warm start, and mark
+        the job ``running`` (one transaction)."""
+        out = []
+        with self.database.session() as s:
+            for plan in plans:
+                class_id = self._class_id(s, plan.info)
+                name = study_name(
+                    job.kernel.name, job.version, plan.problem_key, plan.class_key, self.job_id
+                )
+                study_id = repository.ensure_study(
+                    s,
+                    self.job_id,
+                    job.kernel_id,
+                    plan.problem_key,
+                    plan.problem,
+                    class_id,
+                    job.spec.sampler,
+                    name,
+                )
+                history = [
+                    (
+                        dict(row.config),
+                        Answer(row.median_ms, row.id)
+                        if row.outcome is TrialOutcome.OK
+                        else Answer(None),
+                        row.reused,
+                    )
+                    for row in repository.trials_for_study(s, study_id)
+                    if row.outcome is not TrialOutcome.INFRA
+                ]
+                warm = warm_configs(
+                    s,
+                    job.kernel,
+                    job.version,
+                    job.kernel_id,
+                    plan.problem,
+                    plan.problem_key,
+                    plan.class_key,
+                    class_id,
+                    plan.info.limits,
+                    self._objective,
+                    job.spec.trials,
+                )
+                out.append(StudyRows(plan, study_id, class_id, name, history, warm))
+            repository.set_job_status(s, self.job_id, JobStatus.RUNNING)
+        return out
+
+    def reuse(self, rows: StudyRows) -> Reuse:
+        """The study's reuse hook: a config measured for the same key by any job is recorded
+        again for this job as a ``reused`` row (counting toward its budget) and answered."""
+
+        def answer(config: Config, key: str) -> Answer | None:
+            plan = rows.plan
+            with self.database.session() as s:
+                prior = repository.find_measured(
+                    s, self._kernel_id, plan.problem_key, rows.class_id, key, self._objective
+                )
+                if prior is None:
+                    return None
+                row_id = self._write(
+                    s,
+                    rows,
+                    config,
+                    prior.outcome,
+                    prior.environment_id,
+                    reused=True,
+                    **_measured(
+                        prior.samples_ms,
+                        prior.median_ms,
+                        prior.iqr_ms,
+                        prior.max_rel_error,
+                        prior.error,
+                        prior.worker,
+                        prior.host,
+                    ),
+                )
+            if prior.outcome is TrialOutcome.OK:
+                return Answer(prior.median_ms, row_id)
+            return Answer(None)
+
+        return answer
+
+    def record(self, rows: StudyRows, done: Done) -> Answer:
+        """Commit one measured (or lost) trial; its answer for the study."""
+        m = done.measurement
+        with self.database.session() as s:
+            env = self._environment(s, done.worker, rows.class_id)
+            row_id = self._write(
+                s,
+                rows,
+                done.request.config,
+                m.outcome.value,
+                env,
+                compile_s=m.compile_s,
+                run_s=m.run_s,
+                **_measured(
+                    list(m.samples_ms) or None,
+                    m.median_ms,
+                    m.iqr_ms,
+                    _finite(m.max_rel_error),
+                    m.error,
+                    m.worker,
+                    m.host,
+                ),
+            )
+        ok = m.outcome is Outcome.OK and m.median_ms is not None
+        return Answer(m.median_ms, row_id) if ok else Answer(None)
+
+    def _write(
+        self,
+        s: Session,
+        rows: StudyRows,
+        config: Config,
+        outcome: TrialOutcome | str,
+        environment_id: int | None,
+        **fields: Any,
+    ) -> int:
+        """``record_trial`` with this job's, study's and key's ids filled in; the row id."""
+        return repository.record_trial(
+            s,
+            kernel_id=self._kernel_id,
+            problem_key=rows.plan.problem_key,
+            device_class_id=rows.class_id,
+            config=config,
+            config_key=config_key(config),
+            outcome=outcome,
+            job_id=self.job_id,
+            study_id=rows.study_id,
+            environment_id=environment_id,
+            objective=self._objective,
+            **fields,
+        )
+
+    def cancel_requested(self) -> bool:
+        with self.database.session(readonly=True) as s:
+            return repository.get_job(s, self.job_id).cancel_requested
+
+    def promote(
+        self, job: OpenJob, rows: StudyRows, config: Config, time_ms: float, row: int
+    ) -> bool:
+        """Upsert ``config`` as the best of the study's key if faster than the stored best."""
+        info = rows.plan.info
+        with self.database.session() as s:
+            return repository.upsert_best(
+                s,
+                job.kernel.name,
+                job.version,
+                rows.plan.problem_key,
+                rows.plan.class_key,
+                triton_minor(info.fingerprint.triton),
+                config,
+                time_ms,
+                row,
+                self.job_id,
+                self._environment(s, info, rows.class_id),
+                self._objective,
+            )
+
+    def close(self, status: JobStatus, error: str | None, studies: list[StudyRows]) -> None:
+        """Move the job to ``status``; its studies follow, except when it goes back to
+        ``queued`` (they resume with it)."""
+        study_status = {
+            JobStatus.DONE: StudyStatus.DONE,
+            JobStatus.CANCELLED: StudyStatus.CANCELLED,
+        }.get(status, StudyStatus.FAILED)
+        with self.database.session() as s:
+            if status is not JobStatus.QUEUED:
+                for rows in studies:
+                    repository.set_study_status(s, rows.study_id, study_status)
+            repository.set_job_status(s, self.job_id, status, error)
+
+    # ----- ids
+    def _environment(self, s: Session, info: WorkerInfo, class_id: int) -> int:
+        env = self._envs.get(info.worker)
+        if env is None:
+            fp = info.fingerprint
+            env = repository.ensure_environment(
+                s, class_id, fp.driver or "", fp.runtime or "", fp.triton or "", fp.torch or ""
+            )
+            self._envs[info.worker] = env
+        return env
+
+    def _class_id(self, s: Session, info: WorkerInfo) -> int:
+        cls = info.fingerprint.device_class
+        limits = {**asdict(info.limits), "vendor": info.limits.vendor.value}
+        return repository.ensure_device_class(
+            s, cls.key, cls.vendor.value, cls.name, cls.arch, cls.replay, limits
+        )
