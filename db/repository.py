@@ -494,8 +494,10 @@ def release_lease(s: Session, job_id: int, owner: str) -> None:
 def claim_next_job(s: Session, owner: str, ttl_s: float) -> int | None:
     """Lease the next job to run to ``owner`` and return its id, or None if there is none.
 
-    The next job is the highest-priority, then oldest, ``queued`` job without a live lease, or
-    a ``running`` job whose lease expired (its owner died). On PostgreSQL the candidate row is
+    The next job is a ``queued`` job without a live lease, or a ``running`` job whose lease
+    expired (its owner died): the highest priority first; among equal priorities, the job of the
+    team that holds the fewest live leases now (fair share: a team that submitted many jobs does
+    not hold back a team that submitted one), then the oldest. On PostgreSQL the candidate row is
     taken with ``SELECT ... FOR UPDATE SKIP LOCKED``, so concurrent schedulers each get another
     job; on SQLite the session's write lock (``BEGIN IMMEDIATE``) serializes them. The job's
     status is left as it is: running it is the caller's move.
@@ -503,17 +505,24 @@ def claim_next_job(s: Session, owner: str, ttl_s: float) -> int | None:
     _check_owner(owner)
     now, until = _lease_until(ttl_s)
     expired = sa.and_(Job.lease_expires_at.is_not(None), Job.lease_expires_at <= now)
+    held = (
+        sa.select(Job.team.label("team"), sa.func.count().label("n"))
+        .where(Job.lease_owner.is_not(None), Job.lease_expires_at > now)
+        .group_by(Job.team)
+        .subquery("held")
+    )
     query = (
         sa.select(Job)
+        .outerjoin(held, held.c.team == Job.team)
         .where(
             sa.or_(
                 sa.and_(Job.status == JobStatus.QUEUED, sa.or_(Job.lease_owner.is_(None), expired)),
                 sa.and_(Job.status == JobStatus.RUNNING, expired),
             )
         )
-        .order_by(Job.priority.desc(), Job.created_at, Job.id)
+        .order_by(Job.priority.desc(), sa.func.coalesce(held.c.n, 0), Job.created_at, Job.id)
         .limit(1)
-        .with_for_update(skip_locked=True)
+        .with_for_update(skip_locked=True, of=Job)
     )
     job = s.scalar(query)
     if job is None:
