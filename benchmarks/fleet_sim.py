@@ -23,7 +23,6 @@ share of the simulated workers, API latency p50/p99 by route, database rows and 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
@@ -44,7 +43,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.fleet.sim_pool import busy_share  # noqa: E402
+from benchmarks.fleet.sim_pool import busy_share, landscape_problems  # noqa: E402
 from db import Database, repository  # noqa: E402
 
 PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -57,10 +56,6 @@ def _pct(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999) - 1))], 3)
-
-
-def _problems() -> list[dict[str, Any]]:
-    return [json.loads(gzip.open(p).read())["problem"] for p in LANDSCAPES]
 
 
 class Recorder:
@@ -162,7 +157,8 @@ def _job_body(
     return {
         "kernel": "matmul",
         "problems": picked,
-        "device_classes": [f"replay:sim-{labels[n % len(labels)]}"],
+        # Every team's k-th job asks for the same class (n // teams is the round): equal loads.
+        "device_classes": [f"replay:sim-{labels[(n // args.teams) % len(labels)]}"],
         "trials": args.trials,
         "seed": n,
         "team": team,
@@ -176,7 +172,7 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     with database.session() as s:
         tokens = {t: repository.create_token(s, t, "submit")[1] for t in teams}
         _, admin = repository.create_token(s, "ops", "admin")
-    problems = _problems()
+    problems = landscape_problems(LANDSCAPES)
     servers = _start_servers(args, url, out)
     rec = Recorder()
     submitted: list[dict[str, Any]] = []

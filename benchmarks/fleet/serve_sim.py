@@ -29,11 +29,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.worker import PoolOptions, WorkerPlan  # noqa: E402
-
 from benchmarks.fleet.sim_pool import ClassPlan, SimPool, SimTiming, class_plans  # noqa: E402
 from db import Database, repository  # noqa: E402
 from orchestrator import dispatch  # noqa: E402
+from orchestrator.worker import PoolOptions, WorkerPlan  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("*.json.gz"))
 

@@ -16,17 +16,18 @@ the re-timing processes (``retime`` answers from the landscape without delay).
 
 from __future__ import annotations
 
+import gzip
 import heapq
 import itertools
+import json
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator.pool import Done, RetimeJob, WorkerInfo
-
 from orchestrator.errors import NoWorkersError
+from orchestrator.pool import Done, RetimeJob, WorkerInfo
 from workers.replay import ReplayOptions, ReplayRunner
 from workers.trial import TrialRequest
 
@@ -207,6 +208,15 @@ def busy_share(classes: list[dict[str, object]], start: float, end: float) -> fl
         for a, b in c["intervals"]  # type: ignore[attr-defined]
     )
     return busy / (workers * max(1e-9, end - start))
+
+
+def landscape_problems(paths: Sequence[Path]) -> list[dict[str, object]]:
+    """The problem each landscape file was recorded on."""
+    out = []
+    for path in paths:
+        with gzip.open(path) as f:
+            out.append(dict(json.load(f)["problem"]))
+    return out
 
 
 def class_plans(workers: int, labels: Sequence[str]) -> list[ClassPlan]:
