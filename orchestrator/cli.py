@@ -19,7 +19,7 @@ EXIT_INTERRUPTED = 130
 
 def build_app() -> typer.Typer:
     """The app with every command group registered (imports stay light: no torch, no Ray)."""
-    from orchestrator.commands import capture, core, profile, revalidate
+    from orchestrator.commands import capture, core, profile, revalidate, serve
     from orchestrator.commands import tune as tune_commands
 
     app = typer.Typer(
@@ -34,6 +34,7 @@ def build_app() -> typer.Typer:
     capture.register(app)
     revalidate.register(app)
     profile.register(app)
+    serve.register(app)
     return app
 
 
