@@ -456,26 +456,37 @@ class Capture:
             self.on = False
 
 
-def _explain(database: Database, statements: list[tuple[str, Any]]) -> str:
-    out = []
+def _explained(
+    database: Database, calls: list[list[tuple[str, Any]]], options: str
+) -> Iterator[list[tuple[str, Any, list[Any]]]]:
+    """Per call, each of its statements with the rows of ``EXPLAIN (options)`` of it, re-run on
+    one connection; each call's writes rolled back."""
     raw = database.engine.raw_connection()
     try:
         drv = raw.driver_connection
         assert drv is not None
         with drv.cursor() as cur:
-            for statement, params in statements:
-                head = statement.lstrip().split(None, 1)[0].upper()
-                if head not in {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"}:
-                    continue
-                cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) {statement}", params)
-                plan = "\n".join(r[0] for r in cur.fetchall())
-                out.append(
-                    f"-- {' '.join(statement.split())[:400]}\n-- params: {params!r}\n{plan}\n"
-                )
-        drv.rollback()
+            for statements in calls:
+                out = []
+                for statement, params in statements:
+                    head = statement.lstrip().split(None, 1)[0].upper()
+                    if head not in {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"}:
+                        continue
+                    cur.execute(f"EXPLAIN ({options}) {statement}", params)
+                    out.append((statement, params, [r[0] for r in cur.fetchall()]))
+                drv.rollback()
+                yield out
     finally:
         raw.close()
-    return "\n".join(out)
+
+
+def _explain(database: Database, statements: list[tuple[str, Any]]) -> str:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of ``statements``, as text."""
+    (explained,) = _explained(database, [statements], "ANALYZE, BUFFERS")
+    return "\n".join(
+        f"-- {' '.join(q.split())[:400]}\n-- params: {p!r}\n" + "\n".join(rows) + "\n"
+        for q, p, rows in explained
+    )
 
 
 @dataclass(frozen=True)
@@ -664,26 +675,10 @@ def _ops(database: Database, keys: dict[str, list[Any]], calls: int, out_dir: Pa
 def _server_ms(database: Database, calls: list[list[tuple[str, Any]]]) -> list[float]:
     """Planning + execution time the server reports for each call's statements, re-run under
     ``EXPLAIN (ANALYZE, TIMING OFF)`` (each call's writes rolled back)."""
-    out = []
-    raw = database.engine.raw_connection()
-    try:
-        drv = raw.driver_connection
-        assert drv is not None
-        with drv.cursor() as cur:
-            for statements in calls:
-                total = 0.0
-                for statement, params in statements:
-                    head = statement.lstrip().split(None, 1)[0].upper()
-                    if head not in {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"}:
-                        continue
-                    cur.execute(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {statement}", params)
-                    plan = cur.fetchone()[0][0]
-                    total += plan["Planning Time"] + plan["Execution Time"]
-                drv.rollback()
-                out.append(total)
-    finally:
-        raw.close()
-    return out
+    return [
+        sum(rows[0][0]["Planning Time"] + rows[0][0]["Execution Time"] for _, _, rows in call)
+        for call in _explained(database, calls, "ANALYZE, TIMING OFF, FORMAT JSON")
+    ]
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import secrets
 import signal
 import statistics
 import subprocess
@@ -43,10 +42,10 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import busy_share, landscape_problems  # noqa: E402
 from db import Database, repository  # noqa: E402
 
-PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("matmul_*.json.gz"))
 CLASSES = ("H100", "A100", "B200", "L40S", "MI300X", "H200")
 
@@ -364,22 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < args.classes * args.servers:
         parser.error("--workers must give every class at least one worker on every server")
     args.out.mkdir(parents=True, exist_ok=True)
-    schema = f"fleet_{secrets.token_hex(4)}"
-    admin = sa.create_engine(sa.make_url(PG_URL), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    url = sa.make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        report = _run(args, url.render_as_string(hide_password=False), args.out)
+    with fresh_schema("fleet", keep=args.keep) as (schema, url):
+        report = _run(args, url, args.out)
         report["schema"] = schema
         (args.out / "fleet_sim.json").write_text(json.dumps(report, indent=1) + "\n")
         (args.out / "TABLE.md").write_text(_markdown(report))
         print(_markdown(report))
-    finally:
-        if not args.keep:
-            with admin.connect() as conn:
-                conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
     return 0
 
 

@@ -12,10 +12,10 @@ matter).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
-import secrets
 import sys
 import tempfile
 import time
@@ -27,12 +27,12 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import ClassPlan, SimPool, SimTiming, landscape_problems  # noqa: E402
 from db import Database  # noqa: E402
 from orchestrator.driver import Driver, submit_job  # noqa: E402
 from orchestrator.jobs import JobSpec  # noqa: E402
 
-PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("*.json.gz"))
 
 
@@ -44,17 +44,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--sqlite", action="store_true", help="a SQLite file instead of PostgreSQL")
     args = parser.parse_args()
-    schema = f"prof_{secrets.token_hex(4)}"
-    admin = sa.create_engine(sa.make_url(PG_URL), isolation_level="AUTOCOMMIT")
-    tmp = tempfile.mkdtemp(prefix="profile_driver_")
-    if args.sqlite:
-        url = f"sqlite:///{tmp}/t.db"
-    else:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-        url = sa.make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-        url = url.render_as_string(hide_password=False)
-    try:
+    with contextlib.ExitStack() as stack:
+        if args.sqlite:
+            url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/t.db"
+        else:
+            _, url = stack.enter_context(fresh_schema("prof"))
         database = Database(url)
         database.upgrade()
         pool = SimPool(
@@ -65,11 +59,10 @@ def main() -> int:
             timing=SimTiming(overhead_s=args.overhead_s),
         )
         matmul = [p for p in LANDSCAPES if p.name.startswith("matmul_")][: args.problems]
-        problems = landscape_problems(matmul)
         spec = JobSpec.from_mapping(
             {
                 "kernel": "matmul",
-                "problems": problems,
+                "problems": landscape_problems(matmul),
                 "device_classes": ["replay:sim-H100"],
                 "trials": args.trials,
                 "seed": 1,
@@ -98,11 +91,6 @@ def main() -> int:
         )
         pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
         database.close()
-    finally:
-        if not args.sqlite:
-            with admin.connect() as conn:
-                conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
     return 0
 
 
