@@ -552,7 +552,8 @@ def tune(
         with LeaseKeeper(database, job_id, owner, LEASE_S) as keeper:
             _announce(reporter, job_id, spec)
             drive(database, pool, job_id, keeper, reporter)
-    return job_summary(database, job_id)
+    # The caller named this kernel: a module:attribute of theirs may be imported for the summary.
+    return job_summary(database, job_id, (spec.kernel,) if ":" in spec.kernel else ())
 
 
 def _runnable(database: Database, job_id: int, kernel_modules: Collection[str]) -> JobSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from pathlib import Path
@@ -235,6 +236,10 @@ def record(
             "(unnamed parameters from the default; # comments).",
         ),
     ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="native (tunefleet landscape) or t4 (Kernel Tuner's T4)."),
+    ] = "native",
 ) -> None:
     """Time every valid config of a kernel (or a given list) on this device and write a landscape
     file per problem."""
@@ -245,13 +250,16 @@ def record(
     from workers.runner import RunnerOptions, TrialRunner
 
     check_device(device)
+    if fmt not in ("native", "t4"):
+        raise OrchestratorError(f"--format {fmt!r} is not native or t4")
     spec = get_spec(kernel)
     parsed = [spec.parse_problem(p) for p in problems]
     if len(parsed) > 1 and out.suffix in (".json", ".gz"):
         raise OrchestratorError(f"{len(parsed)} problems need a folder for --out, not {out}")
     targets = []
     for problem in parsed:
-        name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
+        suffix = ".t4.json" if fmt == "t4" else ".json.gz"
+        name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + suffix
         path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
         check_file(path)  # before anything is timed
         targets.append((problem, name, path))
@@ -281,7 +289,13 @@ def record(
             landscape, complete = record_landscape(
                 spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
-            save_landscape(path, landscape)
+            if fmt == "t4":
+                from orchestrator.output import write_atomically
+                from orchestrator.t4 import landscape_t4, write_json
+
+                write_atomically(path, functools.partial(write_json, doc=landscape_t4(landscape)))
+            else:
+                save_landscape(path, landscape)
             best = landscape.best()
             c.print(
                 f"wrote {path}: {len(landscape.results)} configs in "

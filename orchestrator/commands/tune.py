@@ -6,6 +6,7 @@ stays light.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,6 +62,24 @@ KeepOption = Annotated[
 
 
 TargetArgument = Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")]
+OptionalTargetArgument = Annotated[
+    str | None, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")
+]
+FromCaptureOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--from-capture",
+        help="Tune every kernel `tunefleet capture` recorded in DIR, one job each, with no spec. "
+        "Imports the app's modules (runs your code): tune only captures you trust.",
+    ),
+]
+WidenOption = Annotated[
+    bool,
+    typer.Option(
+        help="With --from-capture: search each parameter's observed values and their "
+        "neighbours, not only the kernel's own config list."
+    ),
+]
 TrialsOption = Annotated[int | None, typer.Option(help="Trials per study (default 30).")]
 MinutesOption = Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")]
 SamplerOption = Annotated[str | None, typer.Option(help=f"Search strategy; {samplers.help_text()}")]
@@ -122,14 +141,19 @@ SPEC_FIELDS = {
 }
 
 
-def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]) -> JobSpec:
-    """The job of a command line: a job file with the SPEC_FIELDS given in ``values`` over its
-    own, or a kernel name with its ``-p`` problems (values that are None or empty are not given)."""
-    overrides: dict[str, Any] = {
+def spec_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The SPEC_FIELDS a command line gave in ``values`` (None or empty: not given)."""
+    return {
         field: value.value if isinstance(value, Objective) else value
         for name, field in SPEC_FIELDS.items()
         if (value := values.get(name)) not in (None, [])
     }
+
+
+def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]) -> JobSpec:
+    """The job of a command line: a job file with the SPEC_FIELDS given in ``values`` over its
+    own, or a kernel name with its ``-p`` problems (values that are None or empty are not given)."""
+    overrides = spec_overrides(values)
     if target.endswith((".yaml", ".yml", ".json")):
         if problem:
             overrides["problems"] = list(problem)
@@ -143,7 +167,7 @@ def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]
 
 
 def tune(
-    target: TargetArgument,
+    target: OptionalTargetArgument = None,
     problem: ProblemOption = None,
     trials: TrialsOption = None,
     minutes: MinutesOption = None,
@@ -161,11 +185,35 @@ def tune(
     run_timeout: RunTimeoutOption = None,
     keep_workers: KeepOption = False,
     json_out: JsonOption = False,
+    from_capture: FromCaptureOption = None,
+    widen: WidenOption = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
-    spec = build_spec(target, problem, locals())
     if keep_workers:
         service.cluster_address(ray_address)  # fail before touching the database
+    if from_capture is not None:
+        if target is not None or problem:
+            raise OrchestratorError("--from-capture takes no job file, kernel or -p problems")
+        from orchestrator.capture_jobs import run_capture
+
+        database = open_database(db)
+
+        def run_one(job: JobSpec) -> int:
+            summary = service.tune(
+                database,
+                job,
+                ray_address=ray_address,
+                keep_workers=keep_workers,
+                reporter=reporter_for(json_out),
+            )
+            render.show_summary(summary, json_out)
+            return summary.job_id
+
+        run_capture(from_capture, widen, spec_overrides(locals()), run_one, ray_address)
+        return
+    if target is None:
+        raise OrchestratorError("give a job file or a kernel name, or --from-capture DIR")
+    spec = build_spec(target, problem, locals())
     summary = service.tune(
         open_database(db),
         spec,
@@ -341,7 +389,9 @@ def pull(
     fmt: Annotated[
         str,
         typer.Option(
-            "--format", help="native (JSON bundle), triton (Python), vllm (fused_moe files)."
+            "--format",
+            help="native (JSON bundle), triton (Python), vllm (fused_moe files), t4 (Kernel "
+            "Tuner's T4 results JSON).",
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
@@ -352,6 +402,9 @@ def pull(
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
     from orchestrator.vllm_export import write_files
 
+    t4 = fmt == "t4"
+    if t4:
+        fmt = "native"  # T4 files are written from the native bundles
     client = client_for(server, token_file, db)
     if client is None:
         files = service.bundle_files(
@@ -373,7 +426,15 @@ def pull(
                     client.bundle(kernel, device_class=c, objective=objective.value, fmt=fmt)
                 )
             ]
-    for path in write_files([(f.filename, f.content.decode()) for f in files], out):
+    named = [(f.filename, f.content.decode()) for f in files]
+    if t4:
+        from orchestrator.t4 import bundle_t4
+
+        named = [
+            (f"{Path(name).stem}.t4.json", json.dumps(bundle_t4(json.loads(text)), indent=1))
+            for name, text in named
+        ]
+    for path in write_files(named, out):
         print(path)
 
 
