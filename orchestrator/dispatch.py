@@ -11,24 +11,32 @@ calls); the pool keeps up to ``in_flight`` calls queued per actor so its device 
 the driver thinks.
 
 Kept workers (``PoolOptions.keep``, on a running Ray cluster): actors are named, detached and
-found again by the next job with the same plan and options, so their trial processes, compile
-pools and CUDA contexts stay warm between jobs; ``stop_kept_workers`` ends them.
+found again by the next job of the same owner (the user, by default) with the same plan and
+options, so their trial processes, compile pools and CUDA contexts stay warm between jobs;
+``stop_kept_workers`` ends one owner's, never another's.
+
+A local Ray started here (:func:`ensure_ray`) binds to 127.0.0.1 with no dashboard and leaves
+Ray's token authentication as configured; a ``--ray-address`` that does not answer fails within
+``CONNECT_TIMEOUT_S``, and Ray start or connect failures are one-line ``OrchestratorError``s.
 
 Faults: a call that fails with a RayActorError means the actor (or its node) is gone: every trial
 in flight on it comes back as ``lost`` (the driver records ``infra`` and re-dispatches it once
 more on another actor of the class). An actor whose trials crash ``max_crashes`` times in a row is
-retired: it gets no new trials and is killed once its queue drains.
+retired: it gets no new trials, is killed once its queue drains, and a fresh actor of the same
+plan takes its place at once (a one-worker job goes on).
 """
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import logging
 import os
+import socket
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,11 +69,16 @@ KEPT_NAMESPACE = "tunefleet"
 ACCELERATOR_SHARE = 0.001
 
 
+#: Seconds a ``--ray-address`` has to answer before the job fails.
+CONNECT_TIMEOUT_S = 10.0
+
+
 @dataclass
 class _Handle:
     actor: Any
     info: WorkerInfo
     slots: int
+    plan: WorkerPlan
     in_flight: dict[Any, tuple[TrialRequest, object]] = field(default_factory=dict)
     crashes: int = 0
     retired: bool = False
@@ -73,22 +86,69 @@ class _Handle:
 
 
 def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
-    """Connect to ``address`` (or RAY_ADDRESS), else start a small local Ray of our own, even when
-    another Ray runs on this machine; True if we started it."""
+    """Connect to ``address`` (or RAY_ADDRESS), else start a small local Ray of our own bound to
+    127.0.0.1, even when another Ray runs on this machine; True if we started it. Raises
+    OrchestratorError (one line) when Ray cannot start or ``address`` does not answer."""
     if ray.is_initialized():
         return False
     target = address or os.environ.get("RAY_ADDRESS")
-    if target:
-        ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
-        return False
-    ray.init(
-        address="local",  # without it Ray joins any cluster it finds running on this machine
-        num_cpus=num_cpus or os.cpu_count() or 2,
-        include_dashboard=False,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
+    try:
+        if target:
+            _probe(target)
+            ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+            return False
+        with _loopback_only():
+            ray.init(
+                address="local",  # without it Ray joins any cluster it finds on this machine
+                num_cpus=num_cpus or os.cpu_count() or 2,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
+    except OrchestratorError:
+        raise
+    except Exception as exc:  # Ray raises many types (ConnectionError, RuntimeError, ...)
+        lines = [line for line in str(exc).splitlines() if line.strip()] or [repr(exc)]
+        what = f"connect to Ray at {target}" if target else "start a local Ray"
+        raise OrchestratorError(f"could not {what}: {lines[-1].strip()}") from None
     return True
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """While Ray starts: its single-machine mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, read by
+    the processes it spawns, and the constant this process already read), in which 127.0.0.1 is
+    kept as the node address instead of being swapped for a reachable one; so the GCS, raylet,
+    agents and workers listen on loopback only."""
+    from ray._private import ray_constants
+
+    saved_env = os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+        else:
+            os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = saved_env
+
+
+def _probe(address: str) -> None:
+    """Fail fast when a ``host:port`` (or ``ray://host:port``) Ray address does not accept a
+    TCP connection within CONNECT_TIMEOUT_S; other forms (``auto``) are left to Ray."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise OrchestratorError(
+            f"no Ray cluster answers at {address} ({exc.strerror or exc}); check --ray-address"
+        ) from None
 
 
 #: Most compile processes one GPU worker starts.
@@ -143,31 +203,14 @@ class WorkerPool:
                 "no workers to start; give --device auto, interpreter or replay:FILE"
             )
         self.options = options or PoolOptions()
-        remote: Any = ray.remote(TrialWorker)
         actors: list[Any] = []
         copies: Counter[str] = Counter()
         for plan in plans:
-            opts: dict[str, Any] = {
-                "num_cpus": plan.num_cpus,
-                "num_gpus": plan.num_gpus,
-                "resources": dict(plan.resources),
-                "max_restarts": 0,
-                # GPU runners are thread-safe: calls in flight compile ahead in the compile pool.
-                "max_concurrency": self.options.slots(plan) if plan.compile_workers else 1,
-            }
-            if plan.node_id is not None:
-                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                    plan.node_id, soft=False
-                )
+            name = None
             if self.options.keep:
                 copies[repr(plan)] += 1
-                opts.update(
-                    name=kept_name(plan, self.options, copies[repr(plan)] - 1),
-                    namespace=KEPT_NAMESPACE,
-                    lifetime="detached",
-                    get_if_exists=True,
-                )
-            actors.append(remote.options(**opts).remote(plan, self.options))
+                name = kept_name(plan, self.options, copies[repr(plan)] - 1)
+            actors.append(self._actor(plan, name))
         try:
             infos = ray.get([a.info.remote() for a in actors], timeout=self.options.start_timeout_s)
         except GetTimeoutError:
@@ -185,10 +228,40 @@ class WorkerPool:
                 f"a worker failed to start: {str(cause).splitlines()[-1]}"
             ) from None
         self._handles = [
-            _Handle(a, i, self.options.slots(plan))
+            _Handle(a, i, self.options.slots(plan), plan)
             for a, i, plan in zip(actors, infos, plans, strict=True)
         ]
         self._by_ref: dict[Any, _Handle] = {}
+
+    def _actor(self, plan: WorkerPlan, name: str | None) -> Any:
+        """Start (or, named, find) the actor of ``plan``; a named one is a detached kept worker."""
+        opts: dict[str, Any] = {
+            "num_cpus": plan.num_cpus,
+            "num_gpus": plan.num_gpus,
+            "resources": dict(plan.resources),
+            "max_restarts": 0,
+            # GPU runners are thread-safe: calls in flight compile ahead in the compile pool.
+            "max_concurrency": self.options.slots(plan) if plan.compile_workers else 1,
+        }
+        if plan.node_id is not None:
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(plan.node_id, soft=False)
+        if name is not None:
+            opts.update(
+                name=name, namespace=KEPT_NAMESPACE, lifetime="detached", get_if_exists=True
+            )
+        return ray.remote(TrialWorker).options(**opts).remote(plan, self.options)
+
+    def _replace(self, old: _Handle) -> None:
+        """Start a fresh actor for a retired worker's plan (job-scoped, even in a kept pool: the
+        kept name is still the retired actor's); if it does not start, the class has one less."""
+        actor = self._actor(old.plan, None)
+        try:
+            info = ray.get(actor.info.remote(), timeout=self.options.start_timeout_s)
+        except (GetTimeoutError, RayActorError, RayTaskError):
+            with contextlib.suppress(Exception):  # never started: nothing to release
+                ray.kill(actor)
+            return
+        self._handles.append(_Handle(actor, info, old.slots, old.plan))
 
     # ----- what the pool has
     def classes(self) -> dict[str, WorkerInfo]:
@@ -281,8 +354,9 @@ class WorkerPool:
             request, tag = h.in_flight.pop(ref)
             del self._by_ref[ref]
             h.crashes = h.crashes + 1 if m.outcome is Outcome.CRASH else 0
-            if h.crashes >= self.options.max_crashes:
+            if h.crashes >= self.options.max_crashes and not h.retired:
                 h.retired = True
+                self._replace(h)
             if h.retired and not h.in_flight:
                 ray.kill(h.actor)
                 h.dead = True
@@ -348,19 +422,27 @@ class WorkerPool:
 
 
 def kept_name(plan: WorkerPlan, options: PoolOptions, copy: int = 0) -> str:
-    """The Ray name of the kept actor for the ``copy``-th of a job's equal ``plan``s (one per GPU
-    of a node) under ``options``: a job with another plan or other options (noise, graph timing,
-    slots, ...) gets its own actor."""
-    digest = hashlib.sha1(repr((plan, replace(options, keep=False))).encode()).hexdigest()
-    return f"worker-{plan.backend}-{digest[:16]}-{copy}"
+    """The Ray name of the kept actor of ``options.owner`` (default: this user) for the
+    ``copy``-th of a job's equal ``plan``s (one per GPU of a node) under ``options``: another
+    owner, plan or options (noise, graph timing, slots, timeouts, ...) gets its own actor."""
+    digest = hashlib.sha1(repr((plan, replace(options, keep=False, owner=None))).encode())
+    return f"{_owner_prefix(options.owner)}{plan.backend}-{digest.hexdigest()[:16]}-{copy}"
 
 
-def stop_kept_workers(grace_s: float = 10.0) -> int:
-    """Close and kill every kept worker actor of the connected cluster; how many there were."""
+def _owner_prefix(owner: str | None) -> str:
+    who = owner or getpass.getuser()
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in who)
+    return f"worker-{safe}-"
+
+
+def stop_kept_workers(grace_s: float = 10.0, owner: str | None = None) -> int:
+    """Close and kill ``owner``'s (default: this user's) kept worker actors on the connected
+    cluster, never another owner's; how many there were."""
+    prefix = _owner_prefix(owner)
     names = [
         a["name"]
         for a in ray.util.list_named_actors(all_namespaces=True)
-        if a.get("namespace") == KEPT_NAMESPACE
+        if a.get("namespace") == KEPT_NAMESPACE and str(a.get("name", "")).startswith(prefix)
     ]
     actors = [ray.get_actor(name, namespace=KEPT_NAMESPACE) for name in names]
     if actors:

@@ -11,11 +11,22 @@ study is rebuilt from the trial rows already in the database (which count agains
 
 The loop: while a class has free slots, retried trials go first, then the class's studies
 propose in turn; results are recorded and told as they arrive. A trial whose worker was lost is
-recorded ``infra`` and dispatched again, ``MAX_ATTEMPTS`` times in all. The job ends when every
+recorded ``infra`` and dispatched again, ``MAX_ATTEMPTS`` times in all. A retryable verdict
+(``db.RETRYABLE_OUTCOMES``: crash, compile or run timeout; maybe not the config's fault: a process
+killed from outside, a loaded node) is, the first time for its config in the study, recorded
+``provisional``, neither told nor counted, and measured once more (on a fresh trial process: the
+runner replaces a crashed or timed-out one); that second verdict stands. A resumed job re-measures
+the provisional configs that have no final row yet. The database is checked every poll
+(``Database.check_alive``); once it is lost (``DatabaseLost``: the SQLite file deleted, replaced
+or read-only) the driver dispatches and records nothing more and the error leaves ``run``.
+Every write is retried on transient errors (orchestrator.ledger). The job ends when every
 study is finished (budget spent or every valid config known) or the time budget is spent, then
 re-times and promotes (orchestrator.promotion); or it ends early, with nothing promoted: the
-database's cancel flag or Ctrl-C (``cancelled``), or the ``stop`` hook (back to ``queued`` for a
-new owner). Whenever dispatch stops, the trials in flight are waited for and recorded.
+database's cancel flag (``cancelled``), or the ``stop`` hook (back to ``queued`` for a new
+owner); whenever dispatch stops so, the trials in flight are waited for and recorded. Ctrl-C
+(KeyboardInterrupt) marks the job ``cancelled`` and SIGTERM (SystemExit, as Ray's handler raises
+it) leaves it ``queued`` for ``resume``; both then leave ``run`` (the trials in flight are not
+waited for: their configs are measured again on resume).
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from typing import cast
 
 import optuna
 
-from db import Database, JobStatus
+from db import RETRYABLE_OUTCOMES, Database, DatabaseLost, JobStatus
 from orchestrator import samplers
 from orchestrator.errors import JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
@@ -40,6 +51,7 @@ from orchestrator.progress import Reporter, SilentReporter
 from orchestrator.promotion import Winners, promote
 from orchestrator.search import SearchStudy
 from orchestrator.study import Study
+from search_spaces.space import config_key
 from workers.measurement import Outcome
 from workers.trial import TrialRequest
 
@@ -49,6 +61,7 @@ __all__ = ["Driver", "JobResult", "StudyPlan", "plan_job", "submit_job"]
 ASKS_PER_STEP = 20
 #: Times a trial is dispatched before a lost worker is taken as the config's fault.
 MAX_ATTEMPTS = 3
+_RETRYABLE = frozenset(o.value for o in RETRYABLE_OUTCOMES)
 
 
 @dataclass
@@ -57,6 +70,7 @@ class _Running:
 
     rows: StudyRows
     study: Study
+    provisional: set[str] = field(default_factory=set)  # keys with a provisional row
 
     @property
     def plan(self) -> StudyPlan:
@@ -150,7 +164,14 @@ class Driver:
             )
             study.restore(rows.history)
             study.warm_start(rows.warm)
-            self._studies.append(_Running(rows, study))
+            running = _Running(rows, study, set(rows.provisional))
+            for config in rows.unfinished:
+                study.hold(config)
+                request = TrialRequest(job.spec.kernel, dict(rows.plan.problem), dict(config))
+                self._retries.setdefault(rows.plan.class_key, []).append(
+                    (request, _Ticket(running))
+                )
+            self._studies.append(running)
             self.reporter.add(rows.plan.label, spec.trials, min(study.counted, spec.trials))
         return job
 
@@ -182,9 +203,17 @@ class Driver:
                 result = JobResult(job_id, early)
             ledger.close(result.status, None, rows)
             return result
+        except DatabaseLost:
+            raise  # nothing more can be recorded, not even the job's end
         except KeyboardInterrupt:
             ledger.close(JobStatus.CANCELLED, "interrupted (Ctrl-C)", rows)
-            return JobResult(job_id, JobStatus.CANCELLED)
+            raise
+        except SystemExit:  # SIGTERM: Ray's handler in a driver process raises SystemExit
+            self.reporter.note(
+                f"terminated: job {job_id} is left queued; `tunefleet resume {job_id}` continues it"
+            )
+            ledger.close(JobStatus.QUEUED, None, rows)
+            raise
         except BaseException as exc:
             error = str(exc).splitlines()[0] if str(exc) else repr(exc)
             ledger.close(JobStatus.FAILED, error, rows)
@@ -204,6 +233,7 @@ class Driver:
             now = time.monotonic()
             if not stopping and now >= next_poll:
                 next_poll = now + self.poll_s
+                self.database.check_alive()
                 if ledger.cancel_requested():
                     early = JobStatus.CANCELLED
                     self.reporter.note("cancel requested: stopping dispatch")
@@ -263,7 +293,19 @@ class Driver:
     def _handle(self, done: Done) -> None:
         ticket = cast(_Ticket, done.tag)
         r = ticket.running
-        answer = self._ledger_of_job().record(r.rows, done)
+        ledger = self._ledger_of_job()
+        key = config_key(done.request.config)
+        retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
+        if retryable and key not in r.provisional:
+            ledger.record(r.rows, done, provisional=True)
+            r.provisional.add(key)
+            self._retries.setdefault(r.plan.class_key, []).append((done.request, ticket))
+            self.reporter.note(
+                f"{r.plan.label}: {done.measurement.outcome.value}; measuring that config "
+                "once more before taking it as its verdict"
+            )
+            return
+        answer = ledger.record(r.rows, done)
         if done.lost or done.measurement.outcome is Outcome.INFRA:
             if ticket.attempt + 1 < MAX_ATTEMPTS:
                 retry = _Ticket(r, ticket.attempt + 1)

@@ -1,7 +1,10 @@
 """The ledger: every database call one job makes, and the only writer of its rows.
 
 Each trial is committed as it arrives (one :meth:`Ledger.record` per trial), so a driver killed
-at any point loses at most the trials in flight.
+at any point loses at most the trials in flight. Every call runs in
+:meth:`db.Database.run_with_retry`: a transient database error (a connection reset, a writer
+holding the lock) is retried in a new transaction instead of failing the job; ``DatabaseLost``
+is not retried and leaves to the caller.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
+from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, TrialRecord, repository
 from orchestrator.errors import JobStateError
 from orchestrator.jobs import JobSpec
 from orchestrator.planning import StudyPlan
@@ -42,8 +45,10 @@ class OpenJob:
 
 @dataclass(frozen=True)
 class StudyRows:
-    """A study's rows: ids, its Optuna name, its results so far ``(config, answer, reused)``
-    (a resumed job's, oldest first) and its warm-start configs."""
+    """A study's rows: ids, its Optuna name, its final results so far ``(config, answer,
+    reused)`` (a resumed job's, oldest first), its warm-start configs, the keys of its
+    provisional rows and the configs among them with no final row yet (their re-measurement
+    was in flight when the job stopped)."""
 
     plan: StudyPlan
     study_id: int
@@ -51,6 +56,8 @@ class StudyRows:
     name: str
     history: list[tuple[Config, Answer, bool]]
     warm: list[Config]
+    provisional: frozenset[str] = frozenset()
+    unfinished: tuple[Config, ...] = ()
 
 
 def triton_minor(version: str | None) -> str:
@@ -131,90 +138,115 @@ class Ledger:
     def start(self, job: OpenJob, plans: list[StudyPlan]) -> list[StudyRows]:
         """Ensure each plan's study row, read its results so far and its warm start, and mark
         the job ``running`` (one transaction)."""
+        return self.database.run_with_retry(lambda s: self._start(s, job, plans))
+
+    def _start(self, s: Session, job: OpenJob, plans: list[StudyPlan]) -> list[StudyRows]:
         out = []
-        with self.database.session() as s:
-            for plan in plans:
-                class_id = self._class_id(s, plan.info)
-                name = study_name(
-                    job.kernel.name, job.version, plan.problem_key, plan.class_key, self.job_id
+        for plan in plans:
+            class_id = self._class_id(s, plan.info)
+            name = study_name(
+                job.kernel.name, job.version, plan.problem_key, plan.class_key, self.job_id
+            )
+            study_id = repository.ensure_study(
+                s,
+                self.job_id,
+                job.kernel_id,
+                plan.problem_key,
+                plan.problem,
+                class_id,
+                job.spec.sampler,
+                name,
+            )
+            trials = repository.trials_for_study(s, study_id)
+            final = [t for t in trials if t.outcome is not TrialOutcome.INFRA and not t.provisional]
+            history = [
+                (
+                    dict(row.config),
+                    Answer(row.median_ms, row.id)
+                    if row.outcome is TrialOutcome.OK
+                    else Answer(None),
+                    row.reused,
                 )
-                study_id = repository.ensure_study(
-                    s,
-                    self.job_id,
-                    job.kernel_id,
-                    plan.problem_key,
-                    plan.problem,
+                for row in final
+            ]
+            done = {t.config_key for t in final}
+            provisional = {t.config_key: dict(t.config) for t in trials if t.provisional}
+            unfinished = tuple(c for k, c in provisional.items() if k not in done)
+            warm = warm_configs(
+                s,
+                job.kernel,
+                job.version,
+                job.kernel_id,
+                plan.problem,
+                plan.problem_key,
+                plan.class_key,
+                class_id,
+                plan.info.limits,
+                self._objective,
+                job.spec.trials,
+            )
+            out.append(
+                StudyRows(
+                    plan,
+                    study_id,
                     class_id,
-                    job.spec.sampler,
                     name,
+                    history,
+                    warm,
+                    frozenset(provisional),
+                    unfinished,
                 )
-                history = [
-                    (
-                        dict(row.config),
-                        Answer(row.median_ms, row.id)
-                        if row.outcome is TrialOutcome.OK
-                        else Answer(None),
-                        row.reused,
-                    )
-                    for row in repository.trials_for_study(s, study_id)
-                    if row.outcome is not TrialOutcome.INFRA
-                ]
-                warm = warm_configs(
-                    s,
-                    job.kernel,
-                    job.version,
-                    job.kernel_id,
-                    plan.problem,
-                    plan.problem_key,
-                    plan.class_key,
-                    class_id,
-                    plan.info.limits,
-                    self._objective,
-                    job.spec.trials,
-                )
-                out.append(StudyRows(plan, study_id, class_id, name, history, warm))
-            repository.set_job_status(s, self.job_id, JobStatus.RUNNING)
+            )
+        repository.set_job_status(s, self.job_id, JobStatus.RUNNING)
         return out
 
     def reuse(self, rows: StudyRows) -> Reuse:
         """The study's reuse hook: a config measured for the same key by any job is recorded
         again for this job as a ``reused`` row (counting toward its budget) and answered."""
 
-        def answer(config: Config, key: str) -> Answer | None:
+        def write(s: Session, config: Config, key: str) -> tuple[TrialRecord, int] | None:
             plan = rows.plan
-            with self.database.session() as s:
-                prior = repository.find_measured(
-                    s, self._kernel_id, plan.problem_key, rows.class_id, key, self._objective
-                )
-                if prior is None:
-                    return None
-                row_id = self._write(
-                    s,
-                    rows,
-                    config,
-                    prior.outcome,
-                    prior.environment_id,
-                    reused=True,
-                    **_measured(
-                        prior.samples_ms,
-                        prior.median_ms,
-                        prior.iqr_ms,
-                        prior.max_rel_error,
-                        prior.error,
-                        prior.worker,
-                        prior.host,
-                    ),
-                )
+            prior = repository.find_measured(
+                s, self._kernel_id, plan.problem_key, rows.class_id, key, self._objective
+            )
+            if prior is None:
+                return None
+            row_id = self._write(
+                s,
+                rows,
+                config,
+                prior.outcome,
+                prior.environment_id,
+                reused=True,
+                **_measured(
+                    prior.samples_ms,
+                    prior.median_ms,
+                    prior.iqr_ms,
+                    prior.max_rel_error,
+                    prior.error,
+                    prior.worker,
+                    prior.host,
+                ),
+            )
+            return prior, row_id
+
+        def answer(config: Config, key: str) -> Answer | None:
+            found = self.database.run_with_retry(lambda s: write(s, config, key))
+            if found is None:
+                return None
+            prior, row_id = found
             if prior.outcome is TrialOutcome.OK:
                 return Answer(prior.median_ms, row_id)
             return Answer(None)
 
         return answer
 
-    def record(self, rows: StudyRows, done: Done) -> Answer:
-        """Commit one measured (or lost) trial; its answer for the study."""
+    def record(self, rows: StudyRows, done: Done, *, provisional: bool = False) -> Answer:
+        """Commit one measured (or lost) trial; its answer for the study. ``provisional``: a
+        retryable outcome kept for the record only (see db.RETRYABLE_OUTCOMES)."""
         m = done.measurement
-        with self.database.session() as s:
+
+        def write(s: Session) -> tuple[int, int]:
             env = self._environment(s, done.worker, rows.class_id)
             row_id = self._write(
                 s,
@@ -224,6 +256,7 @@ class Ledger:
                 env,
                 compile_s=m.compile_s,
                 run_s=m.run_s,
+                provisional=provisional,
                 **_measured(
                     list(m.samples_ms) or None,
                     m.median_ms,
@@ -234,6 +267,10 @@ class Ledger:
                     m.host,
                 ),
             )
+            return row_id, env
+
+        row_id, env = self.database.run_with_retry(write)
+        self._envs[done.worker.worker] = env  # cached once committed
         ok = m.outcome is Outcome.OK and m.median_ms is not None
         return Answer(m.median_ms, row_id) if ok else Answer(None)
 
@@ -263,15 +300,17 @@ class Ledger:
         )
 
     def cancel_requested(self) -> bool:
-        with self.database.session(readonly=True) as s:
-            return repository.get_job(s, self.job_id).cancel_requested
+        return self.database.run_with_retry(
+            lambda s: repository.get_job(s, self.job_id).cancel_requested, readonly=True
+        )
 
     def promote(
         self, job: OpenJob, rows: StudyRows, config: Config, time_ms: float, row: int
     ) -> bool:
         """Upsert ``config`` as the best of the study's key if faster than the stored best."""
         info = rows.plan.info
-        with self.database.session() as s:
+
+        def write(s: Session) -> bool:
             return repository.upsert_best(
                 s,
                 job.kernel.name,
@@ -287,6 +326,8 @@ class Ledger:
                 self._objective,
             )
 
+        return self.database.run_with_retry(write)
+
     def close(self, status: JobStatus, error: str | None, studies: list[StudyRows]) -> None:
         """Move the job to ``status``; its studies follow, except when it goes back to
         ``queued`` (they resume with it)."""
@@ -294,21 +335,24 @@ class Ledger:
             JobStatus.DONE: StudyStatus.DONE,
             JobStatus.CANCELLED: StudyStatus.CANCELLED,
         }.get(status, StudyStatus.FAILED)
-        with self.database.session() as s:
+
+        def write(s: Session) -> None:
             if status is not JobStatus.QUEUED:
                 for rows in studies:
                     repository.set_study_status(s, rows.study_id, study_status)
             repository.set_job_status(s, self.job_id, status, error)
 
+        self.database.run_with_retry(write)
+
     # ----- ids
     def _environment(self, s: Session, info: WorkerInfo, class_id: int) -> int:
+        """The environment row of ``info``'s worker (cached by :meth:`record` once committed)."""
         env = self._envs.get(info.worker)
         if env is None:
             fp = info.fingerprint
             env = repository.ensure_environment(
                 s, class_id, fp.driver or "", fp.runtime or "", fp.triton or "", fp.torch or ""
             )
-            self._envs[info.worker] = env
         return env
 
     def _class_id(self, s: Session, info: WorkerInfo) -> int:

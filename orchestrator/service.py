@@ -472,6 +472,8 @@ def pool_options(spec: JobSpec, keep: bool = False, base: PoolOptions | None = N
         in_flight=spec.in_flight,
         graph=spec.objective is Objective.GRAPH,
         keep=keep,
+        compile_timeout_s=spec.compile_timeout_s,
+        run_timeout_s=spec.run_timeout_s,
     )
 
 

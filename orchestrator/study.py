@@ -154,6 +154,13 @@ class Study:
         self.measured += 1
         self._tell(self.pending.pop(key, []), answer.value)
 
+    def hold(self, config: Config) -> None:
+        """Make ``config`` pending without asking the sampler (a resumed job's re-measurement
+        that was in flight); :meth:`tell` counts it as usual."""
+        key = config_key(config)
+        self.pending.setdefault(key, [])
+        self.configs[key] = dict(config)
+
     def drop(self, config: Config) -> None:
         """Give up on a pending config (its workers kept being lost): told without a time, not
         counted."""

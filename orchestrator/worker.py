@@ -47,8 +47,9 @@ DEFAULT_IN_FLIGHT = 2
 @dataclass(frozen=True)
 class PoolOptions:
     """Pool settings: calls queued per actor (None: see ``slots``), crashes in a row before
-    retirement, runner knobs; ``keep``: leave the actors running for the next job (see the
-    module docstring)."""
+    retirement, runner knobs (``compile_timeout_s``/``run_timeout_s`` bound each trial's phases,
+    from the job spec); ``keep``: leave the actors running for the next job (see the module
+    docstring of orchestrator.dispatch)."""
 
     in_flight: int | None = None
     max_crashes: int = 3
@@ -59,6 +60,9 @@ class PoolOptions:
     replay_delay_s: float = 0.0
     start_timeout_s: float = 300.0
     keep: bool = False
+    compile_timeout_s: float = 120.0
+    run_timeout_s: float = 60.0
+    owner: str | None = None  # kept workers' owner (None: this user); see dispatch.kept_name
 
     def slots(self, plan: WorkerPlan) -> int:
         """Calls queued on one actor: ``in_flight`` if set, else one per compile process plus
@@ -117,6 +121,8 @@ class TrialWorker:
             fp.backend,
             graph=self._options.graph and gpu,
             compile_workers=self._plan.compile_workers if gpu and compile_ahead else 0,
+            compile_timeout_s=self._options.compile_timeout_s,
+            run_timeout_s=self._options.run_timeout_s,
         )
         runner = TrialRunner(options, fingerprint=fp)
         runner.start()

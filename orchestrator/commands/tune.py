@@ -55,8 +55,8 @@ KeepOption = Annotated[
     bool,
     typer.Option(
         "--keep-workers",
-        help="Leave the worker actors running on the Ray cluster for the next job "
-        "(warm trial processes and compile pools); `tunefleet workers stop` ends them.",
+        help="Leave the worker actors running on the Ray cluster for your next job "
+        "(warm trial processes and compile pools); `tunefleet workers stop` ends yours.",
     ),
 ]
 
@@ -248,15 +248,22 @@ workers_app = typer.Typer(help="Manage worker actors kept on a Ray cluster.", no
 
 
 @workers_app.command("stop")
-def workers_stop(ray_address: RayOption = None) -> None:
-    """End every worker kept by `tune --keep-workers` on the cluster."""
+def workers_stop(
+    ray_address: RayOption = None,
+    owner: Annotated[
+        str | None,
+        typer.Option(help="Whose kept workers to stop (default: yours, the user running this)."),
+    ] = None,
+) -> None:
+    """End the workers kept by your `tune --keep-workers` jobs on the cluster (another owner's
+    are left alone)."""
     import ray
 
     from orchestrator.dispatch import ensure_ray, stop_kept_workers
 
     ensure_ray(service.cluster_address(ray_address))
     try:
-        print(f"stopped {stop_kept_workers()} kept worker(s)")
+        print(f"stopped {stop_kept_workers(owner=owner)} kept worker(s)")
     finally:
         ray.shutdown()
 
