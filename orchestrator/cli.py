@@ -11,12 +11,15 @@ import typer
 # Typer (pinned to 0.29 in pyproject) bundles its own click; its exceptions live here.
 from typer._click import exceptions as click_errors
 
-from db.errors import DatabaseError
-from orchestrator.errors import OrchestratorError
-from search_spaces.errors import SpecError
-from workers.errors import WorkerError
-
-USER_ERRORS = (SpecError, DatabaseError, WorkerError, OrchestratorError)
+#: Our error types at the package boundaries: (module, class). Only modules already imported are
+#: consulted (an error of a package never imported cannot have been raised), so the CLI does not
+#: load the database or the workers just to be able to catch their errors.
+USER_ERRORS = (
+    ("search_spaces.errors", "SpecError"),
+    ("db.errors", "DatabaseError"),
+    ("workers.errors", "WorkerError"),
+    ("orchestrator.errors", "OrchestratorError"),
+)
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -90,6 +93,15 @@ def usage_line(exc: click_errors.UsageError, path: str) -> str:
     return f"error: {message}; see {path} --help"
 
 
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of our boundary errors: bad input, shown as one line."""
+    for module_name, name in USER_ERRORS:
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, name)):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0, 2 (bad input) or 130 (interrupted)."""
     command = typer.main.get_command(build_app())
@@ -109,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         print("interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    except USER_ERRORS as exc:
+    except Exception as exc:
+        if not is_user_error(exc):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     sys.exit(result if isinstance(result, int) else EXIT_OK)

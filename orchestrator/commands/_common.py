@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from db import Database
 from orchestrator.errors import OrchestratorError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from db import Database
 
 DbOption = Annotated[
     str | None,
@@ -37,6 +40,8 @@ def check_device(device: str) -> str:
 
 def open_database(url: str | None) -> Database:
     """The database at ``url`` (or the default), with its schema created or upgraded if needed."""
+    from db import Database
+
     database = Database(url)
     database.ensure_schema()
     return database
@@ -48,4 +53,6 @@ def print_json(obj: Any) -> None:
 
 
 def console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False)

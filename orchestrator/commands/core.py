@@ -5,12 +5,11 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from db import Database
 from orchestrator.commands._common import (
     DbOption,
     DeviceOption,
@@ -21,20 +20,24 @@ from orchestrator.commands._common import (
     print_json,
 )
 from orchestrator.errors import OrchestratorError
-from orchestrator.rates import rates
 from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, get_spec
 from search_spaces.registry import all_specs
-from workers.device import Backend, Fingerprint, detect
-from workers.device_table import lookup
-from workers.measurement import Measurement
+
+if TYPE_CHECKING:
+    from workers.device import Fingerprint
+    from workers.measurement import Measurement
 
 
 def _local_limits() -> tuple[str, DeviceLimits]:
+    from workers.device import detect
+
     fingerprint = detect("auto")[0]
     return fingerprint.device_class.key, fingerprint.limits()
 
 
 def _limits_for(device_class: str | None) -> tuple[str, DeviceLimits]:
+    from workers.device_table import lookup
+
     if device_class is None:
         return _local_limits()
     known = lookup(device_class)
@@ -146,6 +149,8 @@ def devices(
             table.add_row(*(str(v) for v in r.values()))
         console().print(table)
         return
+    from workers.device import detect
+
     found: list[Fingerprint] = detect("auto")
     if json_out:
         print_json(
@@ -185,6 +190,8 @@ def trial(
     json_out: JsonOption = False,
 ) -> None:
     """Compile, check and time one config of a kernel on one problem in an isolated process."""
+    from orchestrator.rates import rates
+    from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRequest, TrialRunner
 
     check_device(device)
@@ -263,6 +270,7 @@ def record(
 
     from orchestrator.output import check_file
     from orchestrator.record import RecordPace, record_landscape, save_landscape
+    from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRunner
 
     check_device(device)
@@ -325,6 +333,8 @@ db_app = typer.Typer(help="Manage the config database.", no_args_is_help=True)
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Create the database or migrate it to the newest schema."""
+    from db import Database
+
     database = Database(db)
     before, after = database.upgrade()
     if before is None:
