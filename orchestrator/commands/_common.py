@@ -24,6 +24,9 @@ DbOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object instead of tables.")
 ]
+WideOption = Annotated[
+    bool, typer.Option("--wide", help="Show every column at full width (tables may not fit).")
+]
 KernelArgument = Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")]
 JobArgument = Annotated[int, typer.Argument(help="Job id.")]
 
