@@ -36,6 +36,11 @@ DeviceOption = Annotated[str, typer.Option("--device", help="auto|cuda|rocm|inte
 
 def check_device(device: str) -> str:
     """``device`` if it is one of DEVICE_CHOICES; else OrchestratorError (one line, exit 2)."""
+    if device.startswith("replay:"):
+        raise OrchestratorError(
+            f"--device {device!r}: replayed devices answer tune jobs; this command times on this "
+            f"machine: use one of {', '.join(DEVICE_CHOICES)}"
+        )
     if device not in DEVICE_CHOICES:
         raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
     return device

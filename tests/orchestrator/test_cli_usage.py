@@ -15,6 +15,7 @@ import pytest
 import typer
 
 from orchestrator.cli import build_app, main
+from tests.gpu import has_gpu
 
 
 def run(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str, str]:
@@ -181,3 +182,39 @@ def test_walk_covers_every_option_kind() -> None:
     labels = {str(c.id).rsplit(":", 1)[1] for c in CASES}
     assert {"bad-int", "bad-float", "bad-Objective", "below-min", "no-value"} <= labels, labels
     assert len(MISSING) >= 5 and len(LEAVES) >= 15
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        pytest.param(
+            ["trial", "matmul", "-p", "M=32,N=32,K=32,dtype=float16", "--device", "cuda"],
+            "no cuda gpu is visible; use --device interpreter",
+            marks=pytest.mark.skipif(has_gpu(), reason="needs a machine without a GPU"),
+        ),
+        (
+            ["trial", "matmul", "-p", "M=32,N=32,K=32,dtype=float16", "--device", "replay:x"],
+            "replayed devices answer tune jobs",
+        ),
+        (
+            ["trial", "matmul", "-p", "M=32,M=64,N=32,K=32,dtype=float16"],
+            "problem names 'm' twice",
+        ),
+    ],
+)
+def test_device_and_problem_hints_name_real_options(
+    capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    err = _one_error_line(*run(capsys, args))
+    assert says in err.lower(), err
+    assert "--backend" not in err
+
+
+def test_job_devices_say_what_a_job_takes() -> None:
+    from orchestrator.errors import JobSpecError
+    from orchestrator.jobs import DeviceSource
+
+    with pytest.raises(
+        JobSpecError, match=r"a job's workers take auto .* interpreter or replay:FILE"
+    ):
+        DeviceSource.parse("cuda")
