@@ -1,12 +1,15 @@
-"""Checks of a job spec that need no cluster (run before Ray starts): how much of the search
-space each replay landscape answers."""
+"""Checks of a job spec that need no cluster (run before Ray starts): problems too big for a
+named device class (from the device table), and how much of the search space each replay
+landscape answers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from orchestrator.encoding import valid_configs
+from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec, SourceKind
+from orchestrator.planning import oversized
 from search_spaces.problem import Problem, problem_key
 from search_spaces.spec import KernelSpec
 
@@ -53,3 +56,20 @@ def replay_coverage(spec: JobSpec, kernel: KernelSpec) -> list[Coverage]:
             )
             found.append(Coverage(runner.device_class.key, problem, answered, len(configs)))
     return found
+
+
+def check_memory(spec: JobSpec, kernel: KernelSpec) -> None:
+    """JobSpecError if a problem's inputs and outputs exceed the memory of a device class the
+    job names and the device table knows (classes found only on the cluster: see planning)."""
+    from workers.device_table import find
+
+    if spec.all_classes:
+        return
+    for name in spec.device_classes:
+        known = find(name)
+        if known is None:
+            continue
+        for problem in spec.problems:
+            too_big = oversized(kernel, problem, known.memory_bytes)
+            if too_big is not None:
+                raise JobSpecError(f"{known.name}: {too_big}; give a smaller problem")

@@ -7,8 +7,11 @@ import gzip
 import json
 from pathlib import Path
 
-from orchestrator.checks import replay_coverage
+import pytest
+
+from orchestrator.checks import check_memory, replay_coverage
 from orchestrator.encoding import valid_configs
+from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec
 from search_spaces.registry import get_spec
 from tests.orchestrator.conftest import H200
@@ -58,3 +61,25 @@ def test_problems_without_a_landscape_and_other_devices_are_not_counted(
         }
     )
     assert replay_coverage(job, job.kernel_spec()) == []
+
+
+def test_a_problem_too_big_for_a_named_class_is_refused_without_a_cluster() -> None:
+    huge = "M=262144,N=262144,K=262144,dtype=float16"
+    job = JobSpec.from_mapping({"kernel": "matmul", "problems": [huge], "device_classes": ["H200"]})
+    with pytest.raises(JobSpecError, match=r"NVIDIA H200: problem .* needs 384 GiB .* 131 GiB"):
+        check_memory(job, job.kernel_spec())
+    b200 = JobSpec.from_mapping(
+        {"kernel": "matmul", "problems": [huge], "device_classes": ["B200"]}
+    )
+    with pytest.raises(JobSpecError, match="B200"):
+        check_memory(b200, b200.kernel_spec())
+    small = JobSpec.from_mapping(
+        {
+            "kernel": "matmul",
+            "problems": ["M=64,N=64,K=64,dtype=float16"],
+            "device_classes": ["H200"],
+        }
+    )
+    check_memory(small, small.kernel_spec())
+    anywhere = JobSpec.from_mapping({"kernel": "matmul", "problems": [huge]})
+    check_memory(anywhere, anywhere.kernel_spec())  # classes unknown until the cluster answers
