@@ -4,9 +4,6 @@ table's 141 GB for its class is the limit)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from db import Database, repository
@@ -15,19 +12,15 @@ from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.planning import device_memory, oversized
-from orchestrator.worker import WorkerPlan
 from search_spaces.problem import Problem
 from search_spaces.registry import get_spec
-from tests.orchestrator.conftest import H200
 
 HUGE: Problem = {"M": 262144, "N": 262144, "K": 262144, "dtype": "float16"}  # 3 * 128 GiB of fp16
 
 
 @pytest.fixture
-def pool(landscapes: dict[str, list[Path]]) -> Iterator[LocalPool]:
-    local = LocalPool([WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]))])
-    yield local
-    local.shutdown()
+def pool(h200_pool: LocalPool) -> LocalPool:
+    return h200_pool
 
 
 def test_a_problem_larger_than_the_device_memory_is_refused_up_front(

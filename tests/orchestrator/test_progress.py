@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +14,6 @@ from orchestrator.driver import Driver, submit_job
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.progress import JsonLinesReporter
-from orchestrator.worker import WorkerPlan
-from tests.orchestrator.conftest import H200
 
 PROBLEMS = [
     {"M": 256, "N": 256, "K": 256, "dtype": "float16"},
@@ -26,10 +22,8 @@ PROBLEMS = [
 
 
 @pytest.fixture
-def pool(landscapes: dict[str, list[Path]]) -> Iterator[LocalPool]:
-    local = LocalPool([WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]))])
-    yield local
-    local.shutdown()
+def pool(h200_pool: LocalPool) -> LocalPool:
+    return h200_pool
 
 
 def test_json_lines_stream_one_event_per_line(pool: LocalPool, database: Database) -> None:

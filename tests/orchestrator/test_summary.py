@@ -4,8 +4,6 @@ and the default's trial of the same study; a job whose best is the default repor
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,19 +14,15 @@ from orchestrator.driver import Driver, submit_job
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.summary import collect
-from orchestrator.worker import WorkerPlan
 from search_spaces.registry import get_spec
 from search_spaces.space import config_key
-from tests.orchestrator.conftest import H200
 
 SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
 
 
 @pytest.fixture
-def pool(landscapes: dict[str, list[Path]]) -> Iterator[LocalPool]:
-    local = LocalPool([WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]))])
-    yield local
-    local.shutdown()
+def pool(h200_pool: LocalPool) -> LocalPool:
+    return h200_pool
 
 
 def _run(database: Database, pool: LocalPool, trials: int) -> dict[str, Any]:
