@@ -147,6 +147,8 @@ class Job(Base):
         sa.CheckConstraint(_in_check("status", JobStatus), name="status"),
         sa.Index("ix_tf_jobs_queue", "status", "priority", "created_at"),
         sa.Index("ix_tf_jobs_lease_owner", "lease_owner"),
+        sa.Index("ix_tf_jobs_team", "team", "id"),
+        sa.Index("ix_tf_jobs_kernel", "kernel_id", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -194,10 +196,23 @@ class Trial(Base):
 
     __tablename__ = "tf_trials"
     __table_args__ = (
+        # Dedupe lookups (newest verdict of a config) and warm start (each config's oldest) read
+        # only this index on PostgreSQL.
         sa.Index(
-            "ix_tf_trials_measured", "kernel_id", "problem_key", "device_class_id", "config_key"
+            "ix_tf_trials_measured",
+            "kernel_id",
+            "problem_key",
+            "device_class_id",
+            "config_key",
+            "id",
+            postgresql_include=["objective", "outcome", "provisional", "median_ms"],
         ),
-        sa.Index("ix_tf_trials_study_id", "study_id"),
+        # Covering on PostgreSQL: a study's progress counts read only the index.
+        sa.Index(
+            "ix_tf_trials_study_counts",
+            "study_id",
+            postgresql_include=["outcome", "reused", "provisional", "median_ms"],
+        ),
         sa.CheckConstraint(_in_check("outcome", TrialOutcome), name="outcome"),
         sa.CheckConstraint(_in_check("objective", Objective), name="objective"),
     )

@@ -494,8 +494,10 @@ def release_lease(s: Session, job_id: int, owner: str) -> None:
 def claim_next_job(s: Session, owner: str, ttl_s: float) -> int | None:
     """Lease the next job to run to ``owner`` and return its id, or None if there is none.
 
-    The next job is the highest-priority, then oldest, ``queued`` job without a live lease, or
-    a ``running`` job whose lease expired (its owner died). On PostgreSQL the candidate row is
+    The next job is a ``queued`` job without a live lease, or a ``running`` job whose lease
+    expired (its owner died): the highest priority first; among equal priorities, the job of the
+    team that holds the fewest live leases now (fair share: a team that submitted many jobs does
+    not hold back a team that submitted one), then the oldest. On PostgreSQL the candidate row is
     taken with ``SELECT ... FOR UPDATE SKIP LOCKED``, so concurrent schedulers each get another
     job; on SQLite the session's write lock (``BEGIN IMMEDIATE``) serializes them. The job's
     status is left as it is: running it is the caller's move.
@@ -503,17 +505,24 @@ def claim_next_job(s: Session, owner: str, ttl_s: float) -> int | None:
     _check_owner(owner)
     now, until = _lease_until(ttl_s)
     expired = sa.and_(Job.lease_expires_at.is_not(None), Job.lease_expires_at <= now)
+    held = (
+        sa.select(Job.team.label("team"), sa.func.count().label("n"))
+        .where(Job.lease_owner.is_not(None), Job.lease_expires_at > now)
+        .group_by(Job.team)
+        .subquery("held")
+    )
     query = (
         sa.select(Job)
+        .outerjoin(held, held.c.team == Job.team)
         .where(
             sa.or_(
                 sa.and_(Job.status == JobStatus.QUEUED, sa.or_(Job.lease_owner.is_(None), expired)),
                 sa.and_(Job.status == JobStatus.RUNNING, expired),
             )
         )
-        .order_by(Job.priority.desc(), Job.created_at, Job.id)
+        .order_by(Job.priority.desc(), sa.func.coalesce(held.c.n, 0), Job.created_at, Job.id)
         .limit(1)
-        .with_for_update(skip_locked=True)
+        .with_for_update(skip_locked=True, of=Job)
     )
     job = s.scalar(query)
     if job is None:
@@ -692,13 +701,16 @@ def measured_for_key(
     device_class_id: int,
     objective: Objective = Objective.KERNEL,
 ) -> list[MeasuredRecord]:
-    """Every trial on this key and objective by any job that is a config's own verdict (neither
-    ``infra`` nor provisional), oldest first.
+    """Each config's oldest trial on this key and objective, by any job, that is the config's own
+    verdict (neither ``infra`` nor provisional); oldest first.
 
-    Only the columns warm start needs are read (no samples), so a key with many trials stays cheap.
+    One row per config however often it was measured again (a popular key holds tens of thousands
+    of trials of a space of a few thousand configs), and only the columns warm start needs: the
+    configs are picked on ``ix_tf_trials_measured`` alone (on PostgreSQL it carries every column
+    the choice reads), then only the chosen rows are read.
     """
-    rows = s.execute(
-        sa.select(Trial.config, Trial.config_key, Trial.median_ms, Trial.outcome)
+    first = (
+        sa.select(sa.func.min(Trial.id))
         .where(
             Trial.kernel_id == kernel_id,
             Trial.problem_key == problem_key,
@@ -706,6 +718,11 @@ def measured_for_key(
             Trial.objective == objective,
             *_VERDICT,
         )
+        .group_by(Trial.config_key)
+    )
+    rows = s.execute(
+        sa.select(Trial.config, Trial.config_key, Trial.median_ms, Trial.outcome)
+        .where(Trial.id.in_(first.scalar_subquery()))
         .order_by(Trial.id)
     ).all()
     return [

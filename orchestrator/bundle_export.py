@@ -26,7 +26,7 @@ from typing import Any
 from db import Database, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
-from orchestrator.vllm_export import write_vllm_files
+from orchestrator.vllm_export import vllm_files, write_files
 from search_spaces.bundle import BUNDLE_FORMAT
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
@@ -186,16 +186,16 @@ def triton_module(doc: dict[str, Any], fields: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def export(
+def render(
     database: Database,
     kernel_name: str,
-    out_dir: str | Path,
     device_classes: Sequence[str] = (),
     fmt: BundleFormat = BundleFormat.NATIVE,
     objective: Objective = Objective.KERNEL,
-) -> list[Path]:
-    """Write one file per (class, triton minor) for the installed version of ``kernel_name``,
-    from the best configs of ``objective`` (a file name says a non-kernel objective)."""
+) -> list[tuple[str, str]]:
+    """The files (name, text) of one bundle per (class, triton minor) for the installed version
+    of ``kernel_name``, from the best configs of ``objective`` (a file name says a non-kernel
+    objective); ``vllm`` gives vLLM's fused-MoE files instead."""
     kernel = get_spec(kernel_name)
     if fmt is BundleFormat.VLLM and kernel.name != "fused_moe":
         raise BundleExportError(
@@ -239,25 +239,28 @@ def export(
                     _environment(env),
                 )
             )
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for doc in docs:
-            stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{doc['triton_minor']}"
-            if objective is not Objective.KERNEL:
-                stem += f"-{objective.value}"
-            if fmt is BundleFormat.VLLM:
-                entries = [(e["problem"], e["config"]) for e in doc["entries"]]
-                paths.extend(write_vllm_files(entries, device_names[doc["device_class"]], out))
-                continue
-            if fmt is BundleFormat.NATIVE:
-                path = out / f"{stem}.json"
-                path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-            else:
-                path = out / f"{stem}.py"
-                path.write_text(triton_module(doc, kernel.schema.names))
-            paths.append(path)
-    except OSError as exc:
-        raise BundleExportError(f"cannot write to {out}: {exc.strerror or exc}") from None
-    return paths
+    files: list[tuple[str, str]] = []
+    for doc in docs:
+        stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{doc['triton_minor']}"
+        if objective is not Objective.KERNEL:
+            stem += f"-{objective.value}"
+        if fmt is BundleFormat.VLLM:
+            entries = [(e["problem"], e["config"]) for e in doc["entries"]]
+            files.extend(vllm_files(entries, device_names[doc["device_class"]]))
+        elif fmt is BundleFormat.NATIVE:
+            files.append((f"{stem}.json", json.dumps(doc, indent=1, sort_keys=False) + "\n"))
+        else:
+            files.append((f"{stem}.py", triton_module(doc, kernel.schema.names)))
+    return files
+
+
+def export(
+    database: Database,
+    kernel_name: str,
+    out_dir: str | Path,
+    device_classes: Sequence[str] = (),
+    fmt: BundleFormat = BundleFormat.NATIVE,
+    objective: Objective = Objective.KERNEL,
+) -> list[Path]:
+    """Write the :func:`render` files into ``out_dir`` (created if needed); return the paths."""
+    return write_files(render(database, kernel_name, device_classes, fmt, objective), Path(out_dir))

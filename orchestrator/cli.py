@@ -56,7 +56,7 @@ def _root(
 
 def build_app() -> typer.Typer:
     """The app with every command group registered (imports stay light: no torch, no Ray)."""
-    from orchestrator.commands import capture, core, profile, revalidate
+    from orchestrator.commands import capture, core, profile, revalidate, serve
     from orchestrator.commands import tune as tune_commands
 
     app = typer.Typer(
@@ -72,6 +72,7 @@ def build_app() -> typer.Typer:
     capture.register(app)
     revalidate.register(app)
     profile.register(app)
+    serve.register(app)
     return app
 
 

@@ -30,3 +30,39 @@ class BundleExportError(OrchestratorError):
 
 class WorkerFailure(OrchestratorError):
     """A worker raised instead of returning a measurement (a bug, not a trial's own failure)."""
+
+
+class NotFound(OrchestratorError):
+    """A job, study, kernel or stored result the request names does not exist (HTTP 404)."""
+
+
+class PermissionDenied(OrchestratorError):
+    """The caller's team may not act on this job (HTTP 403)."""
+
+
+class Conflict(OrchestratorError):
+    """The request conflicts with the job's state, e.g. cancelling a finished job (HTTP 409)."""
+
+
+class JobLeased(Conflict):
+    """Another live owner (a driver or a scheduler) holds the job's lease (HTTP 409)."""
+
+
+class InvalidRequest(OrchestratorError):
+    """A listing's filter or paging value is out of range (HTTP 400)."""
+
+
+class SchedulerConflict(OrchestratorError):
+    """Another scheduler already serves this SQLite database file."""
+
+
+class Unauthorized(OrchestratorError):
+    """A server refused the request's token: none, unknown, revoked or expired (HTTP 401)."""
+
+
+class ServerError(OrchestratorError):
+    """A tunefleet server failed the request, or answered with something the client cannot read."""
+
+
+class ServerUnavailable(ServerError):
+    """A tunefleet server could not be reached, or did not answer in time."""

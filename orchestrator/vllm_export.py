@@ -115,9 +115,9 @@ def vllm_config(entries: Sequence[Entry]) -> dict[str, dict[str, object]]:
     return {str(m): by_m[m] for m in sorted(by_m)}
 
 
-def write_vllm_files(entries: Sequence[Entry], device_name: str, out_dir: Path) -> list[Path]:
-    """Write one file per (E, N, dtype, GEMM) into ``out_dir`` (created if needed); return the
-    paths: vLLM's file for the up projection, its ``_down`` twin for the down projection.
+def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, str]]:
+    """One file per (E, N, dtype, GEMM) as (file name, text), in name order: vLLM's file for the
+    up projection, its ``_down`` twin for the down projection.
 
     Entries of one file must also share K and topk (vLLM's name does not tell them apart).
     """
@@ -140,15 +140,31 @@ def write_vllm_files(entries: Sequence[Entry], device_name: str, out_dir: Path) 
         groups.setdefault((e, n, VLLM_DTYPE[dtype_name], down), []).append((problem, config))
     if not groups:
         raise BundleExportError("no fused_moe results to export")
+    return [
+        (
+            vllm_file_name(e, n, device_name, dtype, down),
+            json.dumps(vllm_config(group), indent=4) + "\n",
+        )
+        for (e, n, dtype, down), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "", kv[0][3])
+        )
+    ]
+
+
+def write_files(files: Sequence[tuple[str, str]], out_dir: Path) -> list[Path]:
+    """Write (name, text) files into ``out_dir`` (created if needed); return the paths."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
-        for (e, n, dtype, down), group in sorted(
-            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "", kv[0][3])
-        ):
-            path = out_dir / vllm_file_name(e, n, device_name, dtype, down)
-            path.write_text(json.dumps(vllm_config(group), indent=4) + "\n")
+        for name, text in files:
+            path = out_dir / name
+            path.write_text(text)
             paths.append(path)
     except OSError as exc:
-        raise BundleExportError(f"cannot write vLLM files to {out_dir}: {exc}") from None
+        raise BundleExportError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     return paths
+
+
+def write_vllm_files(entries: Sequence[Entry], device_name: str, out_dir: Path) -> list[Path]:
+    """Write the :func:`vllm_files` into ``out_dir`` (created if needed); return the paths."""
+    return write_files(vllm_files(entries, device_name), out_dir)

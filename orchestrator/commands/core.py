@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -24,27 +25,10 @@ from orchestrator.commands._common import (
 from orchestrator.commands.tables import Column, print_table
 from orchestrator.errors import OrchestratorError
 from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, get_spec
-from search_spaces.registry import all_specs
 
 if TYPE_CHECKING:
     from workers.device import Fingerprint
     from workers.measurement import Measurement
-
-
-def _local_limits() -> tuple[str, DeviceLimits]:
-    from workers.device import detect
-
-    fingerprint = detect("auto")[0]
-    return fingerprint.device_class.key, fingerprint.limits()
-
-
-def _limits_for(device_class: str | None) -> tuple[str, DeviceLimits]:
-    from workers.device_table import lookup
-
-    if device_class is None:
-        return _local_limits()
-    known = lookup(device_class)
-    return known.name, known.limits
 
 
 def resolve_config(spec: KernelSpec, text: str, limits: DeviceLimits) -> Config:
@@ -84,9 +68,11 @@ def _rate(value: float | None, fmt: str) -> str:
 
 def kernels(json_out: JsonOption = False, wide: WideOption = False) -> None:
     """List the kernels that can be tuned, with their problem schema and an example problem."""
-    specs = all_specs()
+    from orchestrator.service import list_kernels
+
+    views = list_kernels()
     if json_out:
-        print_json({"kernels": [s.describe() for s in specs]})
+        print_json({"kernels": [v.to_dict() for v in views]})
         return
     columns = [
         Column("kernel"),
@@ -96,8 +82,7 @@ def kernels(json_out: JsonOption = False, wide: WideOption = False) -> None:
     ]
     # ", " lets a long problem wrap between fields (-p accepts the spaces).
     rows = [
-        [s.name, s.description, s.schema.usage().replace(",", ", "), _problem_text(s.example)]
-        for s in specs
+        [v.name, v.description, v.usage.replace(",", ", "), _problem_text(v.example)] for v in views
     ]
     print_table(columns, rows, wide=wide)
 
@@ -115,33 +100,23 @@ def space(
     json_out: JsonOption = False,
 ) -> None:
     """Show a kernel's search space on a device class: parameters, constraints, default, counts."""
-    spec = get_spec(kernel)
-    class_key, limits = _limits_for(device_class)
-    described = spec.space.describe()
-    present = {p.name for p in spec.space.params_for(limits.vendor)}
-    out: dict[str, Any] = {
-        "kernel": spec.name,
-        "device_class": class_key,
-        "parameters": {k: v for k, v in dict(described["parameters"]).items() if k in present},  # type: ignore[call-overload]
-        "constraints": described["constraints"],
-        "default": spec.default_for(limits),
-        "total": spec.space.total(limits.vendor),
-        "valid": spec.space.count(limits),
-        "space_hash": spec.space.hash(),
-        "version": spec.version_hash(),
-    }
+    from orchestrator.service import kernel_space
+
+    view = kernel_space(kernel, device_class)
     if json_out:
-        print_json(out)
+        print_json(view.to_dict())
         return
     c = console()
-    c.print(f"[bold]{spec.name}[/] on {class_key}: {out['valid']} valid of {out['total']} configs")
+    c.print(
+        f"[bold]{view.kernel}[/] on {view.device_class}: {view.valid} valid of {view.total} configs"
+    )
     table = Table("parameter", "values")
-    for name, values in out["parameters"].items():
+    for name, values in view.parameters.items():
         table.add_row(name, ", ".join(map(str, values)))
     c.print(table)
-    for rule in out["constraints"]:
+    for rule in view.constraints:
         c.print(f"  rule {rule['name']}: {rule['rule']}")
-    c.print("  default: " + ",".join(f"{k}={v}" for k, v in out["default"].items()))
+    c.print("  default: " + ",".join(f"{k}={v}" for k, v in view.default.items()))
 
 
 KNOWN_COLUMNS = {
@@ -323,6 +298,10 @@ def record(
             "(unnamed parameters from the default; # comments).",
         ),
     ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="native (tunefleet landscape) or t4 (Kernel Tuner's T4)."),
+    ] = "native",
 ) -> None:
     """Time every valid config of a kernel (or a given list) on this device and write a landscape
     file per problem."""
@@ -334,13 +313,16 @@ def record(
     from workers.runner import RunnerOptions, TrialRunner
 
     check_device(device)
+    if fmt not in ("native", "t4"):
+        raise OrchestratorError(f"--format {fmt!r} is not native or t4")
     spec = get_spec(kernel)
     parsed = [spec.parse_problem(p) for p in problems]
     if len(parsed) > 1 and out.suffix in (".json", ".gz"):
         raise OrchestratorError(f"{len(parsed)} problems need a folder for --out, not {out}")
     targets = []
     for problem in parsed:
-        name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + ".json.gz"
+        suffix = ".t4.json" if fmt == "t4" else ".json.gz"
+        name = "_".join([spec.name, *(f"{k}{v}" for k, v in problem.items())]) + suffix
         path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
         check_file(path)  # before anything is timed
         targets.append((problem, name, path))
@@ -370,7 +352,13 @@ def record(
             landscape, complete = record_landscape(
                 spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
-            save_landscape(path, landscape)
+            if fmt == "t4":
+                from orchestrator.output import write_atomically
+                from orchestrator.t4 import landscape_t4, write_json
+
+                write_atomically(path, functools.partial(write_json, doc=landscape_t4(landscape)))
+            else:
+                save_landscape(path, landscape)
             best = landscape.best()
             c.print(
                 f"wrote {path}: {len(landscape.results)} configs in "

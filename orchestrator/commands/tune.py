@@ -6,33 +6,28 @@ stays light.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from db import Objective, repository
-from orchestrator import samplers
+from db import JobStatus, Objective
+from orchestrator import samplers, service
+from orchestrator.commands import render
 from orchestrator.commands._common import (
     DbOption,
     JobArgument,
     JsonOption,
     KernelArgument,
-    console,
     open_database,
-    print_json,
 )
+from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs import JobSpec, load_job_file
-from search_spaces.problem import problem_key
-from search_spaces.registry import get_spec, spec_from_storage
-from workers.device_table import canonical_class_key
-
-if TYPE_CHECKING:
-    from db import Database
+from orchestrator.progress import reporter_for
+from search_spaces.registry import get_spec
 
 ProblemOption = Annotated[
     list[str] | None,
@@ -64,6 +59,56 @@ KeepOption = Annotated[
         "(warm trial processes and compile pools); `tunefleet workers stop` ends them.",
     ),
 ]
+
+
+TargetArgument = Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")]
+OptionalTargetArgument = Annotated[
+    str | None, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")
+]
+FromCaptureOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--from-capture",
+        help="Tune every kernel `tunefleet capture` recorded in DIR, one job each, with no spec. "
+        "Imports the app's modules (runs your code): tune only captures you trust.",
+    ),
+]
+WidenOption = Annotated[
+    bool,
+    typer.Option(
+        help="With --from-capture: search each parameter's observed values and their "
+        "neighbours, not only the kernel's own config list."
+    ),
+]
+TrialsOption = Annotated[int | None, typer.Option(help="Trials per study (default 30).")]
+MinutesOption = Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")]
+SamplerOption = Annotated[str | None, typer.Option(help=f"Search strategy; {samplers.help_text()}")]
+DeviceSourceOption = Annotated[
+    list[str] | None,
+    typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),
+]
+SeedOption = Annotated[int | None, typer.Option(help="Sampler seed (default 0).")]
+TopKOption = Annotated[int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")]
+TeamOption = Annotated[str | None, typer.Option(help="Team that owns the job.")]
+InFlightOption = Annotated[
+    int | None,
+    typer.Option(
+        "--in-flight",
+        help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
+    ),
+]
+SpecObjectiveOption = Annotated[
+    Objective | None,
+    typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
+]
+CompileTimeoutOption = Annotated[
+    float | None,
+    typer.Option("--compile-timeout", help="Seconds a trial may compile (default 120)."),
+]
+RunTimeoutOption = Annotated[
+    float | None,
+    typer.Option("--run-timeout", help="Seconds a trial may check and time (default 60)."),
+]
 KernelModuleOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -74,144 +119,109 @@ KernelModuleOption = Annotated[
 ]
 
 
-def _cluster_address(ray_address: str | None) -> str:
-    address = ray_address or os.environ.get("RAY_ADDRESS")
-    if not address:
-        raise OrchestratorError(
-            "kept workers need a running Ray cluster: start one with `ray start --head` and give "
-            "--ray-address or RAY_ADDRESS (a local Ray ends with the command)"
-        )
-    return address
+WatchOption = Annotated[
+    bool, typer.Option("--watch", help="Follow the job's progress until it ends.")
+]
 
 
-def _run(
-    database: Database,
-    spec: JobSpec,
-    job_id: int | None,
-    ray_address: str | None,
-    json_out: bool,
-    keep: bool = False,
-) -> int:
-    """Start (or, with ``keep``, find) workers, submit (or resume) the job, drive it, print the
-    summary; return its id."""
-    import ray
-
-    from orchestrator.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
-    from orchestrator.driver import Driver, submit_job
-    from orchestrator.progress import reporter_for
-
-    started = ensure_ray(_cluster_address(ray_address) if keep else ray_address)
-    pool = None
-    try:
-        options = PoolOptions(
-            in_flight=spec.in_flight, graph=spec.objective is Objective.GRAPH, keep=keep
-        )
-        pool = WorkerPool(plans_for(spec.devices, options), options)
-        if job_id is None:
-            job_id = submit_job(database, spec, pool)
-        reporter = reporter_for(json_out)
-        timed = "" if spec.objective is Objective.KERNEL else ", objective graph (back to back)"
-        reporter.note(
-            f"job {job_id}: {spec.kernel}, {len(spec.problems)} problem(s){timed}; "
-            f"cancel with `tunefleet cancel {job_id}`"
-        )
-        Driver(database, pool, reporter=reporter).run(job_id)
-    finally:
-        if pool is not None:
-            pool.shutdown()
-        if started:
-            ray.shutdown()
-    _show_summary(database, job_id, json_out)
-    return job_id
+#: The job-spec parameters ``tune`` and ``submit`` share: parameter name -> job file field.
+SPEC_FIELDS = {
+    "trials": "trials",
+    "minutes": "minutes",
+    "sampler": "sampler",
+    "device_class": "device_classes",
+    "device": "devices",
+    "seed": "seed",
+    "top_k": "top_k",
+    "team": "team",
+    "in_flight": "in_flight",
+    "objective": "objective",
+    "compile_timeout": "compile_timeout_s",
+    "run_timeout": "run_timeout_s",
+}
 
 
-def _show_summary(
-    database: Database, job_id: int, json_out: bool, kernel_modules: Sequence[str] = ()
-) -> None:
-    from orchestrator.summary import collect, render
-
-    summary = collect(database, job_id, kernel_modules)
-    if json_out:
-        print_json(summary)
-    else:
-        render(summary, console())
-
-
-def tune(
-    target: Annotated[str, typer.Argument(help="A job file (.yaml/.json) or a kernel name.")],
-    problem: ProblemOption = None,
-    trials: Annotated[int | None, typer.Option(help="Trials per study (default 30).")] = None,
-    minutes: Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")] = None,
-    sampler: Annotated[
-        str | None, typer.Option(help=f"Search strategy; {samplers.help_text()}")
-    ] = None,
-    device_class: ClassOption = None,
-    device: Annotated[
-        list[str] | None,
-        typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),
-    ] = None,
-    ray_address: RayOption = None,
-    db: DbOption = None,
-    seed: Annotated[int | None, typer.Option(help="Sampler seed (default 0).")] = None,
-    top_k: Annotated[
-        int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")
-    ] = None,
-    team: Annotated[str | None, typer.Option(help="Team that owns the job.")] = None,
-    in_flight: Annotated[
-        int | None,
-        typer.Option(
-            "--in-flight",
-            help="Trials queued per worker (default: one per compile process + 1 on GPUs, else 2).",
-        ),
-    ] = None,
-    objective: Annotated[
-        Objective | None,
-        typer.Option(help="kernel (default: one launch alone) or graph (launches back to back)."),
-    ] = None,
-    compile_timeout: Annotated[
-        float | None,
-        typer.Option("--compile-timeout", help="Seconds a trial may compile (default 120)."),
-    ] = None,
-    run_timeout: Annotated[
-        float | None,
-        typer.Option("--run-timeout", help="Seconds a trial may check and time (default 60)."),
-    ] = None,
-    keep_workers: KeepOption = False,
-    json_out: JsonOption = False,
-) -> None:
-    """Tune a kernel on problems for device classes; store the best configs; print a summary."""
-    overrides: dict[str, Any] = {
-        k: v
-        for k, v in {
-            "trials": trials,
-            "minutes": minutes,
-            "sampler": sampler,
-            "device_classes": device_class or None,
-            "devices": device or None,
-            "seed": seed,
-            "top_k": top_k,
-            "team": team,
-            "in_flight": in_flight,
-            "objective": objective.value if objective else None,
-            "compile_timeout_s": compile_timeout,
-            "run_timeout_s": run_timeout,
-        }.items()
-        if v is not None
+def spec_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The SPEC_FIELDS a command line gave in ``values`` (None or empty: not given)."""
+    return {
+        field: value.value if isinstance(value, Objective) else value
+        for name, field in SPEC_FIELDS.items()
+        if (value := values.get(name)) not in (None, [])
     }
+
+
+def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]) -> JobSpec:
+    """The job of a command line: a job file with the SPEC_FIELDS given in ``values`` over its
+    own, or a kernel name with its ``-p`` problems (values that are None or empty are not given)."""
+    overrides = spec_overrides(values)
     if target.endswith((".yaml", ".yml", ".json")):
         if problem:
             overrides["problems"] = list(problem)
-        spec = load_job_file(target, overrides)
-    else:
-        if not problem:
-            example = get_spec(target).example
-            raise OrchestratorError(
-                f"give at least one problem, e.g. -p {','.join(f'{k}={v}' for k, v in example.items())}"
-            )
-        spec = JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
+        return load_job_file(target, overrides)
+    if not problem:
+        example = get_spec(target).example
+        raise OrchestratorError(
+            f"give at least one problem, e.g. -p {','.join(f'{k}={v}' for k, v in example.items())}"
+        )
+    return JobSpec.from_mapping({"kernel": target, "problems": list(problem), **overrides})
+
+
+def tune(
+    target: OptionalTargetArgument = None,
+    problem: ProblemOption = None,
+    trials: TrialsOption = None,
+    minutes: MinutesOption = None,
+    sampler: SamplerOption = None,
+    device_class: ClassOption = None,
+    device: DeviceSourceOption = None,
+    ray_address: RayOption = None,
+    db: DbOption = None,
+    seed: SeedOption = None,
+    top_k: TopKOption = None,
+    team: TeamOption = None,
+    in_flight: InFlightOption = None,
+    objective: SpecObjectiveOption = None,
+    compile_timeout: CompileTimeoutOption = None,
+    run_timeout: RunTimeoutOption = None,
+    keep_workers: KeepOption = False,
+    json_out: JsonOption = False,
+    from_capture: FromCaptureOption = None,
+    widen: WidenOption = False,
+) -> None:
+    """Tune a kernel on problems for device classes; store the best configs; print a summary."""
     if keep_workers:
-        _cluster_address(ray_address)  # fail before touching the database
-    _run(open_database(db), spec, None, ray_address, json_out, keep_workers)
+        service.cluster_address(ray_address)  # fail before touching the database
+    if from_capture is not None:
+        if target is not None or problem:
+            raise OrchestratorError("--from-capture takes no job file, kernel or -p problems")
+        from orchestrator.capture_jobs import run_capture
+
+        database = open_database(db)
+
+        def run_one(job: JobSpec) -> int:
+            summary = service.tune(
+                database,
+                job,
+                ray_address=ray_address,
+                keep_workers=keep_workers,
+                reporter=reporter_for(json_out),
+            )
+            render.show_summary(summary, json_out)
+            return summary.job_id
+
+        run_capture(from_capture, widen, spec_overrides(locals()), run_one, ray_address)
+        return
+    if target is None:
+        raise OrchestratorError("give a job file or a kernel name, or --from-capture DIR")
+    spec = build_spec(target, problem, locals())
+    summary = service.tune(
+        open_database(db),
+        spec,
+        ray_address=ray_address,
+        keep_workers=keep_workers,
+        reporter=reporter_for(json_out),
+    )
+    render.show_summary(summary, json_out)
 
 
 def resume(
@@ -223,15 +233,15 @@ def resume(
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
-    if keep_workers:
-        _cluster_address(ray_address)
-    database = open_database(db)
-    with database.session(readonly=True) as s:
-        record = repository.get_job(s, job)
-    spec_from_storage(
-        str(record.spec.get("kernel")), kernel_module or ()
-    )  # imports nothing unasked
-    _run(database, JobSpec.from_mapping(record.spec), job, ray_address, json_out, keep_workers)
+    summary = service.resume_job(
+        open_database(db),
+        job,
+        ray_address=ray_address,
+        keep_workers=keep_workers,
+        reporter=reporter_for(json_out),
+        kernel_modules=kernel_module or (),
+    )
+    render.show_summary(summary, json_out)
 
 
 workers_app = typer.Typer(help="Manage worker actors kept on a Ray cluster.", no_args_is_help=True)
@@ -244,69 +254,87 @@ def workers_stop(ray_address: RayOption = None) -> None:
 
     from orchestrator.dispatch import ensure_ray, stop_kept_workers
 
-    ensure_ray(_cluster_address(ray_address))
+    ensure_ray(service.cluster_address(ray_address))
     try:
         print(f"stopped {stop_kept_workers()} kept worker(s)")
     finally:
         ray.shutdown()
 
 
-def cancel(job: JobArgument, db: DbOption = None) -> None:
-    """Ask a running job to stop: its driver stops dispatching and keeps every finished trial."""
-    database = open_database(db)
-    with database.session() as s:
-        repository.request_cancel(s, job)
-    print(f"job {job}: cancel requested")
+def cancel(
+    job: JobArgument,
+    db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
+) -> None:
+    """Stop a job: a running one stops dispatching and keeps every finished trial; one that
+    nobody runs (queued, or its driver died and its lease expired) is cancelled at once."""
+    client = client_for(server, token_file, db)
+    if client is None:
+        view = service.cancel_job(open_database(db), job)
+    else:
+        with client:
+            view = client.cancel(job)
+    state = "cancelled" if view.status is JobStatus.CANCELLED else "cancel requested"
+    print(f"job {job}: {state}")
 
 
-def jobs(db: DbOption = None, json_out: JsonOption = False) -> None:
-    """List the newest jobs."""
-    from rich.table import Table
-
-    database = open_database(db)
-    with database.session(readonly=True) as s:
-        records = repository.list_jobs(s)
-    rows = [
-        {
-            "job": r.id,
-            "kernel": r.kernel_name,
-            "status": r.status.value,
-            "team": r.team,
-            "problems": len(r.spec.get("problems", [])),
-            "objective": r.objective.value,
-            "created_at": r.created_at.isoformat(timespec="seconds"),
-            "error": r.error,
-        }
-        for r in records
-    ]
-    if json_out:
-        print_json({"jobs": rows})
-        return
-    table = Table(title="jobs")
-    for column in (
-        "job",
-        "kernel",
-        "status",
-        "team",
-        "problems",
-        "objective",
-        "created_at",
-        "error",
-    ):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
-    console().print(table)
+def jobs(
+    team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
+    kernel: Annotated[str | None, typer.Option(help="Only jobs of this kernel.")] = None,
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=service.MAX_LIMIT, help="Jobs shown.")] = 50,
+    offset: Annotated[int, typer.Option(min=0, help="Newest jobs skipped.")] = 0,
+    db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """List jobs, newest first: status, trials done of budget, best so far, team, age."""
+    client = client_for(server, token_file, db)
+    if client is None:
+        page = service.list_jobs(
+            open_database(db), team=team, kernel=kernel, status=status, limit=limit, offset=offset
+        )
+    else:
+        with client:
+            page = client.jobs(
+                team=team,
+                kernel=kernel,
+                status=status.value if status else None,
+                limit=limit,
+                offset=offset,
+            )
+    render.show_jobs(page, json_out)
 
 
 def job(
     job: JobArgument,
+    watch: WatchOption = False,
     db: DbOption = None,
-    kernel_module: KernelModuleOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Show a job's summary: best config per (problem, class) and trials by outcome."""
-    _show_summary(open_database(db), job, json_out, kernel_module or ())
+    """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
+    client = client_for(server, token_file, db)
+    if client is None:
+        database = open_database(db)
+
+        def fetch() -> service.JobDetail:
+            return service.job_detail(database, job)
+    else:
+        remote = client
+
+        def fetch() -> service.JobDetail:
+            return remote.job(job)
+
+    try:
+        detail = render.watch(fetch, reporter_for(json_out)) if watch else fetch()
+    finally:
+        if client is not None:
+            client.close()
+    render.show_detail(detail, json_out)
 
 
 def best(
@@ -315,66 +343,36 @@ def best(
     device_class: ClassOption = None,
     objective: ObjectiveOption = Objective.KERNEL,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
-    from rich.table import Table
-
+    problems: list[str | None] = list(problem or []) or [None]
+    classes: list[str | None] = list(device_class or []) or [None]
+    client = client_for(server, token_file, db)
+    if client is not None:
+        with client:
+            rows = [
+                row
+                for p in problems
+                for c in classes
+                for row in client.best(kernel, device_class=c, objective=objective.value, problem=p)
+            ]
+        version = rows[0].kernel_version if rows else None
+        render.show_best(rows[0].kernel if rows else kernel, version, objective, rows, json_out)
+        return
     spec = get_spec(kernel)
-    keys: list[str | None] = [problem_key(spec.parse_problem(p)) for p in problem or []] or [None]
-    classes: list[str | None] = [canonical_class_key(c) for c in device_class or []] or [None]
     database = open_database(db)
-    with database.session(readonly=True) as s:
-        records = [
-            r
-            for pk in keys
-            for ck in classes
-            for r in repository.get_best(
-                s, spec.name, pk, ck, spec.version_hash(), objective=objective
-            )
-        ]
-    rows: list[dict[str, Any]] = [
-        {
-            "problem": problem_key_to_dict(r.problem_key),
-            "device_class": r.device_class_key,
-            "triton": r.triton_minor,
-            "objective": r.objective.value,
-            "config": r.config,
-            "time_ms": r.time_ms,
-            "job": r.job_id,
-        }
-        for r in records
+    rows = [
+        row
+        for p in problems
+        for c in classes
+        for row in service.best_configs(
+            database, kernel=spec.name, device_class=c, objective=objective, problem=p
+        )
     ]
-    if json_out:
-        print_json({"kernel": spec.name, "kernel_version": spec.version_hash(), "best": rows})
-        return
-    if not rows:
-        print(
-            f"no best configs stored for {spec.name} version {spec.version_hash()} "
-            f"(objective {objective.value})",
-            file=sys.stderr,
-        )
-        return
-    table = Table(title=f"best configs · {spec.name} {spec.version_hash()} · {objective.value}")
-    for column in ("problem", "class", "triton", "config", "time (ms)", "job"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            ",".join(f"{k}={v}" for k, v in row["problem"].items()),
-            row["device_class"],
-            row["triton"],
-            ",".join(f"{k}={v}" for k, v in row["config"].items()),
-            f"{row['time_ms']:.4g}",
-            str(row["job"]),
-        )
-    console().print(table)
-
-
-def problem_key_to_dict(key: str) -> dict[str, Any]:
-    import json
-
-    value = json.loads(key)
-    return dict(value) if isinstance(value, dict) else {}
+    render.show_best(spec.name, spec.version_hash(), objective, rows, json_out)
 
 
 def pull(
@@ -384,21 +382,52 @@ def pull(
     fmt: Annotated[
         str,
         typer.Option(
-            "--format", help="native (JSON bundle), triton (Python), vllm (fused_moe files)."
+            "--format",
+            help="native (JSON bundle), triton (Python), vllm (fused_moe files), t4 (Kernel "
+            "Tuner's T4 results JSON).",
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
-    from orchestrator.bundle_export import BundleFormat, export
+    from orchestrator.vllm_export import write_files
 
-    try:
-        chosen = BundleFormat(fmt)
-    except ValueError:
-        raise OrchestratorError(f"unknown format {fmt!r}; use native, triton or vllm") from None
-    classes = [canonical_class_key(c) for c in device_class or []]
-    for path in export(open_database(db), kernel, out, classes, chosen, objective):
+    t4 = fmt == "t4"
+    if t4:
+        fmt = "native"  # T4 files are written from the native bundles
+    client = client_for(server, token_file, db)
+    if client is None:
+        files = service.bundle_files(
+            open_database(db),
+            kernel,
+            device_classes=device_class or [],
+            objective=objective,
+            fmt=fmt,
+        )
+    else:
+        from orchestrator.client import bundle_members
+
+        classes: list[str | None] = list(device_class or []) or [None]
+        with client:
+            files = [
+                member
+                for c in classes
+                for member in bundle_members(
+                    client.bundle(kernel, device_class=c, objective=objective.value, fmt=fmt)
+                )
+            ]
+    named = [(f.filename, f.content.decode()) for f in files]
+    if t4:
+        from orchestrator.t4 import bundle_t4
+
+        named = [
+            (f"{Path(name).stem}.t4.json", json.dumps(bundle_t4(json.loads(text)), indent=1))
+            for name, text in named
+        ]
+    for path in write_files(named, out):
         print(path)
 
 
@@ -416,6 +445,9 @@ def plot(
 
 def register(app: typer.Typer) -> None:
     """Add the job commands to ``app``."""
+    from orchestrator.commands import submit
+
     for command in (tune, jobs, job, cancel, resume, best, pull, plot):
         app.command()(command)
+    submit.register(app)
     app.add_typer(workers_app, name="workers")

@@ -15,7 +15,7 @@ from alembic import command
 from db import Database, JobStatus, Objective, SchemaOutOfDate
 from db import repository as repo
 
-HEAD = "0003"
+HEAD = "0004"
 ROOT = Path(__file__).resolve().parents[2]
 
 # Rows every older database with results has: a kernel, a device class, a job, an ok trial that a

@@ -112,6 +112,19 @@ class TestLeases:
             assert repo.jobs_leased_by(s, "y") == [high]
             assert repo.get_job(s, high).status is JobStatus.RUNNING
 
+    def test_claim_shares_between_teams_within_a_priority(self, db: Database) -> None:
+        flood = _jobs(db, 4, team="a")
+        (late,) = _jobs(db, 1, team="b")
+        (urgent,) = _jobs(db, 1, team="a", priority=1)
+        with db.session() as s:
+            # Priority first; then b (no lease held) before a (one); then a's oldest.
+            claimed = [repo.claim_next_job(s, "x", 30) for _ in range(4)]
+            assert claimed == [urgent, late, flood[0], flood[1]]
+            repo.release_lease(s, late, "x")
+            repo.release_lease(s, flood[0], "x")
+            # a holds two leases, b none: b's job again before a's older one.
+            assert [repo.claim_next_job(s, "x", 30) for _ in range(2)] == [late, flood[0]]
+
     def test_concurrent_claimers_get_disjoint_jobs(self, db: Database) -> None:
         jobs = _jobs(db, 10)
         claimed: dict[str, list[int]] = {"a": [], "b": []}

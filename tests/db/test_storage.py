@@ -32,7 +32,7 @@ from db.models import Base
 from db.session import VERSION_TABLE
 from tests.db._upsert_worker import KEY, hammer
 
-HEAD = "0003"
+HEAD = "0004"
 TABLES = {
     "tf_device_classes",
     "tf_environments",

@@ -91,15 +91,18 @@ def test_tune_on_the_interpreter_then_query_pull_plot(db_url: str, tmp_path: Pat
     assert "data:image/png;base64," in files[-1].read_text()
 
 
+#: Seconds the killed driver's lease lives: until then ``resume`` refuses the job.
+LEASE_S = 4.0
 DRIVER = textwrap.dedent(
     """
     import sys
     from db import Database
+    from orchestrator import service
     from orchestrator.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
-    from orchestrator.driver import Driver, submit_job
     from orchestrator.jobs import JobSpec
+    from orchestrator.lease import LeaseKeeper
 
-    url, landscapes = sys.argv[1], sys.argv[2]
+    url, landscapes, lease_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
     ensure_ray(None, 2)
     database = Database(url)
     database.ensure_schema()
@@ -107,9 +110,10 @@ DRIVER = textwrap.dedent(
                                  "devices": ["replay:" + landscapes], "trials": 40})
     options = PoolOptions(replay_delay_s=0.2)
     pool = WorkerPool(plans_for(spec.devices, options), options)
-    job = submit_job(database, spec, pool)
+    job = service.submit_job(database, spec)
     print(job, flush=True)
-    Driver(database, pool).run(job)
+    with LeaseKeeper(database, job, "killed-driver", ttl_s=lease_s) as keeper:
+        service.drive(database, pool, job, keeper)
     """
 )
 
@@ -126,7 +130,7 @@ def _rows(db_url: str) -> list[Trial]:
 def test_resume_after_the_driver_is_killed(db_url: str, landscapes: dict[str, list[Path]]) -> None:
     replay = str(landscapes[H200][0])
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, db_url, replay],
+        [sys.executable, "-c", DRIVER, db_url, replay, str(LEASE_S)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -145,6 +149,10 @@ def test_resume_after_the_driver_is_killed(db_url: str, landscapes: dict[str, li
     before = _rows(db_url)
     assert 8 <= len(before) < 40
 
+    refused = cli("resume", str(job), "--db", db_url)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "is being run by killed-driver" in refused.stderr
+    time.sleep(LEASE_S)  # the dead driver's lease expires: the job can be taken over
     done = cli("resume", str(job), "--db", db_url, "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)

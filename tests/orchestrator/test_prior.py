@@ -8,10 +8,9 @@ from orchestrator.prior import prior_trials
 from orchestrator.samplers.learned import PriorTrial
 from search_spaces.problem import Problem, problem_key
 from search_spaces.space import Config, config_key
-from tests.db.conftest import backend, db, empty_url, pg_admin  # noqa: F401 (fixtures)
 
 
-def test_reads_ok_trials_of_the_kernel_version_and_objective(db: Database) -> None:  # noqa: F811
+def test_reads_ok_trials_of_the_kernel_version_and_objective(db: Database) -> None:
     small: Problem = {"M": 16, "N": 64, "K": 64, "dtype": "float16"}
     large: Problem = {"M": 1024, "N": 64, "K": 64, "dtype": "float16"}
     config: Config = {"BLOCK_M": 16, "num_warps": 4}

@@ -1,0 +1,228 @@
+"""Rendering of the service's views for the job commands: tables, JSON and live progress.
+
+Local commands and ``--server`` commands render the same views (orchestrator.service), so their
+output is the same.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+
+from db import Objective
+from orchestrator.commands._common import console, print_json
+from orchestrator.progress import Reporter
+from orchestrator.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
+
+#: Seconds between two polls of a watched job.
+WATCH_POLL_S = 1.0
+
+
+def _fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def age(at: datetime, now: datetime | None = None) -> str:
+    """``at``'s age in the largest whole unit: ``42s``, ``5m``, ``3h``, ``2d``."""
+    seconds = max(0.0, ((now or datetime.now(at.tzinfo)) - at).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def job_row(job: JobView) -> dict[str, Any]:
+    """A job as a row of ``jobs --json`` (the keys it always had, then progress and times)."""
+    return {
+        "job": job.id,
+        "kernel": job.kernel,
+        "status": job.status.value,
+        "team": job.team,
+        "problems": len(job.problems),
+        "objective": job.objective.value,
+        "created_at": job.created_at.isoformat(timespec="seconds"),
+        "error": job.error,
+        "priority": job.priority,
+        "trials_done": job.trials_done,
+        "trials_budget": job.trials_budget,
+        "best_ms": job.best_ms,
+        "started_at": job.started_at.isoformat(timespec="seconds") if job.started_at else None,
+        "finished_at": job.finished_at.isoformat(timespec="seconds") if job.finished_at else None,
+    }
+
+
+def show_jobs(page: JobPage, json_out: bool) -> None:
+    """The ``jobs`` listing: one row per job, newest first, and how many more match."""
+    if json_out:
+        print_json(
+            {
+                "jobs": [job_row(j) for j in page.items],
+                "total": page.total,
+                "limit": page.limit,
+                "offset": page.offset,
+            }
+        )
+        return
+    table = Table(title=f"jobs ({len(page.items)} of {page.total})")
+    for column, justify in (
+        ("job", "right"),
+        ("kernel", "left"),
+        ("status", "left"),
+        ("trials", "right"),
+        ("best ms", "right"),
+        ("team", "left"),
+        ("age", "right"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for j in page.items:
+        table.add_row(
+            str(j.id),
+            j.kernel,
+            j.status.value
+            + (
+                " (cancel asked)"
+                if j.cancel_requested and j.status.value in ("queued", "running")
+                else ""
+            ),
+            f"{j.trials_done}/{j.trials_budget}",
+            _fmt_ms(j.best_ms),
+            j.team or "-",
+            age(j.created_at),
+        )
+    console().print(table)
+
+
+def show_detail(detail: JobDetail, json_out: bool) -> None:
+    """``job ID``: the job's state and one row per study (progress, outcomes, best so far)."""
+    if json_out:
+        print_json(detail.to_dict())
+        return
+    j = detail.job
+    c = console()
+    timed = "" if j.objective is Objective.KERNEL else f" · {j.objective.value} objective"
+    c.print(
+        f"job {j.id} · {j.kernel} · [bold]{j.status.value}[/] · {j.trials_done}/{j.trials_budget} "
+        f"trials · team {j.team or '-'} · priority {j.priority}{timed}"
+    )
+    times = [f"created {j.created_at:%Y-%m-%d %H:%M:%S}"]
+    if j.started_at:
+        times.append(f"started {j.started_at:%H:%M:%S}")
+    if j.finished_at:
+        times.append(f"finished {j.finished_at:%H:%M:%S}")
+    c.print(" · ".join(times) + " UTC")
+    if detail.studies:
+        table = Table()
+        table.add_column("study", overflow="fold")
+        table.add_column("status")
+        table.add_column("trials", justify="right")
+        table.add_column("outcomes")
+        table.add_column("best ms", justify="right")
+        table.add_column("best config", overflow="fold")
+        for st in detail.studies:
+            table.add_row(
+                st.label,
+                st.status.value,
+                f"{st.done}/{st.budget}",
+                ", ".join(f"{k} {v}" for k, v in st.outcomes.items()) or "-",
+                _fmt_ms(st.best_ms),
+                _pairs(st.best_config) if st.best_config else "-",
+            )
+        c.print(table)
+    elif j.status.value == "queued":
+        c.print("waiting for a scheduler or `tunefleet resume` to run it")
+    if j.error:
+        c.print(f"[red]error:[/red] {j.error}")
+
+
+def show_summary(summary: JobSummaryView, json_out: bool) -> None:
+    """The end-of-job summary of ``tune`` and ``resume``."""
+    from orchestrator.summary import render
+
+    if json_out:
+        print_json(summary.to_dict())
+    else:
+        render(summary.to_dict(), console())
+
+
+def best_row(b: BestView) -> dict[str, Any]:
+    """A best config as a row of ``best --json``."""
+    return {
+        "problem": b.problem,
+        "device_class": b.device_class,
+        "triton": b.triton,
+        "objective": b.objective.value,
+        "config": b.config,
+        "time_ms": b.time_ms,
+        "job": b.job_id,
+        "team": b.team,
+        "tflops": b.tflops,
+        "gbs": b.gbs,
+        "roofline_pct": b.roofline_pct,
+        "updated_at": b.updated_at.isoformat(timespec="seconds"),
+    }
+
+
+def show_best(
+    kernel: str, version: str | None, objective: Objective, rows: Sequence[BestView], json_out: bool
+) -> None:
+    """``best``: one row per stored best config (problem, class, config, time, provenance)."""
+    if json_out:
+        print_json(
+            {"kernel": kernel, "kernel_version": version, "best": [best_row(b) for b in rows]}
+        )
+        return
+    named = f"{kernel} version {version}" if version else kernel
+    if not rows:
+        print(f"no best configs stored for {named} (objective {objective.value})", file=sys.stderr)
+        return
+    table = Table(title=f"best configs · {kernel} {version or ''} · {objective.value}")
+    for column in ("problem", "class", "triton", "config", "time (ms)", "job", "team"):
+        table.add_column(column, overflow="fold")
+    for b in rows:
+        table.add_row(
+            _pairs(b.problem),
+            b.device_class,
+            b.triton,
+            _pairs(b.config),
+            f"{b.time_ms:.4g}",
+            str(b.job_id),
+            b.team or "-",
+        )
+    console().print(table)
+
+
+def watch(
+    fetch: Callable[[], JobDetail],
+    reporter: Reporter,
+    poll_s: float = WATCH_POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JobDetail:
+    """Show a job's progress through ``reporter`` (the bars of a local ``tune``), polling
+    ``fetch`` every ``poll_s`` seconds until the job is done, failed or cancelled."""
+    shown: set[str] = set()
+    status = None
+    try:
+        while True:
+            detail = fetch()
+            if detail.job.status is not status:
+                status = detail.job.status
+                reporter.note(f"job {detail.job.id}: {status.value}")
+            for st in detail.studies:
+                if st.label not in shown:
+                    shown.add(st.label)
+                    reporter.add(st.label, st.budget, st.done)
+                reporter.update(st.label, st.done, st.best_ms)
+            if detail.finished:
+                return detail
+            sleep(poll_s)
+    finally:
+        reporter.close()

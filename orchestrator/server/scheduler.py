@@ -1,0 +1,499 @@
+"""The scheduler of ``tunefleet serve``: claims queued jobs from the database and runs them.
+
+One background thread claims jobs under a lease (``repository.claim_next_job``: priority, then
+age; a running job whose lease expired is taken over and resumed from its trial rows) and starts
+each in a thread of its own that drives it with the same driver as ``tunefleet tune``.
+
+Workers: the scheduler's ``--device`` sources become Ray worker actors, grouped into one pool per
+device class (per accelerator type for ``auto``, one per replay file, one for the interpreter) and
+pool options. A job runs on the pools of the classes it asks for; jobs whose classes differ run
+at once, jobs of one class take turns on its pools, which stay up between jobs (a job with other
+pool options, e.g. ``in_flight``, gets the class's pool restarted with them).
+
+``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop``
+hook (the trials in flight are waited for and recorded; the job goes back to ``queued``),
+releases every lease and the workers. A job the scheduler held when it died is taken over by any
+scheduler once its lease expires; a scheduler started with the same ``owner`` resumes it at once.
+On SQLite one scheduler serves a database file (a file lock beside it): a second one raises
+SchedulerConflict.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from db import Database, JobStatus, repository
+from db.errors import DatabaseError
+from orchestrator import service
+from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
+from orchestrator.jobs import DeviceSource, JobSpec, SourceKind
+from orchestrator.lease import LeaseKeeper, default_owner
+from orchestrator.service import DeviceClassView
+from search_spaces.errors import SpecError
+from search_spaces.registry import spec_from_storage
+from workers.device_table import canonical_class_key
+from workers.errors import WorkerError
+
+if TYPE_CHECKING:
+    from orchestrator.dispatch import PoolOptions, WorkerPlan, WorkerPool
+    from orchestrator.pool import Done, Pool, RetimeJob, WorkerInfo
+    from workers.trial import TrialRequest
+
+log = logging.getLogger("tunefleet.scheduler")
+
+#: Errors that fail a job with their one-line message (anything else is logged with its trace).
+JOB_ERRORS = (OrchestratorError, SpecError, WorkerError, DatabaseError)
+
+
+class PoolSet:
+    """The pools of several device classes seen as one pool by a driver (``submit`` and the
+    other per-class calls go to the class's pool; ``wait`` collects from all). ``shutdown`` does
+    nothing: the scheduler owns the pools and keeps them for the next job."""
+
+    def __init__(self, pools: Sequence[Pool]) -> None:
+        self._pools = list(pools)
+
+    def _of(self, class_key: str) -> Pool:
+        for pool in self._pools:
+            if class_key in pool.classes():
+                return pool
+        raise NoWorkersError(f"no live worker of class {class_key!r} is left")
+
+    def classes(self) -> dict[str, WorkerInfo]:
+        return {k: v for pool in self._pools for k, v in pool.classes().items()}
+
+    def workers(self, class_key: str | None = None) -> list[WorkerInfo]:
+        return [w for pool in self._pools for w in pool.workers(class_key)]
+
+    def free_slots(self, class_key: str) -> int:
+        return sum(pool.free_slots(class_key) for pool in self._pools)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(pool.in_flight for pool in self._pools)
+
+    def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
+        return self._of(class_key).submit(class_key, request, tag)
+
+    def wait(self, timeout: float) -> list[Done]:
+        busy = [pool for pool in self._pools if pool.in_flight] or self._pools[:1]
+        out: list[Done] = []
+        for pool in busy:
+            out.extend(pool.wait(timeout / len(busy)))
+        return out
+
+    def retime(
+        self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
+    ) -> list[list[list[float]] | None]:
+        out: list[list[list[float]] | None] = [None] * len(jobs)
+        for pool in self._pools:
+            mine = [i for i, job in enumerate(jobs) if job[0] in pool.classes()]
+            if mine:
+                medians = pool.retime([jobs[i] for i in mine], rounds, timeout_s)
+                for i, found in zip(mine, medians, strict=True):
+                    out[i] = found
+        return out
+
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        return None
+
+
+@dataclass
+class _Group:
+    """Worker plans that measure one device class; its pool (started with ``options``) if up."""
+
+    source: str
+    plans: list[WorkerPlan]
+    classes: set[str] = field(default_factory=set)
+    pool: WorkerPool | None = None
+    options: PoolOptions | None = None
+    job: int | None = None  # the job that uses the group now
+
+
+@dataclass
+class _Job:
+    """A claimed job: its lease keeper and, once started, its thread and groups."""
+
+    id: int
+    keeper: LeaseKeeper
+    groups: list[_Group] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+
+def _group_key(plan: WorkerPlan) -> tuple[Any, ...]:
+    return (plan.backend, plan.replay_paths, tuple(sorted(plan.resources.items())))
+
+
+class Scheduler:
+    """Claims and runs queued jobs; see the module doc."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        ray_address: str | None = None,
+        devices: Sequence[DeviceSource] = (DeviceSource(SourceKind.AUTO),),
+        owner: str | None = None,
+        lease_s: float = 30.0,
+        poll_s: float = 1.0,
+        pool_options: PoolOptions | None = None,
+        kernel_modules: Collection[str] = (),
+    ) -> None:
+        """``pool_options``: the base settings of every pool (a job's ``in_flight`` and
+        objective override theirs). ``kernel_modules``: the modules whose ``module:attribute``
+        kernels jobs may name (the server's allow-list); a job row naming another is failed
+        without importing anything."""
+        if not devices:
+            raise OrchestratorError("the scheduler needs at least one --device source")
+        self.database = database
+        self.ray_address = ray_address
+        self.devices = tuple(devices)
+        self.owner = owner or default_owner()
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self._base = pool_options
+        self.kernel_modules = frozenset(kernel_modules)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._groups: list[_Group] = []
+        self._claimed: dict[int, _Job] = {}
+        self._thread: threading.Thread | None = None
+        self._lock_fd: int | None = None
+        self._started_ray = False
+        self.error: str | None = None
+
+    # ----- life cycle
+    def start(self) -> None:
+        """Take the SQLite file lock (SchedulerConflict if another scheduler holds it), connect
+        to Ray, and start the claiming thread (which first starts the workers)."""
+        if self._thread is not None:
+            raise OrchestratorError("the scheduler is already started")
+        self._lock_file()
+        import ray
+
+        from orchestrator.dispatch import ensure_ray
+
+        try:
+            self._started_ray = ensure_ray(self.ray_address)
+            # Ray builds its serialization context (which imports pydantic's compat modules) on
+            # first use: here, in the caller's thread, not in ours racing a web server's imports.
+            ray.put(None)
+        except BaseException:
+            self._unlock_file()
+            raise
+        self._thread = threading.Thread(target=self._main, name="scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop claiming, stop every driver through its ``stop`` hook (trials in flight are
+        recorded, the jobs go back to ``queued``), release every lease, the workers and Ray
+        (if this scheduler started it). Waits up to ``timeout_s`` for the drivers."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        with self._lock:
+            jobs = list(self._claimed.values())
+        for job in jobs:
+            if job.thread is not None:
+                job.thread.join(timeout_s)
+                if job.thread.is_alive():
+                    log.warning("job %d: its driver did not stop within %.0f s", job.id, timeout_s)
+        with self._lock:
+            for job in list(self._claimed.values()):
+                if job.thread is None:  # claimed but not started
+                    self._release(job)
+            groups = list(self._groups)
+        for group in groups:
+            if group.pool is not None:
+                group.pool.shutdown()
+                group.pool = None
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
+        self._unlock_file()
+
+    def _lock_file(self) -> None:
+        if self.database.backend != "sqlite":
+            return
+        name = self.database.engine.url.database
+        if not name or name == ":memory:":
+            return
+        path = Path(f"{name}.scheduler.lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OrchestratorError(
+                f"cannot create the scheduler's lock file {path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 100).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise SchedulerConflict(
+                f"another scheduler ({holder}) already serves the SQLite file {name} (lock "
+                f"{path}); stop it, start this server with --no-scheduler, or use PostgreSQL "
+                "for several schedulers"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}, owner {self.owner}\n".encode())
+        self._lock_fd = fd
+
+    def _unlock_file(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the lock
+            self._lock_fd = None
+
+    # ----- what it serves
+    def status(self) -> dict[str, Any]:
+        """``owner``, ``running`` and ``waiting`` (claimed, waiting for their classes) job ids,
+        ``queued`` (jobs in the database nobody runs), ``stopping``, ``error`` (why the workers
+        did not start, if they did not)."""
+        with self._lock:
+            running = sorted(j.id for j in self._claimed.values() if j.thread is not None)
+            waiting = sorted(j.id for j in self._claimed.values() if j.thread is None)
+        with self.database.session(readonly=True) as s:
+            queued = repository.count_jobs(s, status=JobStatus.QUEUED)
+        return {
+            "owner": self.owner,
+            "running": running,
+            "waiting": waiting,
+            "queued": queued,
+            "stopping": self._stopping.is_set(),
+            "error": self.error,
+        }
+
+    def device_classes(self) -> list[DeviceClassView]:
+        """Each class the workers measure: live workers, how many a job uses now, idle ones."""
+        counts: dict[str, list[int]] = {}
+        with self._lock:
+            for group in self._groups:
+                live = group.pool.workers() if group.pool is not None else []
+                for cls in sorted(group.classes):
+                    n = sum(1 for w in live if w.class_key == cls)
+                    entry = counts.setdefault(cls, [0, 0])
+                    entry[0] += n
+                    entry[1] += n if group.job is not None else 0
+        return [DeviceClassView(k, w, b, w - b) for k, (w, b) in sorted(counts.items())]
+
+    # ----- the claiming thread
+    def _main(self) -> None:
+        try:
+            self._start_groups()
+        except JOB_ERRORS as exc:
+            self.error = str(exc)
+            log.error("scheduler: the workers did not start: %s", exc)
+            return
+        try:
+            with self.database.session(readonly=True) as s:
+                mine = repository.jobs_leased_by(s, self.owner)
+        except DatabaseError as exc:
+            log.warning("scheduler: cannot list the jobs it owned: %s", exc)
+            mine = []
+        for job_id in mine:
+            self._take(job_id)
+        while not self._stopping.is_set():
+            try:
+                self._step()
+            except DatabaseError as exc:
+                log.warning("scheduler: %s", exc)
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def _start_groups(self) -> None:
+        """One pool per device class group, started with the base options (their classes are
+        what jobs are matched against)."""
+        from orchestrator.dispatch import PoolOptions, WorkerPool, plans_for
+
+        base = self._base or PoolOptions()
+        for source in self.devices:
+            grouped: dict[tuple[Any, ...], list[WorkerPlan]] = {}
+            for plan in plans_for([source], base):
+                grouped.setdefault(_group_key(plan), []).append(plan)
+            for plans in grouped.values():
+                pool = WorkerPool(plans, base)
+                group = _Group(str(source), plans, set(pool.classes()), pool, base)
+                with self._lock:
+                    self._groups.append(group)
+        log.info(
+            "scheduler %s: workers of %s",
+            self.owner,
+            ", ".join(sorted({c for g in self._groups for c in g.classes})),
+        )
+
+    def _take(self, job_id: int) -> bool:
+        """Hold job ``job_id``'s lease from now on (False if another owner has it)."""
+        keeper = LeaseKeeper(self.database, job_id, self.owner, self.lease_s)
+        try:
+            keeper.__enter__()
+        except JOB_ERRORS as exc:
+            log.warning("job %d: not taken: %s", job_id, exc)
+            return False
+        with self._lock:
+            self._claimed[job_id] = _Job(job_id, keeper)
+        return True
+
+    def _step(self) -> None:
+        """Start the claimed jobs whose classes are free; claim more (see the bound below)."""
+        self._start_ready()
+        while not self._stopping.is_set():
+            with self._lock:
+                waiting = sum(1 for j in self._claimed.values() if j.thread is None)
+            # Up to one waiting job per class group: a job that waits for a busy class does not
+            # keep a job of an idle class from being claimed, and few jobs are held from others.
+            if waiting >= len(self._groups):
+                return
+            with self.database.session() as s:
+                job_id = repository.claim_next_job(s, self.owner, self.lease_s)
+            if job_id is None or not self._take(job_id):
+                return
+            self._start_ready()
+
+    def _start_ready(self) -> None:
+        with self._lock:
+            waiting = sorted(
+                (j for j in self._claimed.values() if j.thread is None), key=lambda j: j.id
+            )
+        for job in waiting:
+            if self._stopping.is_set():
+                return
+            try:
+                groups = self._groups_for(job.id)
+            except JOB_ERRORS as exc:
+                self._fail(job, str(exc))
+                continue
+            if groups is None:  # cancelled before it ran, or its lease is lost
+                continue
+            with self._lock:
+                if any(g.job is not None for g in groups):
+                    continue
+                for g in groups:
+                    g.job = job.id
+                job.groups = groups
+                job.thread = threading.Thread(
+                    target=self._run, args=(job,), name=f"job-{job.id}", daemon=True
+                )
+            job.thread.start()
+
+    def _groups_for(self, job_id: int) -> list[_Group] | None:
+        """The groups job ``job_id`` runs on; None (and the job let go) if it was cancelled
+        while it waited or its lease was lost. Raises JobSpecError / NoWorkersError when this
+        scheduler's workers cannot run it."""
+        job = self._claimed[job_id]
+        if job.keeper.lost():
+            self._release(job)
+            return None
+        with self.database.session() as s:
+            record = repository.get_job(s, job_id)
+            cancelled = record.cancel_requested
+            if cancelled:
+                service.mark_cancelled(s, job_id)
+        if cancelled:
+            self._release(job)
+            return None
+        return self._match(self._spec(record.spec))
+
+    def _spec(self, stored: Mapping[str, Any]) -> JobSpec:
+        """The job spec of a job row; a ``module:attribute`` kernel only from an allowed module
+        (RegistryError before anything is imported)."""
+        spec_from_storage(str(stored.get("kernel", "")), self.kernel_modules)
+        return JobSpec.from_mapping(stored)
+
+    def _match(self, spec: JobSpec) -> list[_Group]:
+        groups = list(self._groups)
+        if spec.devices != (DeviceSource(SourceKind.AUTO),):
+            served = {str(d) for d in self.devices}
+            asked = [str(d) for d in spec.devices]
+            missing = [d for d in asked if d not in served]
+            if missing:
+                raise JobSpecError(
+                    f"this server has no workers for device {missing[0]}; it serves "
+                    f"{', '.join(sorted(served))} (resume the job where its devices are)"
+                )
+            groups = [g for g in groups if g.source in asked]
+        if spec.all_classes:
+            return groups
+        chosen: list[_Group] = []
+        present = sorted({c for g in groups for c in g.classes})
+        for wanted in spec.device_classes:
+            keys = {wanted.casefold(), canonical_class_key(wanted).casefold()}
+            found = [g for g in groups if any(c.casefold() in keys for c in g.classes)]
+            if not found:
+                raise NoWorkersError(
+                    f"no worker of device class {wanted!r}; classes present: {', '.join(present)}"
+                )
+            chosen.extend(g for g in found if g not in chosen)
+        return chosen
+
+    # ----- one job's thread
+    def _pool(self, group: _Group, options: PoolOptions) -> WorkerPool:
+        """``group``'s pool with ``options``: the running one, or one (re)started with them."""
+        from orchestrator.dispatch import WorkerPool
+
+        if group.pool is not None and group.options == options:
+            return group.pool
+        if group.pool is not None:
+            group.pool.shutdown()
+            group.pool = None
+        group.pool, group.options = WorkerPool(group.plans, options), options
+        return group.pool
+
+    def _run(self, job: _Job) -> None:
+        try:
+            with self.database.session(readonly=True) as s:
+                spec = self._spec(repository.get_job(s, job.id).spec)
+            options = service.pool_options(spec, base=self._base)
+            pools = PoolSet([self._pool(g, options) for g in job.groups])
+            status = service.drive(
+                self.database, pools, job.id, job.keeper, stop=self._stopping.is_set
+            )
+            log.info("job %d: %s", job.id, status.value)
+        except JOB_ERRORS as exc:
+            self._fail(job, str(exc).splitlines()[0] if str(exc) else repr(exc))
+        except Exception as exc:
+            log.exception("job %d: the scheduler failed running it", job.id)
+            self._fail(job, f"scheduler error: {exc!r}"[:500])
+        finally:
+            with self._lock:
+                for g in job.groups:
+                    g.job = None
+            self._release(job)
+            self._wake.set()
+
+    def _fail(self, job: _Job, error: str) -> None:
+        """Mark ``job`` failed with ``error`` unless its driver ended it already; let it go."""
+        log.warning("job %d: failed: %s", job.id, error)
+        try:
+            with self.database.session() as s:
+                record = repository.get_job(s, job.id)
+                if record.lease_owner == self.owner and record.status in (
+                    JobStatus.QUEUED,
+                    JobStatus.RUNNING,
+                ):
+                    if record.status is JobStatus.QUEUED:
+                        repository.set_job_status(s, job.id, JobStatus.RUNNING)
+                    repository.set_job_status(s, job.id, JobStatus.FAILED, error)
+        except DatabaseError as exc:
+            log.warning("job %d: cannot record its failure: %s", job.id, exc)
+        if job.thread is None:
+            self._release(job)
+
+    def _release(self, job: _Job) -> None:
+        with self._lock:
+            if self._claimed.pop(job.id, None) is None:
+                return
+        try:
+            job.keeper.__exit__(None, None, None)
+        except DatabaseError as exc:
+            log.warning("job %d: its lease was not released (it expires): %s", job.id, exc)
