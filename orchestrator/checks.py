@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.encoding import valid_configs
 from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec, SourceKind
-from orchestrator.planning import oversized
 from search_spaces.problem import Problem, problem_key
 from search_spaces.spec import KernelSpec
 
@@ -39,6 +37,7 @@ class Coverage:
 def replay_coverage(spec: JobSpec, kernel: KernelSpec) -> list[Coverage]:
     """Per replay device of ``spec`` and problem it has a landscape for: the configs answered
     (problems without a landscape are refused later, by planning)."""
+    from orchestrator.encoding import valid_configs  # Optuna: only when a replay device is named
     from workers.replay import ReplayRunner
     from workers.trial import TrialRequest
 
@@ -61,6 +60,7 @@ def replay_coverage(spec: JobSpec, kernel: KernelSpec) -> list[Coverage]:
 def check_memory(spec: JobSpec, kernel: KernelSpec) -> None:
     """JobSpecError if a problem's inputs and outputs exceed the memory of a device class the
     job names and the device table knows (classes found only on the cluster: see planning)."""
+    from orchestrator.planning import oversized
     from workers.device_table import find
 
     if spec.all_classes:
