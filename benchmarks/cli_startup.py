@@ -3,7 +3,7 @@ subprocess (`python -m orchestrator ...`), median of --runs runs, commands inter
 change in the machine's load touches all of them alike. Also which heavy packages each one
 imported (from `python -X importtime`).
 
-Usage (repo root): python benchmarks/cli_startup.py [--runs 15] [--out DIR]
+Usage: python benchmarks/cli_startup.py [--runs 15] [--out DIR] (times the checkout it lies in)
 Uses a fresh SQLite database in a temporary folder (`jobs` and `best` read it; it is created once
 before timing). Writes results.json and prints a table; --out also writes them to DIR.
 """
@@ -30,6 +30,8 @@ COMMANDS: dict[str, list[str]] = {
 }
 HEAVY = ("torch", "triton", "ray", "optuna", "numpy", "sqlalchemy", "alembic", "rich", "typer")
 GOAL_S = 0.5
+#: The checkout whose code is timed (`python -m` puts the working directory first on sys.path).
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run_once(args: list[str], env: dict[str, str]) -> float:
@@ -37,6 +39,7 @@ def run_once(args: list[str], env: dict[str, str]) -> float:
     subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         env=env,
+        cwd=REPO,
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -48,6 +51,7 @@ def heavy_imports(args: list[str], env: dict[str, str]) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "orchestrator", *args],
         env=env,
+        cwd=REPO,
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
