@@ -7,19 +7,10 @@ from __future__ import annotations
 import pytest
 
 from db import Database, JobStatus
-from orchestrator.cli import main
 from orchestrator.driver import Driver, submit_job
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
-from tests.orchestrator.test_cli_tables import assert_fits, headers
-
-
-def run(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
-    with pytest.raises(SystemExit) as done:
-        main(args)
-    out, err = capsys.readouterr()
-    assert done.value.code in (0, None), err
-    return out
+from tests.orchestrator.test_cli_tables import assert_fits, headers, run
 
 
 @pytest.fixture
