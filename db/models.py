@@ -16,6 +16,20 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from db.states import (
+    JOB_TRANSITIONS as JOB_TRANSITIONS,
+)
+from db.states import (
+    RETRYABLE_OUTCOMES as RETRYABLE_OUTCOMES,
+)
+from db.states import (
+    JobStatus,
+    Objective,
+    StudyStatus,
+    TokenScope,
+    TrialOutcome,
+)
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -23,74 +37,6 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-class JobStatus(str, enum.Enum):
-    """Lifecycle of a job; the allowed moves are in :data:`JOB_TRANSITIONS`."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
-    # running -> running: a driver resuming a job whose previous driver died.
-    # running -> queued: a driver told to stop (its lease lost, a scheduler shutting down)
-    # hands the job back for a new owner to resume.
-    JobStatus.RUNNING: frozenset(
-        {JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}
-    ),
-    JobStatus.DONE: frozenset(),
-    JobStatus.FAILED: frozenset({JobStatus.RUNNING}),
-    JobStatus.CANCELLED: frozenset({JobStatus.RUNNING}),
-}
-
-
-class StudyStatus(str, enum.Enum):
-    """State of one (job, problem, device class) search."""
-
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class TrialOutcome(str, enum.Enum):
-    """How a trial ended; the same values as ``workers.measurement.Outcome`` (db imports none of ours)."""
-
-    OK = "ok"
-    INVALID = "invalid"
-    WRONG = "wrong"
-    COMPILE_ERROR = "compile_error"
-    COMPILE_TIMEOUT = "compile_timeout"
-    RUN_TIMEOUT = "run_timeout"
-    CRASH = "crash"
-    INFRA = "infra"
-
-
-#: Outcomes that may not be the config's fault (a process killed from outside, a timeout on a loaded
-#: node): a trial may store one as ``provisional``, re-measured once before a verdict stands.
-RETRYABLE_OUTCOMES = frozenset(
-    {TrialOutcome.CRASH, TrialOutcome.COMPILE_TIMEOUT, TrialOutcome.RUN_TIMEOUT}
-)
-
-
-class TokenScope(str, enum.Enum):
-    """What an API token may do; each scope includes the ones before it."""
-
-    READ = "read"
-    SUBMIT = "submit"
-    ADMIN = "admin"
-
-
-class Objective(str, enum.Enum):
-    """What a trial's time means. Times of different objectives are never compared or mixed."""
-
-    KERNEL = "kernel"  # one launch alone: events around it, L2 flushed before it
-    GRAPH = "graph"  # per launch, in a CUDA graph of back-to-back launches over rotating inputs
 
 
 def utcnow() -> datetime:

@@ -1,20 +1,57 @@
-"""The ``tunefleet`` command line: one Typer app; our errors become one line on stderr and exit 2."""
+"""The ``tunefleet`` command line: one Typer app; every user mistake is one ``error:`` line on
+stderr with what to do, exit 2; help (also for a bare group) on stdout, exit 0."""
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated, Any
 
-import click
 import typer
 
-from db.errors import DatabaseError
-from orchestrator.errors import OrchestratorError
-from search_spaces.errors import SpecError
-from workers.errors import WorkerError
+# Typer (pinned to 0.29 in pyproject) bundles its own click; its exceptions live here.
+from typer._click import exceptions as click_errors
 
-USER_ERRORS = (SpecError, DatabaseError, WorkerError, OrchestratorError)
+#: Our error types at the package boundaries: (module, class). Only modules already imported are
+#: consulted (an error of a package never imported cannot have been raised), so the CLI does not
+#: load the database or the workers just to be able to catch their errors.
+USER_ERRORS = (
+    ("search_spaces.errors", "SpecError"),
+    ("db.errors", "DatabaseError"),
+    ("workers.errors", "WorkerError"),
+    ("orchestrator.errors", "OrchestratorError"),
+)
+EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+PROG = "tunefleet"
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's pyproject if not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version(PROG)
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"{PROG} {version()}")
+        raise typer.Exit(EXIT_OK)
+
+
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Distributed autotuning of GPU kernels: tune, store and pull best configs per device."""
 
 
 def build_app() -> typer.Typer:
@@ -23,12 +60,13 @@ def build_app() -> typer.Typer:
     from orchestrator.commands import tune as tune_commands
 
     app = typer.Typer(
-        name="tunefleet",
-        help="Distributed autotuning of GPU kernels: tune, store and pull best configs per device.",
+        name=PROG,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,
     )
+    app.callback()(_root)
     core.register(app)
     tune_commands.register(app)
     capture.register(app)
@@ -38,18 +76,55 @@ def build_app() -> typer.Typer:
     return app
 
 
+def command_path(root: Any, argv: list[str]) -> str:
+    """``tunefleet GROUP COMMAND``: as far as ``argv`` names (sub)commands of ``root``."""
+    words, command = [PROG], root
+    for word in argv:
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            break
+        words.append(word)
+    return " ".join(words)
+
+
+def usage_line(exc: click_errors.UsageError, path: str) -> str:
+    """One line: what is wrong, then where the help for that command is."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    message = message[0].lower() + message[1:] if message else "bad usage"
+    return f"error: {message}; see {path} --help"
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of our boundary errors: bad input, shown as one line."""
+    for module_name, name in USER_ERRORS:
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, name)):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0, 2 (bad input) or 130 (interrupted)."""
     command = typer.main.get_command(build_app())
+    args = sys.argv[1:] if argv is None else argv
     try:
-        result = command.main(args=argv, prog_name="tunefleet", standalone_mode=False)
-    except click.exceptions.Abort:
+        result = command.main(args=args, prog_name=PROG, standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:
+        # A bare ``tunefleet`` or ``tunefleet db``: its help is the answer, not an error.
+        print(exc.format_message())
+        sys.exit(EXIT_OK)
+    except click_errors.UsageError as exc:
+        print(usage_line(exc, command_path(command, args)), file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except click_errors.ClickException as exc:
+        print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except typer.Abort:
         print("interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except USER_ERRORS as exc:
+    except Exception as exc:
+        if not is_user_error(exc):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    sys.exit(result if isinstance(result, int) else 0)
+    sys.exit(result if isinstance(result, int) else EXIT_OK)

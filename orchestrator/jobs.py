@@ -58,6 +58,11 @@ class DeviceSource:
             if missing:
                 raise JobSpecError(f"landscape file {missing[0]} does not exist")
             return cls(SourceKind.REPLAY, tuple(str(Path(p).resolve()) for p in paths))
+        if value in ("cuda", "rocm"):
+            raise JobSpecError(
+                f"--device {value}: a job's workers take auto (every GPU of the cluster, CUDA "
+                "or ROCm), interpreter or replay:FILE"
+            )
         raise JobSpecError(f"unknown device {text!r}; use auto, interpreter or replay:FILE")
 
     def __str__(self) -> str:

@@ -15,7 +15,7 @@ from orchestrator.pool import Pool, WorkerInfo
 from search_spaces.problem import Problem, problem_key
 from search_spaces.spec import KernelSpec
 from workers.device import Backend
-from workers.device_table import canonical_class_key
+from workers.device_table import canonical_class_key, find
 
 GPU_BACKENDS = (Backend.CUDA, Backend.ROCM)
 
@@ -44,9 +44,31 @@ def _match_class(wanted: str, present: Sequence[str]) -> str | None:
     return folded.get(wanted.casefold()) or folded.get(canonical_class_key(wanted).casefold())
 
 
+def device_memory(info: WorkerInfo) -> int:
+    """The worker's device memory in bytes: as it reports it, else (a replay landscape that did
+    not record it) the device table's figure for its class name, else 0 (unknown)."""
+    if info.fingerprint.memory_bytes > 0:
+        return info.fingerprint.memory_bytes
+    known = find(info.fingerprint.name)
+    return known.memory_bytes if known is not None else 0
+
+
+def oversized(kernel: KernelSpec, problem: Problem, memory_bytes: int) -> str | None:
+    """Why ``problem``'s inputs and outputs (``bytes_moved``) cannot fit ``memory_bytes`` of
+    device memory, or None (also when the memory is unknown, 0)."""
+    needed = kernel.bytes_moved(problem)
+    if memory_bytes <= 0 or needed <= memory_bytes:
+        return None
+    return (
+        f"problem {problem_key(problem)} needs {needed / 2**30:.3g} GiB for its inputs and "
+        f"outputs, more than the {memory_bytes / 2**30:.3g} GiB of device memory"
+    )
+
+
 def plan_job(spec: JobSpec, kernel: KernelSpec, pool: Pool) -> list[StudyPlan]:
     """The studies of ``spec`` on ``pool``'s classes; raises before anything is written when a
-    class is missing, a space is empty on a class or the sampler does not fit it, a replay device
+    class is missing, a problem's inputs exceed a class's memory, a space is empty on a class or
+    the sampler does not fit it, a replay device
     lacks a problem, or the graph objective meets a class without a GPU."""
     present = pool.classes()
     names = sorted(present)
@@ -83,6 +105,9 @@ def plan_job(spec: JobSpec, kernel: KernelSpec, pool: Pool) -> list[StudyPlan]:
                 f"{unfit}; choose another sampler"
             )
         for problem in spec.problems:
+            too_big = oversized(kernel, problem, device_memory(info))
+            if too_big is not None:
+                raise JobSpecError(f"{class_key}: {too_big}; give a smaller problem")
             if info.replay_keys is not None and (spec.kernel, problem_key(problem)) not in set(
                 info.replay_keys
             ):

@@ -1,10 +1,14 @@
-"""Live progress per study: a rich progress bar on a terminal, plain lines otherwise."""
+"""Live progress per study: a rich progress bar on a terminal, plain lines otherwise, or one JSON
+object per line for scripts (``tune --json-lines``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
-from typing import IO, Protocol
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import IO, Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -63,6 +67,40 @@ class PlainReporter:
 
     def note(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        return None
+
+
+class JsonLinesReporter:
+    """One JSON object per line, flushed at once, for every event: ``{"event": "study", "study",
+    "budget", "done"}`` when a study is added, ``{"event": "trial", "study", "done", "budget",
+    "best_ms"}`` after every trial, ``{"event": "note", "text"}``, and (from the caller, once the
+    job ends) ``{"event": "summary", ...}``. Each also has ``"at"`` (ISO 8601, UTC)."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self._budget: dict[str, int] = {}
+
+    def _emit(self, event: str, fields: Mapping[str, Any]) -> None:
+        at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        line = json.dumps({"event": event, "at": at, **fields}, default=str)
+        print(line, file=self.stream, flush=True)
+
+    def add(self, label: str, budget: int, done: int) -> None:
+        self._budget[label] = budget
+        self._emit("study", {"study": label, "budget": budget, "done": done})
+
+    def update(self, label: str, done: int, best_ms: float | None) -> None:
+        budget = self._budget.get(label)
+        self._emit("trial", {"study": label, "done": done, "budget": budget, "best_ms": best_ms})
+
+    def note(self, text: str) -> None:
+        self._emit("note", {"text": text})
+
+    def summary(self, summary: Mapping[str, Any]) -> None:
+        """The job's final summary (the same object ``tune --json`` prints), as the last line."""
+        self._emit("summary", summary)
 
     def close(self) -> None:
         return None

@@ -13,18 +13,21 @@ import enum
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db import Database, Objective, repository
+from db import Objective
 from orchestrator.errors import OrchestratorError
 from search_spaces.bundle_env import differences
 from search_spaces.spec import KernelSpec
-from workers.measurement import Measurement, Outcome
+
+if TYPE_CHECKING:
+    from db import Database
+    from workers.measurement import Measurement
 
 #: Re-timed / stored above this counts as a regression (noise here is a few percent).
 DEFAULT_THRESHOLD = 1.05
 
-TimeConfig = Callable[[dict[str, Any], dict[str, Any]], Measurement]
+TimeConfig = Callable[[dict[str, Any], dict[str, Any]], "Measurement"]
 
 
 class Verdict(str, enum.Enum):
@@ -77,6 +80,9 @@ def revalidate(
     """Re-time every stored best of ``spec``'s installed version on ``device_class``; raises
     OrchestratorError when there is none. ``current`` is this environment (triton, torch, driver,
     runtime) to name what changed since each best was stored."""
+    from db import repository
+    from workers.measurement import Outcome
+
     with database.session(readonly=True) as s:
         rows = repository.get_best(
             s,

@@ -29,6 +29,7 @@ from db.errors import InvalidTransition
 from db.errors import NotFound as RecordNotFound
 from db.models import Study, Trial, utcnow
 from db.repository import JobRecord, StudyRecord
+from orchestrator.checks import check_memory
 from orchestrator.errors import (
     Conflict,
     InvalidRequest,
@@ -417,8 +418,9 @@ def _lease_live(job: JobRecord) -> bool:
 
 
 def check_spec(spec: JobSpec) -> KernelSpec:
-    """The checks that need no cluster: the kernel is registered and its space has a valid config
-    on every device class the spec names that the device table knows. Raises JobSpecError."""
+    """The checks that need no cluster: the kernel is registered, its space has a valid config
+    and its problems fit the memory of every device class the spec names that the device table
+    knows. Raises JobSpecError."""
     try:
         kernel = spec.kernel_spec()
     except SpecError as exc:
@@ -431,6 +433,7 @@ def check_spec(spec: JobSpec) -> KernelSpec:
                     f"the {kernel.name} space has no valid config on {known.name}; "
                     "check the space's constraints against this device"
                 )
+    check_memory(spec, kernel)
     return kernel
 
 

@@ -2,8 +2,9 @@
 
 Per study (problem, device class): the best config for the key (the promoted row, preferring the
 one this job wrote), its time, TFLOP/s and GB/s, % of the device's roofline when the class's peak
-numbers are known (never for ``cpu``), speedups over the median ``ok`` trial and over the spec's
-default config (when it was measured), and trials by outcome, measured and reused.
+numbers are known (never for ``cpu``), speedups of the best config's trial over the median ``ok``
+trial and over the default config's trial (both in this study; never the re-timed time over a
+trial's), and trials by outcome, measured and reused.
 """
 
 from __future__ import annotations
@@ -73,19 +74,22 @@ def collect(
                 "sampler": study.sampler,
             }
             if best_ms:
+                # Speedups compare like with like: the best config's own trial in this study
+                # against the median ok trial and the default's trial, all measured the same
+                # way (the best's re-timed time_ms is never divided by a trial's time).
+                own = ok.get(config_key(best_cfg)) if best_cfg is not None else None
+                own_ms = own.median_ms if own is not None else None
+                default = ok.get(config_key(default_config(kernel, cls)))
                 medians = [t.median_ms for t in ok.values() if t.median_ms]
+                entry["best_trial_ms"] = own_ms
+                entry["default_time_ms"] = default.median_ms if default is not None else None
                 entry["speedup_vs_median"] = (
-                    statistics.median(medians) / best_ms if medians else None
-                )
-                default = default_config(kernel, cls)
-                found = repository.find_measured(
-                    s, study.kernel_id, study.problem_key, cls.id, config_key(default), objective
-                )
-                entry["default_time_ms"] = (
-                    found.median_ms if found and found.outcome is TrialOutcome.OK else None
+                    statistics.median(medians) / own_ms if medians and own_ms else None
                 )
                 entry["speedup_vs_default"] = (
-                    entry["default_time_ms"] / best_ms if entry["default_time_ms"] else None
+                    entry["default_time_ms"] / own_ms
+                    if entry["default_time_ms"] and own_ms
+                    else None
                 )
                 r = rates(kernel, problem, best_ms, cls.name)
                 entry.update(tflops=r.tflops, gbs=r.gbs, roofline_pct=r.roofline_pct)
@@ -126,6 +130,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
             ("% of roofline", _fmt(st.get("roofline_pct"), ".0f", "%")),
             ("vs median trial", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
             ("vs default config", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
+            ("default config trial", _fmt(st.get("default_time_ms"), ".4g", " ms")),
             ("trials", f"{counts or 'none'} (measured {st['measured']}, reused {st['reused']})"),
         ):
             table.add_row(name, value)

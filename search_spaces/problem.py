@@ -103,13 +103,20 @@ class ProblemSchema:
         return problem
 
     def parse(self, text: str) -> Problem:
-        """Parse ``M=64,N=64,dtype=float16`` (the CLI's ``-p``) and validate it."""
+        """Parse ``M=64,N=64,dtype=float16`` (the CLI's ``-p``) and validate it; a field named
+        twice is a ProblemError (the last would otherwise win silently)."""
         raw: dict[str, object] = {}
         for item in filter(None, (s.strip() for s in text.split(","))):
             name, sep, value = item.partition("=")
             if not sep:
                 raise ProblemError(f"problem item {item!r} is not NAME=VALUE; give {self.usage()}")
-            raw[name.strip()] = value
+            name = name.strip()
+            if name in raw:
+                raise ProblemError(
+                    f"problem names {name!r} twice ({name}={raw[name]} and {name}={value}); "
+                    "give each field once"
+                )
+            raw[name] = value
         return self.validate(raw)
 
     def usage(self) -> str:

@@ -5,11 +5,14 @@ Loading a spec imports only its spec module; its kernels (torch, triton) load wh
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
 import sys
 from collections.abc import Collection
 from importlib.metadata import entry_points
+from types import ModuleType
 
 from search_spaces.errors import RegistryError
 from search_spaces.spec import KernelSpec
@@ -29,6 +32,32 @@ def _entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _import_quietly(module_name: str, ref: str) -> ModuleType:
+    """Import a spec module; RegistryError if it fails, exits, or writes to stdout (which would
+    corrupt ``--json`` output: a spec module must only define its spec)."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            module = importlib.import_module(module_name)
+    except SystemExit as exc:
+        raise RegistryError(
+            f"module {module_name!r} for {ref!r} called sys.exit({exc.code!r}) on import; "
+            "a spec module must only define its spec"
+        ) from None
+    except Exception as exc:  # any import failure of user code is the user's to fix
+        raise RegistryError(f"cannot import {module_name!r} for {ref!r}: {exc}") from None
+    printed = captured.getvalue().strip()
+    if printed:
+        sys.modules.pop(module_name, None)
+        first = printed.splitlines()[0][:60]
+        raise RegistryError(
+            f"module {module_name!r} for {ref!r} printed on import ({first!r}); "
+            "a spec module must only define its spec (move the printing under "
+            "if __name__ == '__main__')"
+        )
+    return module
+
+
 def _load_ref(ref: str) -> KernelSpec:
     """Import ``module:attribute`` from the installed packages or, after them, the current folder."""
     module_name, sep, attr = ref.partition(":")
@@ -36,10 +65,7 @@ def _load_ref(ref: str) -> KernelSpec:
         raise RegistryError(f"{ref!r} is not MODULE:ATTRIBUTE")
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure of user code is the user's to fix
-        raise RegistryError(f"cannot import {module_name!r} for {ref!r}: {exc}") from None
+    module = _import_quietly(module_name, ref)
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):

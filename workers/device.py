@@ -187,11 +187,13 @@ def _gpu_fingerprints(backend: Backend) -> list[Fingerprint]:
 
     hip = getattr(torch.version, "hip", None)
     if backend is Backend.ROCM and not hip:
-        raise DeviceError("this torch is not a ROCm build; use --backend cuda or interpreter")
+        raise DeviceError("this torch is not a ROCm build; use --device cuda or interpreter")
     if backend is Backend.CUDA and hip:
-        raise DeviceError("this torch is a ROCm build; use --backend rocm")
+        raise DeviceError("this torch is a ROCm build; use --device rocm")
     if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
-        raise DeviceError(f"no {backend.value} GPU is visible; use --backend interpreter")
+        raise DeviceError(
+            f"no {backend.value} GPU is visible; use --device interpreter (Triton's CPU interpreter)"
+        )
     runtime = f"hip {hip}" if hip else f"cuda {torch.version.cuda}"
     driver = None if hip else _cuda_driver(torch)
     out = []

@@ -38,9 +38,14 @@ _LIMIT_FIELDS = (
 class TrialLike(Protocol):
     """What a runner needs of a trial request (``workers.runner.TrialRequest`` fits)."""
 
-    kernel: str
-    problem: Mapping[str, Any]
-    config: Mapping[str, Any]
+    @property
+    def kernel(self) -> str: ...
+
+    @property
+    def problem(self) -> Mapping[str, Any]: ...
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,15 @@ class ReplayRunner:
     def covers(self, kernel: str, problem: Mapping[str, Any]) -> bool:
         """Whether a landscape for ``kernel`` on ``problem`` is loaded."""
         return (kernel, problem_key(problem)) in self._table
+
+    def answers(self, request: TrialLike) -> bool:
+        """Whether a landscape holds ``request``'s config (so :meth:`run` does not answer
+        ``invalid`` for lack of it); records no call."""
+        results = self._table.get((request.kernel, problem_key(request.problem)))
+        if results is None:
+            return False
+        found = results.get(config_key(request.config))
+        return found is not None or self._recorded_without_new_params(request, results) is not None
 
     def keys(self) -> list[tuple[str, str]]:
         """The (kernel, problem key) pairs this runner can answer."""

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from db import Database
 from orchestrator.errors import OrchestratorError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from db import Database
 
 DbOption = Annotated[
     str | None,
@@ -21,6 +24,9 @@ DbOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object instead of tables.")
 ]
+WideOption = Annotated[
+    bool, typer.Option("--wide", help="Show every column at full width (tables may not fit).")
+]
 KernelArgument = Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")]
 JobArgument = Annotated[int, typer.Argument(help="Job id.")]
 
@@ -30,6 +36,11 @@ DeviceOption = Annotated[str, typer.Option("--device", help="auto|cuda|rocm|inte
 
 def check_device(device: str) -> str:
     """``device`` if it is one of DEVICE_CHOICES; else OrchestratorError (one line, exit 2)."""
+    if device.startswith("replay:"):
+        raise OrchestratorError(
+            f"--device {device!r}: replayed devices answer tune jobs; this command times on this "
+            f"machine: use one of {', '.join(DEVICE_CHOICES)}"
+        )
     if device not in DEVICE_CHOICES:
         raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
     return device
@@ -37,6 +48,8 @@ def check_device(device: str) -> str:
 
 def open_database(url: str | None) -> Database:
     """The database at ``url`` (or the default), with its schema created or upgraded if needed."""
+    from db import Database
+
     database = Database(url)
     database.ensure_schema()
     return database
@@ -48,4 +61,6 @@ def print_json(obj: Any) -> None:
 
 
 def console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False)

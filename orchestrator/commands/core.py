@@ -5,27 +5,30 @@ from __future__ import annotations
 import functools
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from db import Database
 from orchestrator.commands._common import (
     DbOption,
     DeviceOption,
     JsonOption,
     KernelArgument,
+    WideOption,
     check_device,
     console,
     print_json,
 )
+from orchestrator.commands.tables import Column, print_table
 from orchestrator.errors import OrchestratorError
-from orchestrator.rates import rates
 from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, get_spec
-from workers.device import Backend, Fingerprint, detect
-from workers.measurement import Measurement
+
+if TYPE_CHECKING:
+    from workers.device import Fingerprint
+    from workers.measurement import Measurement
 
 
 def resolve_config(spec: KernelSpec, text: str, limits: DeviceLimits) -> Config:
@@ -63,7 +66,7 @@ def _rate(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def kernels(json_out: JsonOption = False) -> None:
+def kernels(json_out: JsonOption = False, wide: WideOption = False) -> None:
     """List the kernels that can be tuned, with their problem schema and an example problem."""
     from orchestrator.service import list_kernels
 
@@ -71,12 +74,21 @@ def kernels(json_out: JsonOption = False) -> None:
     if json_out:
         print_json({"kernels": [v.to_dict() for v in views]})
         return
-    table = Table("kernel", "description", "problem", "example")
-    for v in views:
-        table.add_row(
-            v.name, v.description, v.usage, ",".join(f"{k}={x}" for k, x in v.example.items())
-        )
-    console().print(table)
+    columns = [
+        Column("kernel"),
+        Column("description"),
+        Column("problem", essential=False),
+        Column("example"),
+    ]
+    # ", " lets a long problem wrap between fields (-p accepts the spaces).
+    rows = [
+        [v.name, v.description, v.usage.replace(",", ", "), _problem_text(v.example)] for v in views
+    ]
+    print_table(columns, rows, wide=wide)
+
+
+def _problem_text(problem: Mapping[str, object]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in problem.items())
 
 
 def space(
@@ -107,11 +119,40 @@ def space(
     c.print("  default: " + ",".join(f"{k}={v}" for k, v in view.default.items()))
 
 
+KNOWN_COLUMNS = {
+    "name": Column("name"),
+    "vendor": Column("vendor", essential=False),
+    "arch": Column("arch"),
+    "aliases": Column("aliases", essential=False),
+    "shared_mem_per_block": Column("shared mem per block", essential=False, justify="right"),
+    "registers_per_block": Column("registers per block", essential=False, justify="right"),
+    "warp_size": Column("warp size", essential=False, justify="right"),
+    "multiprocessors": Column("multiprocessors", short="SMs/CUs", justify="right"),
+    "max_threads_per_block": Column("max threads per block", essential=False, justify="right"),
+    "memory_bytes": Column("memory GB", short="GB", justify="right"),
+    "memory_bandwidth_gbs": Column("memory bandwidth GB/s", short="GB/s", justify="right"),
+    "bf16_tflops": Column("bf16 dense TFLOP/s", short="TFLOP/s", justify="right"),
+    "ray_accelerator": Column("Ray accelerator type", essential=False),
+    "source": Column("source", essential=False),
+}
+
+
+def _known_cell(key: str, value: object) -> str:
+    if value is None:
+        return "-"
+    if key == "memory_bytes" and isinstance(value, int):
+        return f"{value / 1e9:.0f}"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
 def devices(
     known: Annotated[
         bool, typer.Option("--known", help="List the known device classes instead.")
     ] = False,
     json_out: JsonOption = False,
+    wide: WideOption = False,
 ) -> None:
     """List local devices with their fingerprints (or, with --known, the known device classes)."""
     if known:
@@ -121,30 +162,49 @@ def devices(
         if json_out:
             print_json({"known": rows})
             return
-        table = Table(*rows[0].keys())
-        for r in rows:
-            table.add_row(*(str(v) for v in r.values()))
-        console().print(table)
+        keys = list(KNOWN_COLUMNS)
+        assert keys == list(rows[0]), "KNOWN_COLUMNS must name every KnownClass field in order"
+        print_table(
+            list(KNOWN_COLUMNS.values()),
+            [[_known_cell(k, r[k]) for k in keys] for r in rows],
+            wide=wide,
+        )
         return
+    from workers.device import detect
+
     found: list[Fingerprint] = detect("auto")
     if json_out:
         print_json(
             {"devices": [{**f.to_dict(), "device_class": f.device_class.key} for f in found]}
         )
         return
-    table = Table("index", "class", "arch", "backend", "memory GiB", "SMs/CUs", "triton", "torch")
-    for f in found:
-        table.add_row(
-            str(f.index),
-            f.device_class.key,
-            f.arch,
-            f.backend.value,
-            f"{f.memory_bytes / 2**30:.1f}",
-            str(f.multiprocessors),
-            f.triton,
-            f.torch,
-        )
-    console().print(table)
+    columns = [
+        Column("index", short="#", justify="right"),
+        Column("class"),
+        Column("arch"),
+        Column("backend"),
+        Column("memory GiB", short="GiB", justify="right"),
+        Column("SMs/CUs", justify="right"),
+        Column("triton"),
+        Column("torch"),
+    ]
+    print_table(
+        columns,
+        [
+            [
+                str(f.index),
+                f.device_class.key,
+                f.arch,
+                f.backend.value,
+                f"{f.memory_bytes / 2**30:.1f}",
+                str(f.multiprocessors),
+                f.triton or "-",
+                f.torch or "-",
+            ]
+            for f in found
+        ],
+        wide=wide,
+    )
 
 
 def trial(
@@ -165,6 +225,8 @@ def trial(
     json_out: JsonOption = False,
 ) -> None:
     """Compile, check and time one config of a kernel on one problem in an isolated process."""
+    from orchestrator.rates import rates
+    from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRequest, TrialRunner
 
     check_device(device)
@@ -247,6 +309,7 @@ def record(
 
     from orchestrator.output import check_file
     from orchestrator.record import RecordPace, record_landscape, save_landscape
+    from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRunner
 
     check_device(device)
@@ -318,6 +381,8 @@ db_app = typer.Typer(help="Manage the config database.", no_args_is_help=True)
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Create the database or migrate it to the newest schema."""
+    from db import Database
+
     database = Database(db)
     before, after = database.upgrade()
     if before is None:

@@ -10,14 +10,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from db import Objective
 from orchestrator.commands._common import console, print_json
+from orchestrator.commands.tables import Column, print_table
 from orchestrator.progress import Reporter
-from orchestrator.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
+
+if TYPE_CHECKING:
+    from orchestrator.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
 
 #: Seconds between two polls of a watched job.
 WATCH_POLL_S = 1.0
@@ -27,8 +30,8 @@ def _fmt_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _pairs(values: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in values.items())
+def _pairs(values: dict[str, Any], sep: str = ",") -> str:
+    return sep.join(f"{k}={v}" for k, v in values.items())
 
 
 def age(at: datetime, now: datetime | None = None) -> str:
@@ -60,7 +63,7 @@ def job_row(job: JobView) -> dict[str, Any]:
     }
 
 
-def show_jobs(page: JobPage, json_out: bool) -> None:
+def show_jobs(page: JobPage, json_out: bool, wide: bool = False) -> None:
     """The ``jobs`` listing: one row per job, newest first, and how many more match."""
     if json_out:
         print_json(
@@ -72,19 +75,17 @@ def show_jobs(page: JobPage, json_out: bool) -> None:
             }
         )
         return
-    table = Table(title=f"jobs ({len(page.items)} of {page.total})")
-    for column, justify in (
-        ("job", "right"),
-        ("kernel", "left"),
-        ("status", "left"),
-        ("trials", "right"),
-        ("best ms", "right"),
-        ("team", "left"),
-        ("age", "right"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for j in page.items:
-        table.add_row(
+    columns = [
+        Column("job", justify="right"),
+        Column("kernel"),
+        Column("status"),
+        Column("trials", justify="right"),
+        Column("best ms", justify="right"),
+        Column("team"),
+        Column("age", justify="right"),
+    ]
+    rows = [
+        [
             str(j.id),
             j.kernel,
             j.status.value
@@ -97,8 +98,11 @@ def show_jobs(page: JobPage, json_out: bool) -> None:
             _fmt_ms(j.best_ms),
             j.team or "-",
             age(j.created_at),
-        )
-    console().print(table)
+        ]
+        for j in page.items
+    ]
+    console().print(f"jobs ({len(page.items)} of {page.total})")
+    print_table(columns, rows, wide=wide)
 
 
 def show_detail(detail: JobDetail, json_out: bool) -> None:
@@ -172,32 +176,47 @@ def best_row(b: BestView) -> dict[str, Any]:
 
 
 def show_best(
-    kernel: str, version: str | None, objective: Objective, rows: Sequence[BestView], json_out: bool
+    kernel: str,
+    version: str | None,
+    objective: Objective,
+    rows_in: Sequence[BestView],
+    json_out: bool,
+    wide: bool = False,
 ) -> None:
     """``best``: one row per stored best config (problem, class, config, time, provenance)."""
     if json_out:
         print_json(
-            {"kernel": kernel, "kernel_version": version, "best": [best_row(b) for b in rows]}
+            {"kernel": kernel, "kernel_version": version, "best": [best_row(b) for b in rows_in]}
         )
         return
     named = f"{kernel} version {version}" if version else kernel
-    if not rows:
+    if not rows_in:
         print(f"no best configs stored for {named} (objective {objective.value})", file=sys.stderr)
         return
-    table = Table(title=f"best configs · {kernel} {version or ''} · {objective.value}")
-    for column in ("problem", "class", "triton", "config", "time (ms)", "job", "team"):
-        table.add_column(column, overflow="fold")
-    for b in rows:
-        table.add_row(
-            _pairs(b.problem),
+    console().print(f"best configs · {kernel} {version or ''} · {objective.value}")
+    columns = [
+        Column("problem"),
+        Column("class"),
+        Column("triton", essential=False),
+        Column("config"),
+        Column("time (ms)", justify="right"),
+        Column("job", justify="right"),
+        Column("team", essential=False),
+    ]
+    # ", " lets problems and configs wrap between fields, so dtype=bfloat16 stays whole.
+    rows = [
+        [
+            _pairs(b.problem, ", "),
             b.device_class,
             b.triton,
-            _pairs(b.config),
+            _pairs(b.config, ", "),
             f"{b.time_ms:.4g}",
             str(b.job_id),
             b.team or "-",
-        )
-    console().print(table)
+        ]
+        for b in rows_in
+    ]
+    print_table(columns, rows, wide=wide)
 
 
 def watch(

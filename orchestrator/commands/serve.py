@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from db import repository
-from db.models import TokenScope, utcnow
+from db.states import TokenScope
 from orchestrator.commands._common import (
     DbOption,
     JsonOption,
@@ -48,6 +47,8 @@ def is_loopback(host: str) -> bool:
 def check_exposure(database: Database, host: str) -> int:
     """The number of active tokens; OrchestratorError if ``host`` is not loopback and there is none
     (a server reachable by others would refuse every request, or worse, be set up in a hurry)."""
+    from db import repository
+
     with database.session(readonly=True) as s:
         active = repository.active_token_count(s)
     if active == 0 and not is_loopback(host):
@@ -218,6 +219,9 @@ def token_create(
     json_out: JsonOption = False,
 ) -> None:
     """Create a token and print it once (the database keeps only its SHA-256)."""
+    from db import repository
+    from db.models import utcnow
+
     try:
         chosen = TokenScope(scope)
     except ValueError:
@@ -248,6 +252,9 @@ def token_create(
 def token_list(db: DbOption = None, json_out: JsonOption = False) -> None:
     """List the tokens (never their secrets)."""
     from rich.table import Table
+
+    from db import repository
+    from db.models import utcnow
 
     database = open_database(db)
     with database.session(readonly=True) as s:
@@ -287,6 +294,8 @@ def token_revoke(
     db: DbOption = None,
 ) -> None:
     """Revoke a token; every server refuses it from its next request on."""
+    from db import repository
+
     database = open_database(db)
     with database.session() as s:
         if not repository.revoke_token(s, token_id):

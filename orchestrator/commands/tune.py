@@ -1,6 +1,7 @@
 """Job commands: ``tune``, ``jobs``, ``job``, ``cancel``, ``resume``, ``best``, ``pull``, ``plot``.
 
-Ray, Optuna and the driver are imported inside the commands that need them, so building the CLI
+Ray, Optuna, the driver and the service layer (SQLAlchemy) are imported inside the commands
+that need them, so building the CLI
 stays light.
 """
 
@@ -14,13 +15,14 @@ from typing import Annotated, Any
 import typer
 
 from db import JobStatus, Objective
-from orchestrator import samplers, service
+from orchestrator import samplers
 from orchestrator.commands import render
 from orchestrator.commands._common import (
     DbOption,
     JobArgument,
     JsonOption,
     KernelArgument,
+    WideOption,
     open_database,
 )
 from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
@@ -187,8 +189,23 @@ def tune(
     json_out: JsonOption = False,
     from_capture: FromCaptureOption = None,
     widen: WidenOption = False,
+    json_lines: Annotated[
+        bool,
+        typer.Option(
+            "--json-lines",
+            help="Stream one JSON object per line (study, trial, note, summary) for scripts.",
+        ),
+    ] = False,
 ) -> None:
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
+    import sys
+
+    from orchestrator import service
+    from orchestrator.checks import replay_coverage
+    from orchestrator.progress import JsonLinesReporter
+
+    if json_out and json_lines:
+        raise OrchestratorError("give --json or --json-lines, not both")
     if keep_workers:
         service.cluster_address(ray_address)  # fail before touching the database
     if from_capture is not None:
@@ -214,14 +231,25 @@ def tune(
     if target is None:
         raise OrchestratorError("give a job file or a kernel name, or --from-capture DIR")
     spec = build_spec(target, problem, locals())
+    kernel = service.check_spec(spec)  # before Ray starts or the database is touched
+    stream = JsonLinesReporter() if json_lines else None
+    for coverage in replay_coverage(spec, kernel):
+        if not coverage.complete:
+            if stream is not None:
+                stream.note(coverage.warning(kernel.name))
+            else:
+                print(coverage.warning(kernel.name), file=sys.stderr)
     summary = service.tune(
         open_database(db),
         spec,
         ray_address=ray_address,
         keep_workers=keep_workers,
-        reporter=reporter_for(json_out),
+        reporter=stream or reporter_for(json_out),
     )
-    render.show_summary(summary, json_out)
+    if stream is not None:
+        stream.summary(summary.to_dict())
+    else:
+        render.show_summary(summary, json_out)
 
 
 def resume(
@@ -233,6 +261,8 @@ def resume(
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
+    from orchestrator import service
+
     summary = service.resume_job(
         open_database(db),
         job,
@@ -259,6 +289,7 @@ def workers_stop(
     are left alone)."""
     import ray
 
+    from orchestrator import service
     from orchestrator.dispatch import ensure_ray, stop_kept_workers
 
     ensure_ray(service.cluster_address(ray_address))
@@ -276,6 +307,8 @@ def cancel(
 ) -> None:
     """Stop a job: a running one stops dispatching and keeps every finished trial; one that
     nobody runs (queued, or its driver died and its lease expired) is cancelled at once."""
+    from orchestrator import service
+
     client = client_for(server, token_file, db)
     if client is None:
         view = service.cancel_job(open_database(db), job)
@@ -290,14 +323,17 @@ def jobs(
     team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
     kernel: Annotated[str | None, typer.Option(help="Only jobs of this kernel.")] = None,
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=service.MAX_LIMIT, help="Jobs shown.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="Jobs shown.")] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Newest jobs skipped.")] = 0,
     db: DbOption = None,
     server: ServerOption = None,
     token_file: TokenFileOption = None,
     json_out: JsonOption = False,
+    wide: WideOption = False,
 ) -> None:
     """List jobs, newest first: status, trials done of budget, best so far, team, age."""
+    from orchestrator import service
+
     client = client_for(server, token_file, db)
     if client is None:
         page = service.list_jobs(
@@ -312,7 +348,7 @@ def jobs(
                 limit=limit,
                 offset=offset,
             )
-    render.show_jobs(page, json_out)
+    render.show_jobs(page, json_out, wide)
 
 
 def job(
@@ -324,6 +360,8 @@ def job(
     json_out: JsonOption = False,
 ) -> None:
     """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
+    from orchestrator import service
+
     client = client_for(server, token_file, db)
     if client is None:
         database = open_database(db)
@@ -353,8 +391,11 @@ def best(
     server: ServerOption = None,
     token_file: TokenFileOption = None,
     json_out: JsonOption = False,
+    wide: WideOption = False,
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
+    from orchestrator import service
+
     problems: list[str | None] = list(problem or []) or [None]
     classes: list[str | None] = list(device_class or []) or [None]
     client = client_for(server, token_file, db)
@@ -367,7 +408,9 @@ def best(
                 for row in client.best(kernel, device_class=c, objective=objective.value, problem=p)
             ]
         version = rows[0].kernel_version if rows else None
-        render.show_best(rows[0].kernel if rows else kernel, version, objective, rows, json_out)
+        render.show_best(
+            rows[0].kernel if rows else kernel, version, objective, rows, json_out, wide
+        )
         return
     spec = get_spec(kernel)
     database = open_database(db)
@@ -379,7 +422,7 @@ def best(
             database, kernel=spec.name, device_class=c, objective=objective, problem=p
         )
     ]
-    render.show_best(spec.name, spec.version_hash(), objective, rows, json_out)
+    render.show_best(spec.name, spec.version_hash(), objective, rows, json_out, wide)
 
 
 def pull(
@@ -400,6 +443,7 @@ def pull(
     token_file: TokenFileOption = None,
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
+    from orchestrator import service
     from orchestrator.vllm_export import write_files
 
     t4 = fmt == "t4"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from db import Database
+from orchestrator.local_pool import LocalPool
+from orchestrator.worker import WorkerPlan
 
 sys.path.insert(0, str(Path(__file__).parent / "landscapes"))
 from make_landscapes import write_all
@@ -20,6 +23,14 @@ A100 = "NVIDIA A100-SXM4-80GB"
 def landscapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
     """Device name -> its synthetic matmul landscapes (two problems each)."""
     return write_all(tmp_path_factory.mktemp("landscapes"))
+
+
+@pytest.fixture
+def h200_pool(landscapes: dict[str, list[Path]]) -> Iterator[LocalPool]:
+    """An in-process pool of one replay worker of the synthetic H200 landscapes."""
+    local = LocalPool([WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]))])
+    yield local
+    local.shutdown()
 
 
 @pytest.fixture

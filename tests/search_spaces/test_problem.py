@@ -82,3 +82,11 @@ def test_tolerances() -> None:
     assert MATMUL.tolerance({**GOOD, "dtype": "bfloat16"}) == 2e-2
     assert MATMUL.tolerance({**GOOD, "dtype": "float32"}) == 4e-3
     assert RMSNORM.tolerance({"M": 1, "N": 1, "dtype": "float32"}) == 1e-3
+
+
+@pytest.mark.parametrize(
+    "text", ["M=64,M=128,N=32,K=16,dtype=float16", "M=64,N=32,K=16,dtype=float16, M =64"]
+)
+def test_a_field_named_twice_is_refused(text: str) -> None:
+    with pytest.raises(ProblemError, match=r"problem names 'M' twice .*give each field once"):
+        MATMUL.schema.parse(text)

@@ -1,5 +1,6 @@
 """The registry resolves built-in names and MODULE:ATTRIBUTE refs; version hashes are stable."""
 
+import pathlib
 import re
 import subprocess
 import sys
@@ -100,3 +101,24 @@ def test_specs_work_without_gpu_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("import sys\nsys.exit(0)\n", "called sys.exit(0) on import"),
+        ("raise SystemExit('bye')\n", "called sys.exit('bye') on import"),
+        ("print('hello from my spec')\nSPEC = None\n", "printed on import ('hello from my spec')"),
+    ],
+)
+def test_spec_module_that_exits_or_prints_on_import_is_an_error(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, body: str, words: str
+) -> None:
+    name = f"noisy_spec_{abs(hash(body))}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError) as err:
+        get_spec(f"{name}:SPEC")
+    assert words in str(err.value) and "\n" not in str(err.value), err.value
+    assert "a spec module must only define its spec" in str(err.value)

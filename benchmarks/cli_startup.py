@@ -1,0 +1,115 @@
+"""Start-up cost of the light `tunefleet` commands: each command's wall time as a fresh
+subprocess (`python -m orchestrator ...`), median of --runs runs, commands interleaved so that a
+change in the machine's load touches all of them alike. Also which heavy packages each one
+imported (from `python -X importtime`).
+
+Usage: python benchmarks/cli_startup.py [--runs 15] [--out DIR] (times the checkout it lies in)
+Uses a fresh SQLite database in a temporary folder (`jobs` and `best` read it; it is created once
+before timing). Writes results.json and prints a table; --out also writes them to DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+COMMANDS: dict[str, list[str]] = {
+    "--help": ["--help"],
+    "kernels": ["kernels"],
+    "space": ["space", "matmul", "--device-class", "H200"],
+    "jobs": ["jobs"],
+    "best": ["best", "matmul"],
+}
+HEAVY = ("torch", "triton", "ray", "optuna", "numpy", "sqlalchemy", "alembic", "rich", "typer")
+GOAL_S = 0.5
+#: The checkout whose code is timed (`python -m` puts the working directory first on sys.path).
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_once(args: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=env,
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - start
+
+
+def heavy_imports(args: list[str], env: dict[str, str]) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "orchestrator", *args],
+        env=env,
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    return [h for h in HEAVY if h in names]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--out", type=Path)
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "TUNEFLEET_DB": f"sqlite:///{tmp}/startup.db", "COLUMNS": "120"}
+        run_once(["db", "upgrade"], env)
+        baseline = [0.0] * opts.runs
+        times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+        for i in range(opts.runs):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            baseline[i] = time.perf_counter() - start
+            for name, args in COMMANDS.items():
+                times[name].append(run_once(args, env))
+        imported = {name: heavy_imports(args, env) for name, args in COMMANDS.items()}
+    rows = {
+        name: {
+            "median_s": round(statistics.median(t), 3),
+            "min_s": round(min(t), 3),
+            "max_s": round(max(t), 3),
+            "under_goal": statistics.median(t) < GOAL_S,
+            "heavy_imports": imported[name],
+        }
+        for name, t in times.items()
+    }
+    result = {
+        "runs": opts.runs,
+        "goal_s": GOAL_S,
+        "python_startup_median_s": round(statistics.median(baseline), 3),
+        "load_average_1_5_15": list(os.getloadavg()),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "commands": rows,
+    }
+    text = json.dumps(result, indent=2)
+    if opts.out is not None:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        (opts.out / "results.json").write_text(text + "\n")
+    print(f"python -c pass: {result['python_startup_median_s']:.3f} s (median)")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in result['load_average_1_5_15'])}")
+    print(f"{'command':<10} {'median s':>9} {'min s':>7} {'max s':>7}  <{GOAL_S}s  heavy imports")
+    for name, row in rows.items():
+        print(
+            f"{name:<10} {row['median_s']:>9.3f} {row['min_s']:>7.3f} {row['max_s']:>7.3f}  "
+            f"{'yes' if row['under_goal'] else 'no':>5}  {','.join(row['heavy_imports']) or '-'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
