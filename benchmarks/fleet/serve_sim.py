@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     repository.claim_next_job = fleet.timed_claim(repository.claim_next_job)  # type: ignore[assignment]
 
     import uvicorn
+
     from orchestrator.commands.serve import _stop_gracefully
     from orchestrator.server.app import create_app
     from orchestrator.server.scheduler import Scheduler
