@@ -57,8 +57,6 @@ if TYPE_CHECKING:
 LEASE_S = 30.0
 #: Most items one listing page holds.
 MAX_LIMIT = 500
-#: Ways ``study_trials`` sorts: by trial id (oldest first) or by median time (fastest first).
-TRIAL_SORTS = ("id", "time")
 
 _V = TypeVar("_V", bound="View")
 
@@ -209,7 +207,7 @@ class TrialView(View):
 
 @dataclasses.dataclass(frozen=True)
 class TrialPage(View):
-    """One page of a study's trials, ordered by ``sort`` (see TRIAL_SORTS)."""
+    """One page of a study's trials, ordered by ``sort`` (``orchestrator.insights.trial_page``)."""
 
     study_id: int
     items: tuple[TrialView, ...]
@@ -709,49 +707,6 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
     return JobDetail(_job_view(job, counts), tuple(progress))
 
 
-def study_trials(
-    database: Database,
-    job_id: int,
-    study_id: int,
-    *,
-    team: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-    sort: str = "id",
-) -> TrialPage:
-    """One page of a study's trials (``sort``: ``id`` oldest first, ``time`` fastest first)."""
-    _page(limit, offset)
-    if sort not in TRIAL_SORTS:
-        raise InvalidRequest(f"unknown sort {sort!r}; one of {', '.join(TRIAL_SORTS)}")
-    with database.session(readonly=True) as s:
-        _job(s, job_id, team)
-        if study_id not in {st.id for st in repository.studies_for_job(s, job_id)}:
-            raise NotFound(f"job {job_id} has no study {study_id}")
-        trials = repository.trials_for_study(s, study_id)
-    if sort == "time":
-        trials.sort(key=lambda t: (t.median_ms is None, t.median_ms or 0.0, t.id))
-    items = tuple(
-        TrialView(
-            id=t.id,
-            config=dict(t.config),
-            outcome=t.outcome,
-            median_ms=t.median_ms,
-            iqr_ms=t.iqr_ms,
-            max_rel_error=t.max_rel_error,
-            compile_s=t.compile_s,
-            error=t.error,
-            worker=t.worker,
-            reused=t.reused,
-            created_at=_aware(t.created_at),
-        )
-        for t in trials[offset : offset + limit]
-    )
-    return TrialPage(study_id, items, len(trials), limit, offset, sort)
-
-
-# ----------------------------------------------------------------------------- results
-
-
 def _kernel(name: str) -> KernelSpec:
     try:
         return get_spec(name)
@@ -948,7 +903,6 @@ __all__ = [
     "pool_options",
     "resume_job",
     "run_job",
-    "study_trials",
     "submit_job",
     "tune",
 ]

@@ -4,7 +4,8 @@
 Routes (all but ``/healthz`` need a bearer token, see :mod:`orchestrator.server.auth`):
 
 * jobs: ``POST /v1/jobs`` (submit), ``GET /v1/jobs`` (the token's team's, paged),
-  ``GET /v1/jobs/{id}``, ``GET /v1/jobs/{id}/studies/{sid}/trials`` (paged),
+  ``GET /v1/jobs/{id}``, ``GET /v1/jobs/{id}/studies/{sid}/trials`` (paged, from
+  :mod:`orchestrator.server.views_api`),
   ``GET /v1/jobs/{id}/events`` (server-sent progress),
   ``POST /v1/jobs/{id}/cancel``;
 * shared results: ``GET /v1/kernels``, ``GET /v1/kernels/{name}/space``, ``GET /v1/device-classes``,
@@ -26,7 +27,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Collection, Hashable, Sequence
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -400,30 +401,6 @@ def _routes(app: FastAPI, api: _Api) -> None:
     async def job(job_id: JobId, principal: ReadPrincipal) -> Response:
         """One job with per-study progress: trials by outcome, best so far, budget, times."""
         return json_response(await detail_for(job_id, principal))
-
-    @app.get("/v1/jobs/{job_id}/studies/{study_id}/trials", tags=["jobs"])
-    def trials(
-        job_id: JobId,
-        study_id: JobId,
-        principal: ReadPrincipal,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-        offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
-        sort: Annotated[Literal["id", "time"], Query()] = "id",
-    ) -> Response:
-        """One page of a study's trials (``sort``: ``id`` oldest first, ``time`` fastest first)."""
-        try:
-            page = service.study_trials(
-                database,
-                job_id,
-                study_id,
-                team=principal.team_filter(),
-                limit=limit,
-                offset=offset,
-                sort=sort,
-            )
-        except PermissionDenied:
-            raise ApiError(404, f"no job {job_id} of team {principal.team}") from None
-        return json_response(page)
 
     @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])
     async def events(

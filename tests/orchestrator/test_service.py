@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
+from db import Database, JobStatus, Objective, StudyStatus, repository
 from orchestrator import service
 from orchestrator.errors import (
     Conflict,
@@ -208,20 +208,6 @@ def test_lease_keeper_renews_refuses_notices_loss_and_releases(db: Database) -> 
         pass
     with db.session(readonly=True) as s:
         assert repository.get_job(s, job_id).lease_owner is None
-
-
-def test_study_trials_pages_and_sorts(db: Database) -> None:
-    job_id = service.submit_job(db, spec())
-    study = add_study(db, job_id, SMALL, [("ok", 3.0), ("wrong", 0), ("ok", 1.0)])
-    page = service.study_trials(db, job_id, study, sort="time", limit=2)
-    assert [t.median_ms for t in page.items] == [1.0, 3.0] and page.total == 3
-    rest = service.study_trials(db, job_id, study, offset=2)
-    assert [t.outcome for t in rest.items] == [TrialOutcome.OK]
-    assert service.TrialPage.from_dict(json.loads(json.dumps(page.to_dict()))) == page
-    with pytest.raises(NotFound):
-        service.study_trials(db, job_id, study + 100)
-    with pytest.raises(InvalidRequest):
-        service.study_trials(db, job_id, study, sort="name")
 
 
 def test_best_configs_keep_their_provenance(db: Database) -> None:
