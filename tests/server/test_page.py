@@ -3,13 +3,16 @@ server: uvicorn on a loopback port with a scheduler running replay jobs on a loc
 classes of synthetic matmul landscapes), on SQLite.
 
 One browser and one server for the module; the tests run in file order (the later pages show what
-the job of the earlier ones produced). Each page's screenshot goes to docs/screenshots/.
+the job of the earlier ones produced). Each page is screenshotted; the PNGs go to docs/screenshots/
+only with ``TUNEFLEET_SCREENSHOTS=1`` (to refresh the documentation), else to a temporary folder.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,7 +35,12 @@ from tests.orchestrator.landscapes.make_landscapes import write_all
 from tests.server.conftest import LiveServer, make_token
 
 CHROMIUM = "/usr/bin/chromium"
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOC_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SHOTS = (
+    DOC_SHOTS
+    if os.environ.get("TUNEFLEET_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "tunefleet-screenshots"
+)
 SMALL = "M=256,N=256,K=256,dtype=float16"
 CLASSES = (f"replay:{H200}", f"replay:{A100}")
 WAIT_MS = 60_000
