@@ -155,7 +155,10 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for text in SUITES[kernel]:
         problem = spec.parse_problem(text)
-        config = best[problem_key(problem)]
+        config = best.get(problem_key(problem))
+        if config is None:
+            print(f"  {text}: no stored winner; skipped", flush=True)
+            continue
         inputs = spec.build_inputs(problem, device)
         makers: dict[str, Any] = {
             "tuned": lambda s, c=config: spec.make_launcher(s, c),
@@ -203,7 +206,11 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
             }
         )
         del inputs, fresh, tuned_out, makers
-    subset = [SUITES[kernel][i] for i in PORTABILITY[kernel]]
+    subset = [
+        text
+        for text in (SUITES[kernel][i] for i in PORTABILITY[kernel])
+        if problem_key(spec.parse_problem(text)) in best
+    ]
     matrix = []
     for target in subset:
         problem = spec.parse_problem(target)
