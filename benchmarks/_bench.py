@@ -333,18 +333,27 @@ def tune_without_ray(argv: list[str]) -> None:
     from orchestrator import service
     from orchestrator.cli import main as cli_main
     from orchestrator.local_pool import LocalPool
-    from orchestrator.pool import WorkerInfo
+    from orchestrator.pool import RetimeJob, WorkerInfo
     from orchestrator.worker import PoolOptions, WorkerPlan
     from workers.trial import TrialRequest
 
     class AheadPool(LocalPool):
-        """A LocalPool whose workers start compiling a trial when it is submitted."""
+        """A LocalPool of one worker that starts compiling a trial when it is submitted and
+        re-times all studies' top configs in one fresh trial process (LocalPool starts one per
+        study)."""
 
         def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
             info = super().submit(class_key, request, tag)
             n = self._infos.index(info)
             self._workers[n]._runner.prefetch(request)  # the TrialRunner the worker holds
             return info
+
+        def retime(
+            self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
+        ) -> list[list[list[float]] | None]:
+            todo = [(kernel, problem, configs) for _, kernel, problem, configs in jobs if configs]
+            done = iter(self._workers[0].retime(todo, rounds) if todo else [])
+            return [next(done) if configs else None for *_, configs in jobs]
 
     @contextlib.contextmanager
     def local_pool(spec: Any, ray_address: str | None, keep: bool) -> Iterator[AheadPool]:

@@ -49,6 +49,7 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
         "HEAVY_FIRST": flags.get("heavy", False),
         # A GPU-only parameter: absent from the interpreter's space.
         **({"WARP_SPECIALIZE": flags.get("ws", False)} if on_gpu() else {}),
+        "QK_AHEAD": flags.get("ahead", False),
     }
 
 
@@ -110,7 +111,19 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 32, 4, 3, tma=True, heavy=True),
         _cfg(64, 32, 4, 2, tma=True),
     ],
-    "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
+    # d=128 at long sequences: the winner so far against the scores computed one key block ahead
+    # (QK_AHEAD) on one and two warpgroups, with and without warp specialization.
+    "ahead": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, ahead=True),
+        _cfg(64, 64, 4, 4, tma=True, ahead=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True, ahead=True),
+        _cfg(128, 64, 8, 3, tma=True, ahead=True),
+        _cfg(128, 128, 8, 2, tma=True, ahead=True),
+        _cfg(128, 64, 8, 3, tma=True, ws=True, ahead=True),
+        _cfg(128, 128, 8, 2, tma=True, ws=True, ahead=True),
+    ],
+    "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True, ahead=True)],
 }
 
 
@@ -151,6 +164,13 @@ GRIDS: dict[str, list[str]] = {
     "issue": _issue_grid(("float16", "bfloat16")),
     "issue-fp16": _issue_grid(("float16",)),
     "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
+    "d128-long": [
+        _problem(b, s, kv, 128, causal, "float16")
+        for causal in (True, False)
+        for kv in (32, 8)
+        for b in (1, 8)
+        for s in (4096, 8192)
+    ],
     "smoke": [
         "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",
         "batch=1,max_seqlen=48,q_heads=2,kv_heads=2,head_dim=64,causal=false,dtype=float16",
