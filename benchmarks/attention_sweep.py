@@ -49,7 +49,6 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
         "HEAVY_FIRST": flags.get("heavy", False),
         # A GPU-only parameter: absent from the interpreter's space.
         **({"WARP_SPECIALIZE": flags.get("ws", False)} if on_gpu() else {}),
-        "QK_AHEAD": flags.get("ahead", False),
     }
 
 
@@ -111,19 +110,7 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 32, 4, 3, tma=True, heavy=True),
         _cfg(64, 32, 4, 2, tma=True),
     ],
-    # d=128 at long sequences: the winner so far against the scores computed one key block ahead
-    # (QK_AHEAD) on one and two warpgroups, with and without warp specialization.
-    "ahead": [
-        _cfg(64, 64, 4, 3, tma=True),
-        _cfg(64, 64, 4, 3, tma=True, ahead=True),
-        _cfg(64, 64, 4, 4, tma=True, ahead=True),
-        _cfg(64, 64, 4, 3, tma=True, heavy=True, ahead=True),
-        _cfg(128, 64, 8, 3, tma=True, ahead=True),
-        _cfg(128, 128, 8, 2, tma=True, ahead=True),
-        _cfg(128, 64, 8, 3, tma=True, ws=True, ahead=True),
-        _cfg(128, 128, 8, 2, tma=True, ws=True, ahead=True),
-    ],
-    "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True, ahead=True)],
+    "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 
 

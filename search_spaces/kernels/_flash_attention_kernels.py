@@ -92,35 +92,6 @@ def _attend_block(
 
 
 @triton.jit
-def _scores(q, k_src, k_ptrs, start_n, stride_kt, kv_row0, kv_col0, offs_n, TMA: tl.constexpr,
-            DOT_IN_FP32: tl.constexpr):  # fmt: skip
-    """q k^T for the unmasked key block at ``start_n`` (raw scores, not scaled)."""
-    k = _load_kv(k_src, k_ptrs, start_n, stride_kt, offs_n >= 0, kv_row0, kv_col0, False, TMA,
-                 True)  # fmt: skip
-    if DOT_IN_FP32:
-        k = k.to(tl.float32)
-    return tl.dot(q, k)
-
-
-@triton.jit
-def _accumulate(acc, l_i, m_i, qk, v_src, v_ptrs, start_n, stride_vt, kv_row0, kv_col0, offs_n,
-                qk_scale, TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):  # fmt: skip
-    """The online-softmax step of ``_attend_block`` for the unmasked block at ``start_n`` whose
-    scores ``qk`` were computed already."""
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    v = _load_kv(v_src, v_ptrs, start_n, stride_vt, offs_n >= 0, kv_row0, kv_col0, False, TMA,
-                 False)  # fmt: skip
-    if DOT_IN_FP32:
-        v = v.to(tl.float32)
-    acc = tl.dot(p.to(v.dtype), v, acc)
-    return acc, l_i, m_new
-
-
-@triton.jit
 def flash_attention_fwd_kernel(
     q_src,
     k_src,
@@ -145,7 +116,6 @@ def flash_attention_fwd_kernel(
     TMA: tl.constexpr,
     HEAVY_FIRST: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
-    QK_AHEAD: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     """out = softmax(q k^T * scale [causal mask]) v for packed variable-length sequences.
@@ -161,9 +131,7 @@ def flash_attention_fwd_kernel(
     views with blocks [BLOCK_M, HEAD_DIM] (q) and [BLOCK_N, HEAD_DIM] (k, v); else pointers.
     ``HEAVY_FIRST``: program 0 takes the last row block (with causal, the most keys), so the
     longest programs start first. ``WARP_SPECIALIZE``: Triton splits the unmasked key loop into
-    producer (loads) and consumer (math) warps. ``QK_AHEAD``: the unmasked loop computes the
-    scores of key block j + 1 before the softmax and P @ V of block j (one score tile carried
-    across iterations), so the tensor cores can run the next q k^T while the softmax runs.
+    producer (loads) and consumer (math) warps.
     """
     pid_m = tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)
     head = tl.program_id(1)
@@ -210,30 +178,12 @@ def flash_attention_fwd_kernel(
     else:
         unmasked_end = full_end
         hi = seq_len
-    if QK_AHEAD:
-        if unmasked_end > 0:
-            qk = _scores(q, k_src, k_ptrs, 0, stride_kt, seq_start, kv_col0, offs_n, TMA,
-                         DOT_IN_FP32)  # fmt: skip
-            for start_n in tl.range(BLOCK_N, unmasked_end, BLOCK_N,
-                                    warp_specialize=WARP_SPECIALIZE):  # fmt: skip
-                qk_next = _scores(q, k_src, k_ptrs, start_n, stride_kt, seq_start, kv_col0,
-                                  offs_n, TMA, DOT_IN_FP32)  # fmt: skip
-                acc, l_i, m_i = _accumulate(
-                    acc, l_i, m_i, qk, v_src, v_ptrs, start_n - BLOCK_N, stride_vt, seq_start,
-                    kv_col0, offs_n, qk_scale, TMA, DOT_IN_FP32,
-                )  # fmt: skip
-                qk = qk_next
-            acc, l_i, m_i = _accumulate(
-                acc, l_i, m_i, qk, v_src, v_ptrs, unmasked_end - BLOCK_N, stride_vt, seq_start,
-                kv_col0, offs_n, qk_scale, TMA, DOT_IN_FP32,
-            )  # fmt: skip
-    else:
-        for start_n in tl.range(0, unmasked_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-            acc, l_i, m_i = _attend_block(
-                acc, l_i, m_i, q, k_src, v_src, k_ptrs, v_ptrs, seq_start, kv_col0, offs_m,
-                offs_n, seq_len, qk_scale, start_n, stride_kt, stride_vt,
-                BLOCK_N, False, CAUSAL, PRE_LOAD_V, TMA, DOT_IN_FP32,
-            )  # fmt: skip
+    for start_n in tl.range(0, unmasked_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        acc, l_i, m_i = _attend_block(
+            acc, l_i, m_i, q, k_src, v_src, k_ptrs, v_ptrs, seq_start, kv_col0, offs_m, offs_n,
+            seq_len, qk_scale, start_n, stride_kt, stride_vt,
+            BLOCK_N, False, CAUSAL, PRE_LOAD_V, TMA, DOT_IN_FP32,
+        )  # fmt: skip
     for start_n in range(unmasked_end, hi, BLOCK_N):
         acc, l_i, m_i = _attend_block(
             acc, l_i, m_i, q, k_src, v_src, k_ptrs, v_ptrs, seq_start, kv_col0, offs_m, offs_n,

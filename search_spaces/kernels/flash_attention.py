@@ -117,14 +117,6 @@ SPACE = Space(
             vendors=NVIDIA_GPU,
             doc="producer/consumer warps for the unmasked key loop (Triton's warp_specialize)",
         ),
-        Param(
-            "QK_AHEAD",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="the unmasked key loop computes the next block's scores before this block's "
-            "softmax (one score tile carried across iterations)",
-        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -163,12 +155,6 @@ SPACE = Space(
             lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
         ),
         Constraint(
-            "qk-ahead-no-preload",
-            "QK_AHEAD only with PRE_LOAD_V off (it orders the loads itself)",
-            ("QK_AHEAD", "PRE_LOAD_V"),
-            lambda c, _lim: not c["QK_AHEAD"] or not c["PRE_LOAD_V"],
-        ),
-        Constraint(
             "warp-specialize-arch",
             f"WARP_SPECIALIZE only on sm_{TMA_MIN_SM}+ (Hopper and later) and with "
             f"num_warps >= {WS_MIN_WARPS} (Triton 3.6's warp-specialization pass fails on sm_90 "
@@ -192,7 +178,6 @@ DEFAULT: Config = {
     "TMA": False,
     "HEAVY_FIRST": False,
     "WARP_SPECIALIZE": False,
-    "QK_AHEAD": False,
 }
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.
@@ -214,9 +199,7 @@ def study_subspace(configs: list[Config]) -> list[Config]:
         for c in configs
         if int_param(c, "num_stages") in STUDY_STAGES
         and int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
-        and not any(
-            c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "QK_AHEAD")
-        )
+        and not any(c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"))
     ]
 
 
@@ -341,7 +324,6 @@ class FlashAttentionSpec(KernelSpec):
         tma = bool(meta.setdefault("TMA", False))
         meta.setdefault("HEAVY_FIRST", False)
         meta.setdefault("WARP_SPECIALIZE", False)
-        meta.setdefault("QK_AHEAD", False)
         grid = (triton.cdiv(max_len, block_m), qh, batch)
         sources: tuple[Any, Any, Any] = (q, k, v)
         if tma:

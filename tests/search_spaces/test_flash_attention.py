@@ -29,10 +29,8 @@ def cfg(
     stages: int = 2,
     tma: bool = False,
     heavy_first: bool = False,
-    qk_ahead: bool = False,
 ) -> Config:
     return {
-        "QK_AHEAD": qk_ahead,
         "BLOCK_M": bm,
         "BLOCK_N": bn,
         "PRE_LOAD_V": pre_load_v,
@@ -68,10 +66,6 @@ CASES: list[tuple[Problem, Config]] = [
     (problem(max_seqlen=40, batch=3), cfg(16, 32)),
     (problem(max_seqlen=72, batch=2), cfg(16, 64, tma=True)),
     (problem(causal=False, max_seqlen=40), cfg(16, 32, pre_load_v=True)),
-    # Scores one key block ahead: 72 keys give 0-3 unmasked blocks of 16 per row block (the loop
-    # runs none, one or several times), pointer loads and TMA, causal and full.
-    (problem(max_seqlen=72, batch=2), cfg(16, 16, qk_ahead=True)),
-    (problem(causal=False, max_seqlen=40, kv_heads=4), cfg(16, 16, tma=True, qk_ahead=True)),
 ]
 
 
@@ -82,7 +76,7 @@ CASES: list[tuple[Problem, Config]] = [
         f"{p['pattern']}-s{p['max_seqlen']}-h{p['q_heads']}/{p['kv_heads']}-d{p['head_dim']}-"
         f"{'causal' if p['causal'] else 'full'}-{p['dtype']}-m{c['BLOCK_M']}n{c['BLOCK_N']}"
         f"{'-plv' if c['PRE_LOAD_V'] else ''}{'-tma' if c['TMA'] else ''}"
-        f"{'-heavy' if c['HEAVY_FIRST'] else ''}{'-ahead' if c['QK_AHEAD'] else ''}"
+        f"{'-heavy' if c['HEAVY_FIRST'] else ''}"
         for p, c in CASES
     ],
 )
@@ -155,8 +149,8 @@ def test_flops_and_bytes() -> None:
 
 
 def test_space_holds_the_studys_450_configs() -> None:
-    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and four Hopper booleans.
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**4
+    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and three Hopper booleans.
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**3
     configs = SPEC.space.enumerate(UNLIMITED)
     study = study_subspace(configs)
     assert len(study) == 450
@@ -164,9 +158,8 @@ def test_space_holds_the_studys_450_configs() -> None:
     assert {int(c["num_stages"]) for c in study} == {1, 2, 4, 6, 8}
     assert SPEC.default_for(UNLIMITED) in study
     # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, 6 stage values instead of 5, TMA and
-    # HEAVY_FIRST both ways, WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8), QK_AHEAD on only
-    # without PRE_LOAD_V.
-    assert len(configs) == 450 * 25 // 15 * 6 // 5 * 4 * 4 // 3 * 3 // 2
+    # HEAVY_FIRST both ways, WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8).
+    assert len(configs) == 450 * 25 // 15 * 6 // 5 * 4 * 4 // 3
 
 
 def test_hopper_parameters_exist_where_they_run(
@@ -176,10 +169,10 @@ def test_hopper_parameters_exist_where_they_run(
     WARP_SPECIALIZE on NVIDIA GPUs only; none on AMD; TMA and warp specialization need sm_90."""
     from workers.device_table import lookup
 
-    hopper = {"TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "QK_AHEAD"}
+    hopper = {"TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"}
     assert hopper <= set(SPEC.default_for(h200_limits))
     assert not {"WARP_SPECIALIZE"} & set(SPEC.default_for(cpu_limits))
-    assert {"TMA", "HEAVY_FIRST", "QK_AHEAD"} <= set(SPEC.default_for(cpu_limits))
+    assert {"TMA", "HEAVY_FIRST"} <= set(SPEC.default_for(cpu_limits))
     assert not hopper & set(SPEC.default_for(mi300x_limits))
     a100 = lookup("A100").limits
     default_8w = {**SPEC.default_for(h200_limits), "num_warps": 8}
@@ -216,16 +209,15 @@ def test_h200_count_follows_the_shared_memory_and_register_rules(
         return smem and (bm * bn + bm * 128) <= 256 * warps * 32
 
     blocks = (16, 32, 64, 128, 256)
-    # x 3 for PRE_LOAD_V and QK_AHEAD (not both), x 4 for TMA and HEAVY_FIRST, x 2 for
-    # WARP_SPECIALIZE at 8 warps.
-    expected = 12 * sum(
+    # x 2 for PRE_LOAD_V, x 4 for TMA and HEAVY_FIRST, x 2 for WARP_SPECIALIZE at 8 warps.
+    expected = 8 * sum(
         fits(bm, bn, s, w) * (2 if w == 8 else 1)
         for bm in blocks
         for bn in blocks
         for s in (1, 2, 3, 4, 6, 8)
         for w in (2, 4, 8)
     )
-    assert SPEC.space.count(h200_limits) == expected == 4188
+    assert SPEC.space.count(h200_limits) == expected == 2792
     # The study's configs on the H200, as before the Hopper parameters came.
     assert len(study_subspace(SPEC.space.enumerate(h200_limits))) == 268
     assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
