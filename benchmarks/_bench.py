@@ -30,9 +30,13 @@ def tune_job(
     seed: int,
     sampler: str | None = None,
     objective: str = "kernel",
+    ray: bool = True,
+    minutes: float | None = None,
 ) -> dict[str, Any]:
     """Run `python -m orchestrator tune JOB.json --json` for ``problems`` (``sampler`` None: the
-    product's default); its JSON plus the command, the job file and the wall time."""
+    product's default; ``ray`` False: the same command in this folder's in-process pool, see
+    tune_without_ray; ``minutes``: the job's wall-clock budget); its JSON plus the command, the
+    job file and the wall time."""
     job: dict[str, Any] = {
         "kernel": kernel,
         "problems": list(problems),
@@ -43,18 +47,13 @@ def tune_job(
     }
     if sampler is not None:
         job["sampler"] = sampler
+    if minutes is not None:
+        job["minutes"] = minutes
     job_path = db_path.parent / f"{kernel}_job.json"
     job_path.write_text(json.dumps(job, indent=1))
-    cmd = [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "tune",
-        str(job_path),
-        "--json",
-        "--db",
-        f"sqlite:///{db_path}",
-    ]
+    tune = [str(job_path), "--json", "--db", f"sqlite:///{db_path}"]
+    head = ["-m", "orchestrator", "tune"] if ray else [str(Path(__file__).resolve()), "tune"]
+    cmd = [sys.executable, *head, *tune]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -245,6 +244,7 @@ def add_job_args(parser: argparse.ArgumentParser, kernels: Sequence[str], trials
     parser.add_argument("--kernels", nargs="*", default=list(kernels))
     parser.add_argument("--trials", type=int, default=trials)
     parser.add_argument("--in-flight", type=int, default=12)
+    parser.add_argument("--minutes", type=float, help="wall-clock budget of each tune job")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", type=int, nargs="*", help="tune only these suite indices")
     parser.add_argument(
@@ -261,6 +261,11 @@ def add_job_args(parser: argparse.ArgumentParser, kernels: Sequence[str], trials
         "--no-tune", action="store_true", help="tune nothing: winners from --best-db/-landscape"
     )
     parser.add_argument("--smoke", action="store_true", help="tiny suites (dry run without a GPU)")
+    parser.add_argument(
+        "--no-ray",
+        action="store_true",
+        help="tune in one process (this GPU, no Ray; see _bench.py)",
+    )
 
 
 def tune_suite(
@@ -278,8 +283,9 @@ def tune_suite(
     if not args.no_tune:
         chosen = list(suite) if not args.only else [suite[i] for i in args.only]
         job = tune_job(
-            kernel, chosen, db_path, args.trials, args.in_flight, args.seed, objective=objective
-        )
+            kernel, chosen, db_path, args.trials, args.in_flight, args.seed,
+            objective=objective, ray=not args.no_ray, minutes=args.minutes,
+        )  # fmt: skip
         print(
             f"{kernel}: tuned {len(chosen)} problems x {args.trials} trials in {job['wall_s']:.0f} s",
             flush=True,
@@ -316,3 +322,59 @@ def stop_kept_workers(env: dict[str, str], check: bool = True) -> None:
     """`tunefleet workers stop` on the Ray cluster at env's RAY_ADDRESS."""
     cmd = [sys.executable, "-m", "orchestrator", "workers", "stop"]
     subprocess.run(cmd, env=env, check=check, capture_output=True)
+
+
+def tune_without_ray(argv: list[str]) -> None:
+    """`tunefleet tune ARGV` with the job's workers in this process instead of on Ray: one
+    worker on this machine's first device (its compile pool sized as on a Ray node of one GPU),
+    each trial handed to the compile pool when the driver submits it, so compiling runs ahead of
+    timing as on a cluster. The rest (planning, sampler, database, re-timing, summary) is the
+    command's own path."""
+    from orchestrator import service
+    from orchestrator.cli import main as cli_main
+    from orchestrator.local_pool import LocalPool
+    from orchestrator.pool import RetimeJob, WorkerInfo
+    from orchestrator.worker import PoolOptions, WorkerPlan
+    from workers.trial import TrialRequest
+
+    class AheadPool(LocalPool):
+        """A LocalPool of one worker that starts compiling a trial when it is submitted and
+        re-times all studies' top configs in one fresh trial process (LocalPool starts one per
+        study)."""
+
+        def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
+            info = super().submit(class_key, request, tag)
+            n = self._infos.index(info)
+            self._workers[n]._runner.prefetch(request)  # the TrialRunner the worker holds
+            return info
+
+        def retime(
+            self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
+        ) -> list[list[list[float]] | None]:
+            todo = [(kernel, problem, configs) for _, kernel, problem, configs in jobs if configs]
+            done = iter(self._workers[0].retime(todo, rounds) if todo else [])
+            return [next(done) if configs else None for *_, configs in jobs]
+
+    @contextlib.contextmanager
+    def local_pool(spec: Any, ray_address: str | None, keep: bool) -> Iterator[AheadPool]:
+        options = PoolOptions(
+            in_flight=spec.in_flight,
+            graph=spec.objective.value == "graph",
+            compile_timeout_s=spec.compile_timeout_s,
+            run_timeout_s=spec.run_timeout_s,
+        )
+        compile_workers = max(1, min(16, (os.cpu_count() or 2) - 1))
+        pool = AheadPool([WorkerPlan("auto", compile_workers=compile_workers)], options)
+        try:
+            yield pool
+        finally:
+            pool.shutdown()
+
+    service._ray_pool = local_pool  # type: ignore[assignment]
+    cli_main(["tune", *argv])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["tune"]:
+        raise SystemExit("usage: python benchmarks/_bench.py tune JOB [tune options]")
+    tune_without_ray(sys.argv[2:])

@@ -151,6 +151,13 @@ GRIDS: dict[str, list[str]] = {
     "issue": _issue_grid(("float16", "bfloat16")),
     "issue-fp16": _issue_grid(("float16",)),
     "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
+    "d128-long": [
+        _problem(b, s, kv, 128, causal, "float16")
+        for causal in (True, False)
+        for kv in (32, 8)
+        for b in (1, 8)
+        for s in (4096, 8192)
+    ],
     "smoke": [
         "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",
         "batch=1,max_seqlen=48,q_heads=2,kv_heads=2,head_dim=64,causal=false,dtype=float16",

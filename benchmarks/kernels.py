@@ -39,11 +39,26 @@ from _bench import (  # this folder (run as a script)
 #: Rounds of the interleaved timing (each round times every entry once, order rotated).
 ROUNDS = 3
 
+#: Linear layers (N, K): qkv, o, gate+up, down.
 LLAMA3_8B = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
-SUITES: dict[str, list[str]] = {
-    "matmul": [
+LLAMA3_70B = ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672))
+#: Mixtral 8x7B's attention linears are Llama-3-8B's; its experts' w1/w3 and w2 run unfused per
+#: expert at the tokens an expert gets (M 64: decode-sized batches; 512: prefill).
+MIXTRAL_EXPERTS = ((14336, 4096), (4096, 14336))
+#: The matmul suite in groups (each group's geomean is reported on its own).
+MATMUL_GROUPS: dict[str, list[str]] = {
+    "llama-3-8b": [
         f"M={m},N={n},K={k},dtype=bfloat16" for m in (1, 16, 128, 1024, 4096) for n, k in LLAMA3_8B
     ],
+    "llama-3-70b": [
+        f"M={m},N={n},K={k},dtype=bfloat16" for m in (16, 256, 2048) for n, k in LLAMA3_70B
+    ],
+    "mixtral-experts": [
+        f"M={m},N={n},K={k},dtype=bfloat16" for m in (64, 512) for n, k in MIXTRAL_EXPERTS
+    ],
+}
+SUITES: dict[str, list[str]] = {
+    "matmul": [text for group in MATMUL_GROUPS.values() for text in group],
     "rmsnorm": [
         f"M={m},N={n},dtype=bfloat16" for m in (1, 128, 4096, 16384) for n in (2048, 4096, 8192)
     ],
@@ -190,7 +205,33 @@ def measure(
         "min_vs": {lab: min(r["baselines"][lab]["tuned_speedup"] for r in rows) for lab in labels},
         "max_vs": {lab: max(r["baselines"][lab]["tuned_speedup"] for r in rows) for lab in labels},
         "geomean_vs_default": geomean([r["speedup_vs_default"] for r in rows]),
+        "groups": group_summary(kernel, rows, labels),
     }
+
+
+def group_summary(
+    kernel: str, rows: list[dict[str, Any]], labels: list[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per suite group (matmul: MATMUL_GROUPS), each baseline's geomean and min tuned speedup."""
+    if kernel != "matmul":
+        return {}
+    from search_spaces import get_spec, problem_key
+
+    spec = get_spec(kernel)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for group, texts in MATMUL_GROUPS.items():
+        keys = {problem_key(spec.parse_problem(t)) for t in texts}
+        mine = [r for r in rows if problem_key(r["problem"]) in keys]
+        if mine:
+            out[group] = {
+                lab: {
+                    "geomean": geomean([r["baselines"][lab]["tuned_speedup"] for r in mine]),
+                    "min": min(r["baselines"][lab]["tuned_speedup"] for r in mine),
+                    "problems": len(mine),
+                }
+                for lab in labels
+            }
+    return out
 
 
 def stored_over_timed(job: dict[str, Any], rows: list[dict[str, Any]]) -> list[float]:
@@ -246,7 +287,14 @@ def main() -> None:
             f"{r['geomean_vs_default']:.3f}x",
             flush=True,
         )
-        ratios = stored_over_timed(job, r["rows"])
+        for group, by_label in r["groups"].items():
+            for lab, g in by_label.items():
+                print(
+                    f"  {group}: {lab} geomean {g['geomean']:.3f}x, min {g['min']:.3f}x over "
+                    f"{g['problems']} problems",
+                    flush=True,
+                )
+        ratios = stored_over_timed(job, r["rows"]) if job else []
         if ratios:
             print(
                 f"  the job's stored best times / tuned times here: {min(ratios):.2f}-"

@@ -114,7 +114,7 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
 
         a, b, out = inputs["a"], inputs["b"], inputs["out"]
         meta, options = split_launch_options(config)
-        for name in ("TMA", "PERSISTENT"):
+        for name in ("TMA", "PERSISTENT", "STREAM_K"):
             meta.pop(name)
         grid = (1 * ((2048 + int(config["BLOCK_N"]) - 1) // int(config["BLOCK_N"])), 1)
         args = (a, b, out, out, out, 1, 2048, 2048, *a.stride(), *b.stride(), *out.stride(), 2048)
@@ -128,8 +128,8 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
 
         def meta_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             m, o = split_launch_options(cfg)
-            m.pop("TMA")
-            m.pop("PERSISTENT")
+            for name in ("TMA", "PERSISTENT", "STREAM_K"):
+                m.pop(name)
             return m, o
 
     else:

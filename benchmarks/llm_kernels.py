@@ -42,12 +42,13 @@ from _bench import (  # this folder (run as a script)
 ROUNDS = 3
 
 SUITES: dict[str, list[str]] = {
+    # A slice of the grid (GQA 32/8, causal, bf16): batch 1 and 8, seq 1k-8k, d 64 and 128.
     "flash_attention": [
-        f"batch={b},max_seqlen={s},pattern=uniform,q_heads=32,kv_heads={kv},head_dim=128,"
-        "causal=true,dtype=float16"
-        for b in (1, 8, 32, 128)
-        for s in (128, 512, 1024, 4096)
-        for kv in (32, 8)
+        f"batch={b},max_seqlen={s},pattern=uniform,q_heads=32,kv_heads=8,head_dim={d},"
+        "causal=true,dtype=bfloat16"
+        for d in (64, 128)
+        for b in (1, 8)
+        for s in (1024, 4096, 8192)
     ],
     "paged_attention": [
         f"batch={b},context_len={c},pattern=uniform,q_heads=32,kv_heads=8,head_dim=128,"
@@ -83,7 +84,7 @@ SMOKE: dict[str, list[str]] = {
 }
 #: Problems (indices into the suite) whose best configs are swapped for the portability matrix.
 PORTABILITY: dict[str, list[int]] = {
-    "flash_attention": [0, 6, 8, 14, 16, 22, 24, 30],
+    "flash_attention": [0, 2, 5, 6, 8, 11],
     "paged_attention": list(range(8)),
     "fused_moe": list(range(3)),
 }
@@ -155,7 +156,10 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for text in SUITES[kernel]:
         problem = spec.parse_problem(text)
-        config = best[problem_key(problem)]
+        config = best.get(problem_key(problem))
+        if config is None:
+            print(f"  {text}: no stored winner; skipped", flush=True)
+            continue
         inputs = spec.build_inputs(problem, device)
         makers: dict[str, Any] = {
             "tuned": lambda s, c=config: spec.make_launcher(s, c),
@@ -203,7 +207,11 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
             }
         )
         del inputs, fresh, tuned_out, makers
-    subset = [SUITES[kernel][i] for i in PORTABILITY[kernel]]
+    subset = [
+        text
+        for text in (SUITES[kernel][i] for i in PORTABILITY[kernel])
+        if problem_key(spec.parse_problem(text)) in best
+    ]
     matrix = []
     for target in subset:
         problem = spec.parse_problem(target)

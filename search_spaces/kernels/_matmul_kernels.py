@@ -2,7 +2,8 @@
 # mypy: disallow-untyped-defs=False
 """Triton kernels of the ``matmul`` spec: a grouped-tile GEMM (pointer loads or TMA descriptors)
 with optional split-K (reduced in the same launch by the last program to finish each tile, or by a
-second kernel), and a persistent TMA variant.
+second kernel), a persistent TMA variant and a stream-K variant (K steps split evenly over one
+program per SM, shared tiles fixed up by the last program to finish them).
 
 Imported only inside ``MatmulSpec.make_launcher`` (it imports triton); its text is the kernel's source
 for the version hash.
@@ -227,3 +228,123 @@ def splitk_reduce_kernel(
     for s in tl.static_range(1, SPLIT_K):
         acc += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _first_program(it, base, extra):
+    """The stream-K program whose iteration range holds iteration ``it`` (see below)."""
+    long_iters = extra * (base + 1)
+    return tl.where(it < long_iters, it // (base + 1), extra + (it - long_iters) // base)
+
+
+@triton.jit
+def matmul_streamk_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    ws_ptr,
+    arrivals_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    PROGRAMS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    TMA: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    """Stream-K C = A @ B: the tiles' K steps, laid end to end, split evenly over PROGRAMS
+    programs (grid (PROGRAMS,), one per SM at most), so that few tiles still fill the device.
+
+    Program p runs iterations [start_p, start_p + base (+1 for the first ``extra`` programs)) of
+    tiles * cdiv(K, BLOCK_K); a tile it covers whole goes straight to C. A tile shared by several
+    programs: each stores its fp32 partial sum in its workspace slot (``ws_ptr``: fp32 [PROGRAMS,
+    2, BLOCK_M, BLOCK_N]; slot 0 for the segment a program starts with, 1 for the one it ends
+    with) and counts itself in at ``arrivals_ptr`` (int32, one per tile, zero before and after the
+    launch); the last to arrive sums the partials in program order (the same bits whichever
+    program that is), writes C and resets the count. No program waits for another. With TMA,
+    ``a_ptr``/``b_ptr`` are tensor descriptors (blocks [BLOCK_M, BLOCK_K], [BLOCK_K, BLOCK_N])
+    and the stride arguments are unused.
+    """
+    pid = tl.program_id(0)
+    k_iters = tl.cdiv(K, BLOCK_K)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    total = tiles * k_iters
+    base = total // PROGRAMS
+    extra = total % PROGRAMS
+    start = pid * base + tl.minimum(pid, extra)
+    end = start + base + (pid < extra).to(tl.int32)
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    it = start
+    while it < end:
+        tile = it // k_iters
+        tile_start = tile * k_iters
+        k_lo = it - tile_start
+        k_hi = tl.minimum(end - tile_start, k_iters)
+        pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if TMA:
+            for ki in range(k_lo, k_hi):
+                a = a_ptr.load([pid_m * BLOCK_M, ki * BLOCK_K])
+                b = b_ptr.load([ki * BLOCK_K, pid_n * BLOCK_N])
+                if DOT_IN_FP32:
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                acc = tl.dot(a, b, acc)
+        else:
+            offs_m = (pid_m * BLOCK_M + rm).to(tl.int64)
+            offs_n = pid_n * BLOCK_N + rn
+            for ki in range(k_lo, k_hi):
+                k = ki * BLOCK_K + rk
+                a = tl.load(
+                    a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,
+                    mask=(offs_m[:, None] < M) & (k[None, :] < K),
+                    other=0.0,
+                )
+                b = tl.load(
+                    b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                    mask=(k[:, None] < K) & (offs_n[None, :] < N),
+                    other=0.0,
+                )
+                if DOT_IN_FP32:
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                acc = tl.dot(a, b, acc)
+        if (k_lo == 0) & (k_hi == k_iters):
+            _finish_tile(
+                c_ptr, c_ptr, c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, 0,
+                BLOCK_M, BLOCK_N, 1, False,
+            )  # fmt: skip
+        else:
+            tile_elems = BLOCK_M * BLOCK_N
+            local = rm[:, None] * BLOCK_N + rn[None, :]
+            slot = (pid * 2 + (it != start).to(tl.int32)).to(tl.int64) * tile_elems
+            tl.store(ws_ptr + slot + local, acc)
+            # Every thread's partial is stored before the release below publishes it.
+            tl.debug_barrier()
+            first = _first_program(tile_start, base, extra)
+            last = _first_program(tile_start + k_iters - 1, base, extra)
+            arrived = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == last - first:
+                total_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for q in range(first, last + 1):
+                    q_start = q * base + tl.minimum(q, extra)
+                    q_slot = (q * 2 + (q_start < tile_start).to(tl.int32)).to(tl.int64)
+                    # .cg: read the other programs' partials from L2, never a stale L1 line.
+                    total_acc += tl.load(ws_ptr + q_slot * tile_elems + local, cache_modifier=".cg")
+                _finish_tile(
+                    c_ptr, c_ptr, c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, 0,
+                    BLOCK_M, BLOCK_N, 1, False,
+                )  # fmt: skip
+                tl.atomic_xchg(arrivals_ptr + tile, 0, sem="relaxed", scope="gpu")
+        it = tile_start + k_hi

@@ -1,5 +1,6 @@
 """Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM, optional split-K (reduced in
-the same launch or by a second kernel) and a persistent TMA variant.
+the same launch or by a second kernel), a persistent TMA variant and a stream-K variant (for
+shapes of few tiles: every SM gets the same share of the K steps).
 
 Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels``.
 """
@@ -98,6 +99,15 @@ SPACE = Space(
             doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
             "tile's loads overlap this tile's epilogue)",
         ),
+        Param(
+            "STREAM_K",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="one program per SM, each running the same number of K steps of the tiles laid "
+            "end to end; tiles shared by programs are summed by the last to finish (fp32 "
+            "partials, program order: deterministic)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -172,6 +182,20 @@ SPACE = Space(
                 not c["PERSISTENT"] or (bool(c["TMA"]) and int_param(c, "SPLIT_K") == 1)
             ),
         ),
+        Constraint(
+            "stream-k-alone",
+            "STREAM_K only with SPLIT_K == 1 and PERSISTENT off (it splits K itself)",
+            ("STREAM_K", "SPLIT_K", "PERSISTENT"),
+            lambda c, _lim: (
+                not c["STREAM_K"] or (int_param(c, "SPLIT_K") == 1 and not c["PERSISTENT"])
+            ),
+        ),
+        Constraint(
+            "stream-k-small-m",
+            f"STREAM_K only with BLOCK_M <= {SPLIT_K_MAX_BLOCK_M} (it serves few-tile shapes)",
+            ("STREAM_K", "BLOCK_M"),
+            lambda c, _lim: not c["STREAM_K"] or int_param(c, "BLOCK_M") <= SPLIT_K_MAX_BLOCK_M,
+        ),
         warps_rule(),
         amd_stages_rule(),
     ),
@@ -188,6 +212,7 @@ DEFAULT: Config = {
     "num_stages": 3,
     "TMA": False,
     "PERSISTENT": False,
+    "STREAM_K": False,
 }
 
 
@@ -196,7 +221,8 @@ class MatmulSpec(KernelSpec):
 
     name: ClassVar[str] = "matmul"
     description: ClassVar[str] = (
-        "C = A @ B (A: MxK, B: KxN, row-major), grouped tiles, fp32 accumulation, optional split-K"
+        "C = A @ B (A: MxK, B: KxN, row-major), grouped tiles, fp32 accumulation, optional split-K "
+        "or stream-K"
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
@@ -258,6 +284,7 @@ class MatmulSpec(KernelSpec):
 
         from search_spaces.kernels._matmul_kernels import (
             matmul_kernel,
+            matmul_streamk_kernel,
             matmul_tma_kernel,
             matmul_tma_persistent_kernel,
             splitk_reduce_kernel,
@@ -271,6 +298,7 @@ class MatmulSpec(KernelSpec):
         meta, options = split_launch_options(config)
         tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
+        stream_k = bool(meta.pop("STREAM_K", False))
         split_k = int(config["SPLIT_K"])
         tiles = triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, int(config["BLOCK_N"]))
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
@@ -304,6 +332,11 @@ class MatmulSpec(KernelSpec):
                 matmul_tma_persistent_kernel[(programs,)](*persistent_args, **kernel_args)
 
             return launch_persistent
+        if stream_k:
+            return _stream_k_launcher(
+                matmul_streamk_kernel, operands, out, sizes_and_strides, tma, tiles, config,
+                kernel_args,
+            )  # fmt: skip
         workspace, arrivals = out, out  # read only with SPLIT_K > 1, and with FUSED_REDUCE
         if split_k > 1:
             workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
@@ -333,6 +366,37 @@ class MatmulSpec(KernelSpec):
         a, b = inputs["a"], inputs["b"]
         wide = torch.float64 if a.device.type == "cpu" else torch.float32
         return a.to(wide) @ b.to(wide)
+
+
+def _stream_k_launcher(
+    kernel: Any,
+    operands: tuple[Any, ...],
+    out: Any,
+    sizes_and_strides: tuple[int, ...],
+    tma: bool,
+    tiles: int,
+    config: Config,
+    kernel_args: dict[str, Any],
+) -> Launcher:
+    """The stream-K launch: one program per SM (fewer if there are fewer K steps in all), its
+    fp32 workspace (two tile slots per program) and the tiles' arrival counts (zeroed here; the
+    kernel leaves them zero)."""
+    import torch
+
+    m, n, k = sizes_and_strides[:3]
+    bm, bn, bk = (int(config[p]) for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    programs = max(1, min(multiprocessors(out.device), tiles * -(-k // bk)))
+    workspace = torch.empty(programs * 2 * bm * bn, dtype=torch.float32, device=out.device)
+    arrivals = torch.zeros(tiles, dtype=torch.int32, device=out.device)
+    strides = (0, 0, 0, 0) if tma else sizes_and_strides[3:]
+    args = (*operands, out, workspace, arrivals, m, n, k, *strides, *out.stride(), programs)
+    del kernel_args["SPLIT_K"], kernel_args["FUSED_REDUCE"]
+    kernel_args["TMA"] = tma
+
+    def launch() -> None:
+        kernel[(programs,)](*args, **kernel_args)
+
+    return launch
 
 
 def _tensor_descriptor() -> Any:

@@ -21,10 +21,12 @@ def cfg(
     warps: int = 2,
     tma: bool = False,
     persistent: bool = False,
+    stream_k: bool = False,
 ) -> Config:
     return {
         "TMA": tma,
         "PERSISTENT": persistent,
+        "STREAM_K": stream_k,
         "BLOCK_M": bm,
         "BLOCK_N": bn,
         "BLOCK_K": bk,
@@ -55,6 +57,12 @@ CASES: list[tuple[Problem, Config]] = [
         cfg(32, 32, group=4, tma=True, persistent=True),
     ),
     ({"M": 33, "N": 64, "K": 64, "dtype": "bfloat16"}, cfg(16, 64, tma=True, persistent=True)),
+    # Stream-K, 4 programs in the interpreter: 6 tiles x 5 K steps = 30 split 8, 8, 7, 7, so
+    # tiles are shared by two programs, and one tile by three (program 1 holds its middle).
+    ({"M": 32, "N": 96, "K": 160, "dtype": "float16"}, cfg(16, 32, stream_k=True)),
+    ({"M": 20, "N": 40, "K": 100, "dtype": "float32"}, cfg(16, 32, group=4, stream_k=True)),
+    # 1 tile x 3 K steps: fewer steps than programs, so 3 programs share it.
+    ({"M": 1, "N": 64, "K": 72, "dtype": "bfloat16"}, cfg(16, 64, tma=True, stream_k=True)),
     # Rows of B (N=20 float16: 40 bytes) break TMA's 16-byte alignment: the pointer loads run.
     ({"M": 16, "N": 20, "K": 32, "dtype": "float16"}, cfg(16, 32, tma=True)),
 ]
@@ -68,6 +76,7 @@ CASES: list[tuple[Problem, Config]] = [
         + ("-fused" if c.get("FUSED_REDUCE") else "")
         + ("-tma" if c.get("TMA") else "")
         + ("-persistent" if c.get("PERSISTENT") else "")
+        + ("-streamk" if c.get("STREAM_K") else "")
         for p, c in CASES
     ],
 )
@@ -88,6 +97,18 @@ def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
     assert max_rel_error(inputs["out"], ref) == float("inf")
 
 
+def test_stream_k_gives_the_same_bits_on_every_launch(cpu_limits: DeviceLimits) -> None:
+    problem: Problem = {"M": 16, "N": 32, "K": 224, "dtype": "float32"}
+    config = cfg(16, 32, stream_k=True)
+    _, inputs = checked_launch(SPEC, problem, config, cpu_limits)
+    first = inputs["out"].clone()
+    launcher = SPEC.make_launcher(inputs, config)
+    for _ in range(2):  # a second launch needs the first to reset its arrival counts
+        inputs["out"].fill_(float("nan"))
+        launcher()
+        assert torch.equal(inputs["out"], first)
+
+
 def test_split_k_reductions_give_the_same_bits_on_every_launch(cpu_limits: DeviceLimits) -> None:
     problem: Problem = {"M": 8, "N": 32, "K": 128, "dtype": "float32"}
     _, inputs = checked_launch(SPEC, problem, cfg(16, 32, split=4), cpu_limits)
@@ -102,12 +123,16 @@ def test_split_k_reductions_give_the_same_bits_on_every_launch(cpu_limits: Devic
 
 @needs_gpu
 @pytest.mark.parametrize("tma", [False, True])
-@pytest.mark.parametrize("split", [2, 8])
-def test_split_k_reduction_is_race_free_on_gpu(split: int, tma: bool) -> None:
+@pytest.mark.parametrize(("split", "stream_k"), [(2, False), (8, False), (1, True)])
+def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: bool) -> None:
     """200 launches on the same inputs give the same bits each time, within tolerance: a program
-    summing the slices before every partial is visible would change them."""
+    summing the slices (or stream-K partials) before every partial is visible would change them."""
     problem: Problem = {"M": 128, "N": 4096, "K": 4096, "dtype": "bfloat16"}
-    config = {**cfg(64, 64, bk=64, split=split, fused=True, warps=4, tma=tma), "num_stages": 3}
+    fused = not stream_k
+    config = {
+        **cfg(64, 64, bk=64, split=split, fused=fused, warps=4, tma=tma, stream_k=stream_k),
+        "num_stages": 3,
+    }
     inputs = SPEC.build_inputs(problem, "cuda")
     launcher = SPEC.make_launcher(inputs, config)
     launcher()

@@ -48,6 +48,7 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
         and int(c.get("matrix_instr_nonkdim", 0)) <= min(bm, bn)
         and (not c.get("FUSED_REDUCE") or c["SPLIT_K"] > 1)
         and (not c.get("PERSISTENT") or (bool(c["TMA"]) and c["SPLIT_K"] == 1))
+        and (not c.get("STREAM_K") or (c["SPLIT_K"] == 1 and not c["PERSISTENT"] and bm <= 128))
     )
 
 

@@ -1,0 +1,183 @@
+"""matmul candidates (split-K and stream-K among them) against cuBLAS on few-tile shapes, one GPU
+process.
+
+Usage (GPU machine, repo root; needs only torch, triton and search_spaces):
+    python benchmarks/matmul_sweep.py --out FILE.json [--grid issue|smoke] [--rounds 3] [--jobs 16]
+Per problem (the spec's own inputs: A [M, K], B [K, N], C [M, N]): every candidate config through
+the spec's launcher (a stream-K launch includes nothing but its kernel: the workspace and the
+zeroed arrival counts are made once, with the launcher) and torch.matmul into the same C
+(cuBLAS), all interleaved over ``--rounds`` rounds (do_bench medians, L2 flushed; as
+attention_sweep.py). The fastest candidate is checked on fresh inputs against the float32
+reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _sweep import compile_all, device, finish, geomean, interleaved, medians, on_gpu
+
+
+def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
+         fused: bool = False, tma: bool = False, stream_k: bool = False,
+         group: int = 1) -> dict[str, Any]:  # fmt: skip
+    return {
+        "BLOCK_M": bm,
+        "BLOCK_N": bn,
+        "BLOCK_K": bk,
+        "GROUP_M": group,
+        "SPLIT_K": split,
+        "FUSED_REDUCE": fused,
+        "num_warps": warps,
+        "num_stages": stages,
+        "TMA": tma,
+        "PERSISTENT": False,
+        "STREAM_K": stream_k,
+    }
+
+
+CANDIDATES: dict[str, list[dict[str, Any]]] = {
+    "issue": [
+        _cfg(64, 64, 32, 4, 3, group=8),  # the spec default
+        # The split-K winners of the 200-trial tune on the Llama-3-8B suite (M 16 and 128).
+        _cfg(16, 64, 64, 4, 4, split=4, fused=True),
+        _cfg(16, 32, 64, 2, 4, split=4, fused=True, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=2, fused=True, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=4),
+        _cfg(128, 64, 64, 4, 4, split=4, tma=True),
+        _cfg(64, 64, 64, 4, 4, split=4, fused=True, tma=True),
+        # Stream-K.
+        _cfg(16, 64, 64, 4, 4, stream_k=True),
+        _cfg(16, 128, 64, 4, 4, stream_k=True, tma=True),
+        _cfg(32, 64, 64, 4, 4, stream_k=True, tma=True),
+        _cfg(64, 64, 64, 4, 4, stream_k=True, tma=True),
+        _cfg(64, 128, 64, 4, 4, stream_k=True, tma=True),
+        _cfg(64, 128, 64, 4, 4, stream_k=True),
+        _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
+        _cfg(128, 64, 64, 8, 4, stream_k=True),
+        _cfg(128, 128, 64, 8, 3, stream_k=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
+        _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
+    ],
+    "smoke": [
+        _cfg(16, 32, 32, 2, 2),
+        _cfg(16, 32, 32, 2, 2, split=2, fused=True),
+        _cfg(16, 32, 32, 2, 2, stream_k=True),
+    ],
+}
+
+#: (N, K) of Llama-3-8B's qkv, o and down projections and Llama-3-70B's (N <= 10240: few tiles).
+SHAPES = ((6144, 4096), (4096, 4096), (4096, 14336), (10240, 8192), (8192, 8192), (8192, 28672))
+
+GRIDS: dict[str, list[dict[str, Any]]] = {
+    "issue": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
+    ],
+    "smoke": [
+        {"M": 16, "N": 64, "K": 96, "dtype": "float16"},
+        {"M": 20, "N": 40, "K": 64, "dtype": "float16"},
+    ],
+}
+
+
+def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
+            rounds: int) -> dict[str, Any]:  # fmt: skip
+    import torch
+
+    from search_spaces import get_spec
+    from search_spaces.accuracy import max_rel_error
+
+    spec = get_spec("matmul")
+    problem = spec.validate_problem(problem)
+    inputs = spec.build_inputs(problem, device())
+    entries: dict[str, Any] = {
+        f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
+    }
+    a, b, out = inputs["a"], inputs["b"], inputs["out"]
+    entries["cublas"] = lambda: torch.matmul(a, b, out=out)
+    med = medians(interleaved(entries, rounds))
+    tried = [k for k in med if k != "cublas"]
+    best = min(tried, key=med.__getitem__)
+    fresh = spec.build_inputs(problem, device())
+    fresh["out"].fill_(float("nan"))
+    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    err = max_rel_error(fresh["out"], spec.reference(fresh))
+    split = [k for k in tried if not candidates[int(k[1:])]["STREAM_K"]]
+    stream = [k for k in tried if candidates[int(k[1:])]["STREAM_K"]]
+    del inputs, fresh, entries
+    if on_gpu():
+        torch.cuda.empty_cache()
+    best_split = min(split, key=med.__getitem__)
+    best_stream = min(stream, key=med.__getitem__) if stream else None
+    return {
+        "problem": problem,
+        "ms": med,
+        "best": best,
+        "best_config": candidates[int(best[1:])],
+        "best_ms": med[best],
+        "default_ms": med.get("c0"),
+        "cublas_ms": med["cublas"],
+        "vs_cublas": med["cublas"] / med[best],
+        "best_without_stream_k": best_split,
+        "vs_cublas_without_stream_k": med["cublas"] / med[best_split],
+        "best_stream_k": best_stream,
+        "vs_cublas_stream_k_only": med["cublas"] / med[best_stream] if best_stream else None,
+        "tflops": spec.flops(problem) / med[best] / 1e9,
+        "gbps": spec.bytes_moved(problem) / med[best] / 1e6,
+        "winner_max_rel_error": err,
+        "tolerance": spec.tolerance(problem),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=16)
+    args = parser.parse_args()
+    candidates = CANDIDATES[args.grid]
+    grid = GRIDS[args.grid]
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
+    start = time.perf_counter()
+    # M, N, K are runtime values: one stand-in per dtype compiles every variant.
+    small = {p["dtype"]: {**p, "M": 64, "N": 256, "K": 256} for p in grid}
+    broken = compile_all("matmul", small, candidates, args.jobs)
+    rows = []
+    for problem in grid:
+        rows.append(measure(problem, candidates, broken[problem["dtype"]], args.rounds))
+        r = rows[-1]
+        text = ",".join(f"{k}={v}" for k, v in problem.items() if k != "dtype")
+        print(
+            f"{text:<22} best {r['best']} {r['best_ms']:.4f} ms cuBLAS {r['cublas_ms']:.4f} "
+            f"x{r['vs_cublas']:.3f} (without stream-K {r['best_without_stream_k']} "
+            f"x{r['vs_cublas_without_stream_k']:.3f}) {r['gbps']:5.0f} GB/s "
+            f"err {r['winner_max_rel_error']:.1e}",
+            flush=True,
+        )
+        args.out.write_text(json.dumps({"candidates": candidates, "rows": rows}, indent=1))
+    ratios = [r["vs_cublas"] for r in rows]
+    without = [r["vs_cublas_without_stream_k"] for r in rows]
+    summary = {
+        "grid": args.grid,
+        "problems": len(rows),
+        "candidates_per_problem": len(candidates),
+        "rounds": args.rounds,
+        "geomean_vs_cublas": geomean(ratios),
+        "min_vs_cublas": min(ratios),
+        "geomean_vs_cublas_without_stream_k": geomean(without),
+        "min_vs_cublas_without_stream_k": min(without),
+        "stream_k_wins": sum(bool(r["best_config"]["STREAM_K"]) for r in rows),
+        "compile_failures": {k: sorted(v) for k, v in broken.items()},
+    }
+    finish(args.out, summary, candidates, rows, start)
+
+
+if __name__ == "__main__":
+    main()
