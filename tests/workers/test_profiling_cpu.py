@@ -146,7 +146,16 @@ def test_tuned_kernels_swapped_in_compute_the_same_model() -> None:
         assert err < 5e-2, (phase, err)
         assert torch.equal(forward().double(), base)
     assert set(swap.used) == {"matmul", "rmsnorm", "flash_attention", "paged_attention"}
-    assert swap.used["matmul"] == {"default": 2 * (2 * 7 + 1)}
+    # One lookup per distinct problem: each linear layer's (N, K), at M = 16 (prefill of one
+    # sequence of 16) and M = 1 (decode of one).
+    dims = {
+        (m.out_features, m.in_features)
+        for m in workload.model.modules()
+        if isinstance(m, torch.nn.Linear)
+    }
+    assert swap.used["matmul"] == {"default": 2 * len(dims)}
+    keys = {(rows, n, k, "bfloat16") for rows in (1, 16) for n, k in dims}
+    assert set(swap.tables["matmul"]) == keys
 
 
 def test_with_bundle_reports_the_end_to_end_change(
