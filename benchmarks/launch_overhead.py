@@ -11,7 +11,8 @@ torch.nn.functional.rms_norm). Paths per shape:
 
 * ``bare``: the Triton kernel called with arguments and config prepared once (``kernel[grid](...)``);
 * ``lookup``: the bundle's table (``Bundle.table``, a bundle of 20 entries) indexed by the problem's
-  values read from the tensors' shapes, whose value is the config already turned into the launch's
+  values (the row count read from the input's shape per call; N, K and dtype fixed by the layer's
+  weight), whose value is the config already turned into the launch's
   keyword arguments (once per config), then the same launch: what ``tunefleet profile
   --with-bundle`` does for linear layers and norms;
 * ``spec``: ``Bundle.resolve(problem)`` with the problem dict built per call, then the spec's
@@ -136,9 +137,11 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
         def launch(kwargs: dict[str, Any]) -> None:
             matmul_kernel[grid](*args, **kwargs)
 
+        k_dim, n_dim = b.shape  # a layer's weight: N, K and dtype fixed when it is set up
+        dtype = dtype_names[b.dtype]
+
         def key() -> tuple[Any, ...]:
-            m, k = a.shape
-            return (m, b.shape[1], k, dtype_names[a.dtype])
+            return (a.shape[0], n_dim, k_dim, dtype)
 
         def torch_op() -> None:
             torch.matmul(a, b, out=out)
@@ -158,9 +161,10 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
         def launch(kwargs: dict[str, Any]) -> None:
             rmsnorm_kernel[(1,)](x, w, out, 1, 2048, 2048, 2048, EPS, **kwargs)
 
+        dtype = dtype_names[w.dtype]
+
         def key() -> tuple[Any, ...]:
-            m, n = x.shape
-            return (m, n, dtype_names[x.dtype])
+            return (x.shape[0], 2048, dtype)
 
         def torch_op() -> None:
             F.rms_norm(x, (2048,), w, EPS)
