@@ -96,6 +96,32 @@ def test_tune_accepts_an_emitted_job_on_the_interpreter(
     assert all(s["best"] is not None for s in summary["studies"])
 
 
+def test_tune_jobs_runs_an_emitted_job_without_ray(
+    profiled: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """benchmarks/profile/tune_jobs.py, as on the GPU image (no Ray), stores what `pull` reads."""
+    import subprocess
+    import sys
+
+    _, report = profiled
+    rmsnorm = next(p for p in report["emitted_jobs"] if ".rmsnorm." in p)
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    root = Path(__file__).resolve().parents[2]
+    script = root / "benchmarks" / "profile" / "tune_jobs.py"
+    code = (
+        "import sys, runpy; sys.modules['ray'] = None; "  # `import ray` fails, as there
+        f"sys.argv = [{str(script)!r}, {rmsnorm!r}, '--device', 'interpreter', '--db', {db!r}, "
+        "'--trials', '2', '--json']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["status"] == "done" and summary["kernel"] == "rmsnorm"
+    assert all(s["best"] is not None for s in summary["studies"])
+
+
 def test_bad_profile_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
