@@ -12,7 +12,8 @@
 # launch_overhead.py --smoke):
 #   OUT=/tmp/o MODEL=tiny SEQ=32 PREFILL_BATCHES=1,2 DECODE_BATCHES=1,2 TUNE_DEVICE=interpreter \
 #   BUDGET_S=3000 bash benchmarks/profile/runs/h200.sh
-# On the H200 (2026-12-01) the prefill stage took 68 s; give the device call timeout_s = BUDGET_S + 30.
+# On the H200 (2026-12-01, commit 7eb3bc0) the whole script took 280 s at BUDGET_S=395 (decode 54 s,
+# tune 92 s, prefill 46 s); give the device call timeout_s = BUDGET_S + 30.
 set -u
 OUT=${OUT:?set OUT to the results folder}
 MODEL=${MODEL:-llama-3.2-1b}
