@@ -2,24 +2,31 @@
 
 Usage: python benchmarks/launch_overhead.py [--calls 2000] [--json]   (needs a CUDA GPU;
 ``--smoke`` checks every path once on the CPU through Triton's interpreter, timing nothing;
-``--from FILE`` prints the table of a recorded ``--json`` output)
+``--lookup-only`` times the lookups alone, no launch, on the CPU; ``--from FILE`` prints the
+table of a recorded ``--json`` output)
 
 Shapes: decode-sized ops, where launch cost matters: matmul M=1, N=K=2048 bf16 (the built-in
 matmul kernel vs torch.matmul) and rmsnorm M=1, N=2048 bf16 (the built-in rmsnorm kernel vs
 torch.nn.functional.rms_norm). Paths per shape:
 
 * ``bare``: the Triton kernel called with arguments and config prepared once (``kernel[grid](...)``);
-* ``lookup``: ``Bundle.resolve(problem)`` on a bundle of 20 entries (an exact hit, cached), then the
-  same launch with the looked-up config's keyword arguments, converted once per config (kept by
-  the identity of the config object the bundle's cache returns);
-* ``spec``: lookup, then the spec's ``make_launcher`` and its launcher (argument preparation per call,
-  the path ``tunefleet profile --with-bundle`` uses);
+* ``lookup``: the bundle's table (``Bundle.table``, a bundle of 20 entries) indexed by the problem's
+  values (the row count read from the input's shape per call; N, K and dtype fixed by the layer's
+  weight), whose value is the config already turned into the launch's
+  keyword arguments (once per config), then the same launch: what ``tunefleet profile
+  --with-bundle`` does for linear layers and norms;
+* ``spec``: ``Bundle.resolve(problem)`` with the problem dict built per call, then the spec's
+  ``make_launcher`` and its launcher (argument preparation per call: the generic path);
 * ``torch``: torch's op for the same shape.
 
 Host microseconds per call: a loop of ``--calls`` calls timed with perf_counter (the GPU keeps up:
 these kernels take a few microseconds), median of 5 loops, paths interleaved loop by loop. Inside a
 CUDA graph: 100 calls captured once, replayed; host µs per call of ``graph.replay()`` and device µs
 per call (events), median of 20 replays. The lookup target: ``lookup - bare`` <= 1 µs.
+
+``--lookup-only``: per call, best of 5 ``timeit`` loops of 200000, of (1) ``resolve`` on a problem
+dict built per call, (2) the table indexed from tensor shapes (the ``lookup`` path's lookup), (3)
+the table indexed by a key built once (a pure dict hit).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import json
 import statistics
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +104,7 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
     import torch
     import torch.nn.functional as F
 
+    from search_spaces.kernels._common import pop_pdl
     from search_spaces.registry import get_spec
     from search_spaces.space import Vendor
     from search_spaces.spec import split_launch_options
@@ -106,31 +115,36 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
         if kernel == "matmul"
         else {"M": 1, "N": 2048, "dtype": "bfloat16"}
     )
-    inputs = spec.build_inputs(problem, device)
+    inputs = spec.build_inputs(problem, "cpu" if device == "lookup-only" else device)
     config = spec.default_config(Vendor.NVIDIA)
     bundle = bundle_for(kernel, problem, config)
+    fields = tuple(problem)
+    dtype_names = {torch.bfloat16: "bfloat16"}
     if kernel == "matmul":
         from search_spaces.kernels._matmul_kernels import matmul_kernel
 
         a, b, out = inputs["a"], inputs["b"], inputs["out"]
-        meta, options = split_launch_options(config)
-        for name in ("TMA", "PERSISTENT", "STREAM_K"):
-            meta.pop(name)
         grid = (1 * ((2048 + int(config["BLOCK_N"]) - 1) // int(config["BLOCK_N"])), 1)
         args = (a, b, out, out, out, 1, 2048, 2048, *a.stride(), *b.stride(), *out.stride(), 2048)
-        extra = {"DOT_IN_FP32": device == "cpu"}  # the interpreter's bf16 dot (triton #11584)
 
-        def launch(cfg_meta: dict[str, Any], cfg_options: dict[str, Any]) -> None:
-            matmul_kernel[grid](*args, **cfg_meta, **cfg_options, **extra)
-
-        def torch_op() -> None:
-            torch.matmul(a, b, out=out)
-
-        def meta_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        def meta_of(cfg: dict[str, Any]) -> dict[str, Any]:
             m, o = split_launch_options(cfg)
             for name in ("TMA", "PERSISTENT", "STREAM_K"):
                 m.pop(name)
-            return m, o
+            # DOT_IN_FP32: the interpreter's bf16 dot (triton #11584).
+            return {**m, **o, "DOT_IN_FP32": device == "cpu"}
+
+        def launch(kwargs: dict[str, Any]) -> None:
+            matmul_kernel[grid](*args, **kwargs)
+
+        k_dim, n_dim = b.shape  # a layer's weight: N, K and dtype fixed when it is set up
+        dtype = dtype_names[b.dtype]
+
+        def key() -> tuple[Any, ...]:
+            return (a.shape[0], n_dim, k_dim, dtype)
+
+        def torch_op() -> None:
+            torch.matmul(a, b, out=out)
 
     else:
         from search_spaces.kernels._rmsnorm_kernels import rmsnorm_kernel
@@ -138,34 +152,42 @@ def paths(kernel: str, device: str = "cuda") -> tuple[dict[str, Callable[[], Any
 
         x, w, out = inputs["x"], inputs["weight"], inputs["out"]
 
-        def meta_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        def meta_of(cfg: dict[str, Any]) -> dict[str, Any]:
             m, o = split_launch_options(cfg)
             streaming = bool(m.pop("STREAMING"))
-            pdl = bool(m.pop("PDL"))
-            return {**m, **CACHE_HINTS[streaming], "PDL": pdl, "ONE_PASS": True}, o
+            pdl = pop_pdl(m)
+            return {**m, **o, **CACHE_HINTS[streaming], **pdl, "ONE_PASS": True}
 
-        meta, options = meta_of(config)
+        def launch(kwargs: dict[str, Any]) -> None:
+            rmsnorm_kernel[(1,)](x, w, out, 1, 2048, 2048, 2048, EPS, **kwargs)
 
-        def launch(cfg_meta: dict[str, Any], cfg_options: dict[str, Any]) -> None:
-            rmsnorm_kernel[(1,)](x, w, out, 1, 2048, 2048, 2048, EPS, **cfg_meta, **cfg_options)
+        dtype = dtype_names[w.dtype]
+
+        def key() -> tuple[Any, ...]:
+            return (x.shape[0], 2048, dtype)
 
         def torch_op() -> None:
             F.rms_norm(x, (2048,), w, EPS)
 
-    def bare() -> None:
-        launch(meta, options)
+    kwargs = meta_of(config)
+    table = bundle.table(fields, meta_of)
 
-    prepared: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+    def bare() -> None:
+        launch(kwargs)
 
     def lookup() -> None:
-        found = bundle.resolve(problem)[1]
-        kwargs = prepared.get(id(found))
-        if kwargs is None:
-            kwargs = prepared[id(found)] = meta_of(found)
-        launch(*kwargs)
+        launch(table[key()])
 
     def via_spec() -> None:
-        spec.make_launcher(inputs, bundle.resolve(problem)[1])()
+        spec.make_launcher(inputs, bundle.resolve(dict(problem))[1])()
+
+    if device == "lookup-only":
+        built = key()
+        return {
+            "resolve": lambda: bundle.resolve(dict(problem)),
+            "table": lambda: table[key()],
+            "table_hit": lambda: table[built],
+        }, problem
 
     out_ref = spec.reference(inputs)
     for fn in (bare, lookup, via_spec):
@@ -182,6 +204,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--lookup-only", action="store_true")
     parser.add_argument("--from", dest="recorded", help="print the table of a --json output")
     args = parser.parse_args()
     if args.recorded:
@@ -195,6 +218,9 @@ def main() -> None:
         for kernel in ("matmul", "rmsnorm"):
             fns, _ = paths(kernel, "cpu")
             print(f"{kernel}: {', '.join(fns)} checked on the interpreter")
+        return
+    if args.lookup_only:
+        lookup_only()
         return
     import torch
     import triton
@@ -231,6 +257,19 @@ def main() -> None:
         print(json.dumps(results, indent=1))
         return
     print_table(results)
+
+
+def lookup_only(number: int = 200_000) -> None:
+    """Print ns per call of each lookup alone (see the module doc), on this machine's CPU."""
+    import platform
+
+    print(f"lookups alone on {platform.processor() or platform.machine()}, ns per call")
+    for kernel in ("matmul", "rmsnorm"):
+        fns, _ = paths(kernel, "lookup-only")
+        for name, fn in fns.items():
+            fn()
+            best = min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e9
+            print(f"{kernel:<8} {name:<10} {best:8.0f}")
 
 
 def print_table(results: dict[str, Any]) -> None:

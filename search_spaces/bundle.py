@@ -15,8 +15,11 @@ A bundle is JSON::
    8192); ties go to the entry listed first in the bundle;
 3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
 
-Answers are cached per problem, so a repeated lookup is one dict access. Importing this module
-loads neither torch, triton, Ray, Optuna nor SQLAlchemy.
+Answers are cached per problem, so a repeated :meth:`Bundle.resolve` is one tuple and one dict
+access. On a launch path, :meth:`Bundle.table` is cheaper still: a dict keyed by the problem's
+values in a fixed field order (built from the launch's shapes, no dict or string per call), whose
+values can be what the caller makes of a config once (launch keyword arguments, say), so a hit is a
+single dict access. Importing this module loads neither torch, triton, Ray, Optuna nor SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_distance
@@ -39,6 +42,7 @@ BUNDLE_FORMAT = "tunefleet-bundle/1"
 
 ProblemLike = Mapping[str, Any]
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class BundleError(SpecError):
@@ -90,23 +94,73 @@ class Bundle:
         return None if best is None else best[1]
 
     def resolve(self, problem: ProblemLike) -> tuple[str, dict[str, Any]]:
-        """``(how, config)`` for ``problem``; ``how`` is ``exact``, ``nearest`` or ``default``."""
-        key = _frozen(problem)
-        hit = self._cache.get(key)
+        """``(how, config)`` for ``problem``; ``how`` is ``exact``, ``nearest`` or ``default``.
+
+        Cached by the problem's items in their own order (no sort on a hit): the same problem
+        given with its fields in another order is resolved once more, to the same answer."""
+        hit = self._cache.get(tuple(problem.items()))
         if hit is not None:
             return hit
+        key = _frozen(problem)
         exact = self._exact.get(key)
         if exact is not None:
             hit = ("exact", exact)
         else:
             near = self._nearest(problem)
             hit = ("nearest", near) if near is not None else ("default", self.default)
-        self._cache[key] = hit
+        self._cache[tuple(problem.items())] = hit
         return hit
 
     def lookup(self, problem: ProblemLike) -> dict[str, Any]:
         """The config to launch ``problem`` with (exact, else nearest, else default); a copy."""
         return dict(self.resolve(problem)[1])
+
+    def table(
+        self, fields: tuple[str, ...], prepare: Callable[[dict[str, Any]], T] | None = None
+    ) -> BundleTable[T]:
+        """A :class:`BundleTable`: ``table[(v1, v2, ...)]``, values in ``fields`` order, is
+        ``prepare(config)`` for the problem ``dict(zip(fields, values))`` (the config itself
+        without ``prepare``), ``prepare`` called once per distinct config."""
+        return BundleTable(self, fields, prepare)
+
+
+class BundleTable(dict[tuple[Any, ...], T], Generic[T]):
+    """What :meth:`Bundle.table` returns: a dict from problem values (in ``fields`` order) to the
+    prepared config. A hit is a plain dict access; a miss resolves the problem through the bundle,
+    stores the answer and records how it was found in ``how`` (exact, nearest or default)."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        fields: tuple[str, ...],
+        prepare: Callable[[dict[str, Any]], T] | None = None,
+    ) -> None:
+        super().__init__()
+        if len(set(fields)) != len(fields) or not fields:
+            raise BundleError(f"table fields {fields!r}: give each problem field once")
+        self.bundle = bundle
+        self.fields = fields
+        self.how: dict[tuple[Any, ...], str] = {}
+        self._prepare = prepare
+        self._prepared: dict[int, tuple[dict[str, Any], T]] = {}
+
+    def __missing__(self, key: tuple[Any, ...]) -> T:
+        if len(key) != len(self.fields):
+            raise BundleError(
+                f"{self.bundle.kernel} table key {key!r}: give one value per field of "
+                f"{', '.join(self.fields)}"
+            )
+        how, config = self.bundle.resolve(dict(zip(self.fields, key, strict=True)))
+        # Keyed by identity: resolve returns the bundle's own config objects; the config is
+        # kept beside its prepared value so that its id stays its own.
+        known = self._prepared.get(id(config))
+        if known is None:
+            made: Any = config if self._prepare is None else self._prepare(config)
+            known = self._prepared[id(config)] = (config, made)
+        value: T = known[1]
+        self[key] = value
+        self.how[key] = how
+        return value
 
 
 def _is_int(value: object) -> bool:

@@ -1,35 +1,92 @@
-"""Tune several job files in one Ray session (one start-up instead of one per `tunefleet tune`).
+"""Tune several job files in this process, without Ray (an in-process pool on this machine).
 
-Usage: python benchmarks/profile/tune_jobs.py JOB.yaml [JOB.yaml ...] -- [tune options]
-Each file runs as `tunefleet tune FILE [tune options]` in this process; Ray starts once. Exits with
-the first failing job's status after trying them all.
+Usage: python benchmarks/profile/tune_jobs.py JOB.yaml [JOB.yaml ...] [--db URL] [--minutes M]
+       [--trials N] [--in-flight N] [--device auto|interpreter] [--json]
+
+Each file runs as `tunefleet tune FILE` would, with the options given over the file's own, on an
+:class:`orchestrator.local_pool.LocalPool` of one worker (``auto``: this machine's GPU, else the
+interpreter): the trials are measured one at a time in this process, and the best configs are
+stored in the database for `tunefleet pull`. For a machine without Ray (the GPU image) and short
+jobs; `tunefleet tune` is the tool for the cluster. ``--json``: one JSON summary per line. Exits
+with status 1 if any job did not finish ``done`` (after trying them all), 2 on bad input.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 import sys
 
 
 def main(argv: list[str]) -> int:
-    from orchestrator.cli import main as cli_main
-    from orchestrator.dispatch import ensure_ray
+    from db import JobStatus, Objective
+    from orchestrator import service
+    from orchestrator.commands import render
+    from orchestrator.commands._common import open_database
+    from orchestrator.commands.tune import build_spec
+    from orchestrator.driver import Driver, submit_job
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.jobs import SourceKind
+    from orchestrator.local_pool import LocalPool
+    from orchestrator.progress import reporter_for
+    from orchestrator.worker import PoolOptions, WorkerPlan
 
-    files, extra = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    )
-    if not files:
-        print("give at least one job file", file=sys.stderr)
-        return 2
-    ensure_ray(None)
-    status = 0
-    for file in files:
-        print(f"== tune {file}", flush=True)
+    parser = argparse.ArgumentParser(prog="tune_jobs.py")
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--db")
+    parser.add_argument("--minutes", type=float)
+    parser.add_argument("--trials", type=int)
+    parser.add_argument("--in-flight", type=int)
+    parser.add_argument("--device", choices=("auto", "interpreter"), default="auto")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    values = {
+        "minutes": args.minutes,
+        "trials": args.trials,
+        "in_flight": args.in_flight,
+        "device": [args.device],
+    }
+    database = open_database(args.db)
+    failed = 0
+    for file in args.files:
+        print(f"== tune {file}", file=sys.stderr, flush=True)
         try:
-            cli_main(["tune", file, *extra])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-            status = status or code
-    return status
+            spec = build_spec(file, None, values)
+            service.check_spec(spec)
+        except OrchestratorError as exc:
+            print(f"error: {file}: {exc}", file=sys.stderr)
+            return 2
+        gpu = spec.devices[0].kind is SourceKind.AUTO and _has_gpu()
+        # service.pool_options's settings, built here: it imports the Ray pool's module.
+        options = dataclasses.replace(
+            PoolOptions(),
+            in_flight=spec.in_flight,
+            graph=spec.objective is Objective.GRAPH,
+            compile_timeout_s=spec.compile_timeout_s,
+            run_timeout_s=spec.run_timeout_s,
+        )
+        pool = LocalPool([WorkerPlan("auto" if gpu else "interpreter")], options)
+        try:
+            job_id = submit_job(database, spec, pool)
+            result = Driver(database, pool, reporter=reporter_for(args.json)).run(job_id)
+        finally:
+            pool.shutdown()
+        summary = service.job_summary(database, job_id, ())
+        if args.json:
+            print(json.dumps(summary.to_dict(), default=str), flush=True)
+        else:
+            render.show_summary(summary, False)
+        failed += result.status is not JobStatus.DONE
+    return 1 if failed else 0
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 if __name__ == "__main__":

@@ -135,3 +135,54 @@ def test_a_good_bundle_loads_with_and_without_the_spec(tmp_path: Path) -> None:
     no_env = _doc()
     del no_env["environment"]
     assert load_bundle(_write(tmp_path, no_env)).environment == {}
+
+
+def test_the_table_answers_as_resolve_and_prepares_each_config_once() -> None:
+    from search_spaces.bundle import bundle_from_dict
+
+    doc = _doc()
+    doc["entries"][1]["config"] = {**CONFIG, "BLOCK_M": 128}
+    bundle = bundle_from_dict(doc)
+    prepared: list[dict[str, Any]] = []
+
+    def prepare(config: dict[str, Any]) -> tuple[int, int]:
+        prepared.append(config)
+        return config["BLOCK_M"], len(prepared)
+
+    table = bundle.table(("M", "N", "K", "dtype"), prepare)
+    assert table[(64, 256, 256, "float16")] == (64, 1)
+    assert table[(128, 256, 256, "float16")] == (128, 2)
+    assert table[(100, 256, 256, "float16")] == (128, 2)  # nearest by log2 distance: 128
+    assert table[(64, 256, 256, "float16")] == (64, 1)  # a hit: not prepared again
+    assert table[(64, 256, 256, "bfloat16")] == (64, 3)  # no entry of its dtype: the default
+    assert len(prepared) == 3
+    assert table.how == {
+        (64, 256, 256, "float16"): "exact",
+        (128, 256, 256, "float16"): "exact",
+        (100, 256, 256, "float16"): "nearest",
+        (64, 256, 256, "bfloat16"): "default",
+    }
+    for key, value in table.items():
+        config = bundle.resolve(dict(zip(table.fields, key, strict=True)))[1]
+        assert value[0] == config["BLOCK_M"]
+    plain = bundle.table(("M", "N", "K", "dtype"))
+    assert plain[(128, 256, 256, "float16")] == doc["entries"][1]["config"]
+
+
+def test_a_table_key_of_the_wrong_length_or_fields_given_twice_is_refused() -> None:
+    from search_spaces.bundle import bundle_from_dict
+
+    bundle = bundle_from_dict(_doc())
+    with pytest.raises(BundleError, match="one value per field"):
+        bundle.table(("M", "N", "K", "dtype"))[(64, 256)]
+    with pytest.raises(BundleError, match="each problem field once"):
+        bundle.table(("M", "M"))
+
+
+def test_resolve_answers_the_same_whatever_the_order_of_the_fields() -> None:
+    from search_spaces.bundle import bundle_from_dict
+
+    bundle = bundle_from_dict(_doc())
+    one = bundle.resolve({"M": 128, "N": 256, "K": 256, "dtype": "float16"})
+    other = bundle.resolve({"dtype": "float16", "K": 256, "N": 256, "M": 128})
+    assert one == other and one[0] == "exact"

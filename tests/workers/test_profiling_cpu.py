@@ -96,6 +96,32 @@ def test_tune_accepts_an_emitted_job_on_the_interpreter(
     assert all(s["best"] is not None for s in summary["studies"])
 
 
+def test_tune_jobs_runs_an_emitted_job_without_ray(
+    profiled: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """benchmarks/profile/tune_jobs.py, as on the GPU image (no Ray), stores what `pull` reads."""
+    import subprocess
+    import sys
+
+    _, report = profiled
+    rmsnorm = next(p for p in report["emitted_jobs"] if ".rmsnorm." in p)
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    root = Path(__file__).resolve().parents[2]
+    script = root / "benchmarks" / "profile" / "tune_jobs.py"
+    code = (
+        "import sys, runpy; sys.modules['ray'] = None; "  # `import ray` fails, as there
+        f"sys.argv = [{str(script)!r}, {rmsnorm!r}, '--device', 'interpreter', '--db', {db!r}, "
+        "'--trials', '2', '--json']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["status"] == "done" and summary["kernel"] == "rmsnorm"
+    assert all(s["best"] is not None for s in summary["studies"])
+
+
 def test_bad_profile_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -146,7 +172,16 @@ def test_tuned_kernels_swapped_in_compute_the_same_model() -> None:
         assert err < 5e-2, (phase, err)
         assert torch.equal(forward().double(), base)
     assert set(swap.used) == {"matmul", "rmsnorm", "flash_attention", "paged_attention"}
-    assert swap.used["matmul"] == {"default": 2 * (2 * 7 + 1)}
+    # One lookup per distinct problem: each linear layer's (N, K), at M = 16 (prefill of one
+    # sequence of 16) and M = 1 (decode of one).
+    dims = {
+        (m.out_features, m.in_features)
+        for m in workload.model.modules()
+        if isinstance(m, torch.nn.Linear)
+    }
+    assert swap.used["matmul"] == {"default": 2 * len(dims)}
+    keys = {(rows, n, k, "bfloat16") for rows in (1, 16) for n, k in dims}
+    assert set(swap.tables["matmul"]) == keys
 
 
 def test_with_bundle_reports_the_end_to_end_change(

@@ -1,19 +1,26 @@
 """Tuned tunefleet kernels swapped into a model in place of torch's ops, behind one switch.
 
-:func:`install` wraps, in place, every ``nn.Linear`` (matmul bundle: lookup, then the spec's
-launcher, on a K x N copy of the weight), every ``RMSNorm`` of workers.profiling.models (rmsnorm
-bundle, the spec's launcher; the spec's eps is 1e-6 where Llama's is 1e-5) and every ``Attention``
-(flash_attention bundle for prefill, paged_attention for decode over the model's paged cache).
-``Swap.on`` chooses per call, so one model and one set of inputs serve the baseline and the tuned
-run, interleaved. The attention kernels are launched here with the spec's argument recipe rather
-than through ``make_launcher``, which reads sequence lengths back from the device (a sync that a
-CUDA graph capture refuses); the lengths are known on the host here.
+:func:`install` wraps, in place, every ``nn.Linear`` (matmul bundle, on a K x N copy of the
+weight), every ``RMSNorm`` of workers.profiling.models (rmsnorm bundle; the spec's eps is 1e-6
+where Llama's is 1e-5) and every ``Attention`` (flash_attention bundle for prefill,
+paged_attention for decode over the model's paged cache). ``Swap.on`` chooses per call, so one
+model and one set of inputs serve the baseline and the tuned run, interleaved.
+
+The launch path is the deployment's: a module's fixed dims (N and K of a weight, a norm's width)
+and dtype are known at install, so a call reads only its row count and indexes the module's plans
+by it (one dict access); a miss looks the problem up in the kernel's :meth:`Bundle.table` and turns
+the config into launch arguments (grid, keyword arguments) once. Matmul configs that need a TMA
+descriptor, a persistent grid or a split-K workspace go through the spec's ``make_launcher`` per
+call instead (their preparation is per call in any case). The attention kernels are launched with
+the spec's argument recipe rather than through ``make_launcher``, which reads sequence lengths back
+from the device (a sync that a CUDA graph capture refuses); the lengths are known on the host here.
 """
 
 from __future__ import annotations
 
 import math
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +28,24 @@ from typing import Any
 import torch
 from torch import nn
 
-from search_spaces.bundle import Bundle, BundleError, load_bundle
+from search_spaces.bundle import Bundle, BundleError, BundleTable, load_bundle
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
 from workers.profiling.models import PAGE_SIZE, Attention, KVCache, RMSNorm
 
 SWAPPABLE = ("matmul", "rmsnorm", "flash_attention", "paged_attention")
+#: Problem fields of each swappable kernel, in the order its table is keyed.
+FIELDS = {
+    "matmul": ("M", "N", "K", "dtype"),
+    "rmsnorm": ("M", "N", "dtype"),
+    "flash_attention": (
+        "batch", "max_seqlen", "pattern", "q_heads", "kv_heads", "head_dim", "causal", "dtype",
+    ),
+    "paged_attention": (
+        "batch", "context_len", "pattern", "q_heads", "kv_heads", "head_dim", "page_size", "dtype",
+    ),
+}  # fmt: skip
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
@@ -56,35 +74,84 @@ def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
 
 @dataclass
 class Swap:
-    """The switch and what it swapped: ``on`` sends calls to tuned kernels; ``used`` counts lookups
-    by kernel and how the config was found (exact / nearest / default)."""
+    """The switch and what it swapped: ``on`` sends calls to tuned kernels; :attr:`used` counts
+    the distinct problems looked up, by kernel and how the config was found (exact / nearest /
+    default)."""
 
     bundles: dict[str, Bundle]
     on: bool = False
-    used: dict[str, dict[str, int]] = field(default_factory=dict)
+    tables: dict[str, BundleTable[Any]] = field(default_factory=dict)
     _plans: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
-    def config(self, kernel: str, problem: dict[str, Any]) -> dict[str, Any]:
-        how, config = self.bundles[kernel].resolve(problem)
-        counts = self.used.setdefault(kernel, {})
-        counts[how] = counts.get(how, 0) + 1
+    def __post_init__(self) -> None:
+        self.tables = {k: b.table(FIELDS[k]) for k, b in self.bundles.items() if k in FIELDS}
+
+    @property
+    def used(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for kernel, table in self.tables.items():
+            for how in table.how.values():
+                mine = counts.setdefault(kernel, {})
+                mine[how] = mine.get(how, 0) + 1
+        return counts
+
+    def config(self, kernel: str, key: tuple[Any, ...]) -> dict[str, Any]:
+        """The config for the problem of values ``key`` (in FIELDS[kernel] order)."""
+        config: dict[str, Any] = self.tables[kernel][key]
         return config
+
+
+#: A prepared launch: called with the call's tensors and row count.
+Launch = Callable[..., None]
+
+
+def _matmul_plan(config: dict[str, Any], m: int, n: int, k: int, cpu_bf16: bool) -> Launch | None:
+    """The direct launch of ``config`` for an M x K by K x N product, or None where it needs the
+    spec's per-call preparation (TMA descriptors, a persistent grid, a split-K workspace)."""
+    from search_spaces.kernels._matmul_kernels import matmul_kernel
+
+    meta, options = split_launch_options(config)
+    if meta.pop("TMA", False) or meta.pop("PERSISTENT", False) or int(config["SPLIT_K"]) != 1:
+        return None
+    # DOT_IN_FP32: Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
+    kwargs = {**meta, **options, "DOT_IN_FP32": cpu_bf16}
+    grid = (-(-m // int(config["BLOCK_M"])) * -(-n // int(config["BLOCK_N"])), 1)
+    launcher = matmul_kernel[grid]
+    mn = m * n
+
+    def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        s0, s1 = a.stride()
+        launcher(a, b, out, out, out, m, n, k, s0, s1, n, 1, n, 1, mn, **kwargs)
+
+    return launch
 
 
 def _linear(swap: Swap, module: nn.Linear) -> None:
     original = module.forward
     weight_kn = module.weight.detach().t().contiguous()
+    k, n = weight_kn.shape
+    dtype = DTYPE_NAMES[weight_kn.dtype]
+    cpu_bf16 = weight_kn.device.type == "cpu" and weight_kn.dtype == torch.bfloat16
     spec = get_spec("matmul")
+    plans: dict[int, Launch | None] = {}
 
     def forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         if not swap.on:
             return original(x)
-        k = x.shape[-1]
         a = x.reshape(-1, k)
-        n = weight_kn.shape[1]
-        out = torch.empty(a.shape[0], n, dtype=x.dtype, device=x.device)
-        problem = {"M": a.shape[0], "N": n, "K": k, "dtype": DTYPE_NAMES[x.dtype]}
-        spec.make_launcher({"a": a, "b": weight_kn, "out": out}, swap.config("matmul", problem))()
+        m = a.shape[0]
+        out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+        try:
+            plan = plans[m]
+        except KeyError:
+            plan = plans[m] = _matmul_plan(
+                swap.config("matmul", (m, n, k, dtype)), m, n, k, cpu_bf16
+            )
+        if plan is not None:
+            plan(a, weight_kn, out)
+        else:
+            config = swap.config("matmul", (m, n, k, dtype))
+            spec.make_launcher({"a": a, "b": weight_kn, "out": out}, config)()
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], n)
@@ -92,19 +159,48 @@ def _linear(swap: Swap, module: nn.Linear) -> None:
     module.forward = types.MethodType(forward, module)  # type: ignore[method-assign]
 
 
+def _rmsnorm_plan(config: dict[str, Any], m: int, n: int, eps: float) -> Launch:
+    from search_spaces.kernels._common import pop_pdl
+    from search_spaces.kernels._rmsnorm_kernels import rmsnorm_kernel
+    from search_spaces.kernels.rmsnorm import CACHE_HINTS
+
+    meta, options = split_launch_options(config)
+    streaming = bool(meta.pop("STREAMING", False))
+    pdl = pop_pdl(meta)
+    kwargs = {
+        **meta,
+        **options,
+        **CACHE_HINTS[streaming],
+        **pdl,
+        "ONE_PASS": int(config["BLOCK_N"]) >= n,
+    }
+    launcher = rmsnorm_kernel[(-(-m // int(config["ROWS_PER_PROGRAM"])),)]
+
+    def launch(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> None:
+        launcher(x, weight, out, m, n, x.stride(0), n, eps, **kwargs)
+
+    return launch
+
+
 def _rmsnorm(swap: Swap, module: RMSNorm) -> None:
+    from search_spaces.kernels.rmsnorm import EPS
+
     original = module.forward
-    spec = get_spec("rmsnorm")
+    n = module.weight.shape[0]
+    dtype = DTYPE_NAMES[module.weight.dtype]
+    plans: dict[int, Launch] = {}
 
     def forward(self: RMSNorm, x: torch.Tensor) -> torch.Tensor:
         if not swap.on:
             return original(x)
-        n = x.shape[-1]
         rows = x.reshape(-1, n)
+        m = rows.shape[0]
         out = torch.empty_like(rows)
-        problem = {"M": rows.shape[0], "N": n, "dtype": DTYPE_NAMES[x.dtype]}
-        inputs = {"x": rows, "weight": self.weight, "out": out}
-        spec.make_launcher(inputs, swap.config("rmsnorm", problem))()
+        try:
+            plan = plans[m]
+        except KeyError:
+            plan = plans[m] = _rmsnorm_plan(swap.config("rmsnorm", (m, n, dtype)), m, n, EPS)
+        plan(rows, self.weight, out)
         return out.view(x.shape)
 
     module.forward = types.MethodType(forward, module)  # type: ignore[method-assign]
@@ -113,11 +209,9 @@ def _rmsnorm(swap: Swap, module: RMSNorm) -> None:
 def _flash(swap: Swap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     b, s, qh, d = q.shape
     kvh = k.shape[2]
-    problem = {
-        "batch": b, "max_seqlen": s, "pattern": "uniform", "q_heads": qh, "kv_heads": kvh,
-        "head_dim": d, "causal": True, "dtype": DTYPE_NAMES[q.dtype],
-    }  # fmt: skip
-    config = swap.config("flash_attention", problem)
+    config = swap.config(
+        "flash_attention", (b, s, "uniform", qh, kvh, d, True, DTYPE_NAMES[q.dtype])
+    )
     key = ("cu", b, s, q.device)
     if key not in swap._plans:
         swap._plans[key] = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device=q.device)
@@ -141,11 +235,9 @@ def _paged(swap: Swap, q: torch.Tensor, cache: KVCache) -> torch.Tensor:
 
     b, _, qh, d = q.shape
     kvh, context = cache.k.shape[2], cache.seq + 1
-    problem = {
-        "batch": b, "context_len": context, "pattern": "uniform", "q_heads": qh,
-        "kv_heads": kvh, "head_dim": d, "page_size": PAGE_SIZE, "dtype": DTYPE_NAMES[q.dtype],
-    }  # fmt: skip
-    config = swap.config("paged_attention", problem)
+    config = swap.config(
+        "paged_attention", (b, context, "uniform", qh, kvh, d, PAGE_SIZE, DTYPE_NAMES[q.dtype])
+    )
     partition = int(config["PARTITION_SIZE"])
     parts = -(-context // partition) if partition else 1
     key = ("paged", b, cache.pages, qh, d, parts, q.device)
