@@ -20,7 +20,7 @@ from orchestrator import service
 from orchestrator.capture_jobs import capture_jobs
 from orchestrator.driver import Driver, submit_job
 from orchestrator.local_pool import LocalPool
-from orchestrator.worker import WorkerPlan
+from orchestrator.worker import PoolOptions, WorkerPlan
 
 
 def main() -> None:
@@ -42,7 +42,11 @@ def main() -> None:
     database = Database(args.db)
     database.ensure_schema()
     for cj in capture_jobs(args.capture, args.widen, overrides):
-        pool = LocalPool([WorkerPlan(args.device)], service.pool_options(cj.job))
+        # service.pool_options's settings, without its import of orchestrator.dispatch (Ray).
+        options = PoolOptions(
+            compile_timeout_s=cj.job.compile_timeout_s, run_timeout_s=cj.job.run_timeout_s
+        )
+        pool = LocalPool([WorkerPlan(args.device)], options)
         try:
             result = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
                 submit_job(database, cj.job, pool)
