@@ -849,8 +849,9 @@ def mark_revalidation(
             revalidated_ms=time_ms,
             revalidated_environment_id=environment_id,
         )
-    )
-    if done.rowcount == 0:
+        .returning(_BEST.c.id)
+    ).first()
+    if done is None:
         raise NotFound(f"no best config with id {best_id}")
 
 

@@ -53,6 +53,7 @@ from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema, prob
 from search_spaces.space import (
     Config,
     Constraint,
+    DeviceLimits,
     Param,
     ParamKind,
     Space,
@@ -336,6 +337,15 @@ class CaptureSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         return config_of(self.kernel.configs[0], self._options)
+
+    def listed_configs(self, limits: DeviceLimits) -> list[Config]:
+        """Widened: the kernel's own list (those valid here), asked right after its first
+        config, so the search tries everything ``triton.autotune`` would before widening (give
+        at least the list's length in trials). Not widened: none (the grid search asks them)."""
+        if not self.widen:
+            return []
+        listed = [config_of(c, self._options) for c in self.kernel.configs]
+        return [c for c in listed if self.space.violation(c, limits) is None]
 
     def flops(self, problem: Problem) -> float:
         return 0.0  # unknown for a captured kernel: summaries show no TFLOP/s

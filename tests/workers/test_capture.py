@@ -195,3 +195,17 @@ def test_widened_tiles_never_exceed_the_lists_largest_in_any_product() -> None:
     assert rule.check(tile(64, 128, 16, 2), H200) and rule.check(
         tile(16, 16, 128, 4), H200
     )  # K alone grows
+
+
+def test_a_widened_study_asks_the_kernels_own_list_first(captured: Path) -> None:
+    from orchestrator.warm_start import warm_order
+    from search_spaces.space import config_key
+
+    wide = capture_spec(captured, "app_kernels.row_sum", widen=True)
+    listed = capture_spec(captured, "app_kernels.row_sum", widen=False)
+    asked = wide.listed_configs(H200)
+    assert [config_key(c) for c in asked] == [config_key(c) for c in listed.space.enumerate(H200)]
+    assert listed.listed_configs(H200) == []  # not widened: the grid search asks the list
+    default = wide.default_for(H200)
+    order = warm_order({"n": 1}, default, [], lambda _p: [], listed=asked)
+    assert order[0] == default and len(order) == len(asked)  # the default is the list's first
