@@ -25,6 +25,7 @@ from db.states import (
 from db.states import (
     JobStatus,
     Objective,
+    RevalidationState,
     StudyStatus,
     TokenScope,
     TrialOutcome,
@@ -265,6 +266,7 @@ class BestConfig(Base):
     __table_args__ = (
         sa.UniqueConstraint(*BEST_KEY, name="uq_tf_best_configs_key"),
         sa.CheckConstraint(_in_check("objective", Objective), name="objective"),
+        sa.CheckConstraint(_in_check("revalidation", RevalidationState), name="revalidation"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -282,6 +284,14 @@ class BestConfig(Base):
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
     environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    #: The last ``tunefleet revalidate`` of this config (None: never, or tuned since): its
+    #: verdict, when, the re-timed median (None when it failed) and the environment it ran in.
+    revalidation: Mapped[RevalidationState | None] = mapped_column(_enum_column(RevalidationState))
+    revalidated_at: Mapped[datetime | None]
+    revalidated_ms: Mapped[float | None]
+    revalidated_environment_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("tf_environments.id")
+    )
 
 
 class Token(Base):

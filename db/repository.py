@@ -43,6 +43,7 @@ from db.models import (
     TrialOutcome,
     utcnow,
 )
+from db.states import STALE_STATES, RevalidationState
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -111,7 +112,8 @@ class TrialRecord:
 @dataclass(frozen=True)
 class BestRecord:
     """A best-config row: the fastest known ``config`` for its key, ``time_ms`` its median;
-    ``job_id`` and ``team`` say who produced it (None when unknown)."""
+    ``job_id`` and ``team`` say who produced it (None when unknown); ``revalidation`` and the
+    ``revalidated_*`` fields the last ``tunefleet revalidate`` of it (None: never, or tuned since)."""
 
     id: int
     kernel_name: str
@@ -127,6 +129,15 @@ class BestRecord:
     environment_id: int | None
     updated_at: datetime
     team: str | None
+    revalidation: RevalidationState | None = None
+    revalidated_at: datetime | None = None
+    revalidated_ms: float | None = None
+    revalidated_environment_id: int | None = None
+
+    @property
+    def stale(self) -> bool:
+        """The last revalidation found it regressed or failing here."""
+        return self.revalidation in STALE_STATES
 
 
 @dataclass(frozen=True)
@@ -765,7 +776,9 @@ def upsert_best(
     objective: Objective = Objective.KERNEL,
 ) -> bool:
     """Store ``config`` as the best for its key (``objective`` included) if the key is new or
-    ``time_ms`` is strictly faster.
+    ``time_ms`` is strictly faster: than the stored time, or, for a row that revalidation marked
+    regressed or failed, than its re-timed time (none when it failed), which is what the stored
+    config takes now. A written row is no longer marked.
 
     One atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE stored > new, so concurrent writers can
     never replace a faster time with a slower one. Returns True if the row was written.
@@ -786,17 +799,60 @@ def upsert_best(
         "job_id": job_id,
         "environment_id": environment_id,
         "updated_at": utcnow(),
+        **_UNMARKED,
     }
     dialect = s.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     new = insert(_BEST).values(values)
     updated = {name: new.excluded[name] for name in values if name not in BEST_KEY}
+    stale = _BEST.c.revalidation.in_([m.value for m in STALE_STATES])
+    retimed_slower = sa.or_(
+        _BEST.c.revalidated_ms.is_(None), _BEST.c.revalidated_ms > new.excluded.time_ms
+    )
     upsert = new.on_conflict_do_update(
         index_elements=list(BEST_KEY),
         set_=updated,
-        where=_BEST.c.time_ms > new.excluded.time_ms,
+        where=sa.or_(_BEST.c.time_ms > new.excluded.time_ms, sa.and_(stale, retimed_slower)),
     ).returning(_BEST.c.id)
     return s.execute(upsert).first() is not None
+
+
+_UNMARKED: dict[str, Any] = {
+    "revalidation": None,
+    "revalidated_at": None,
+    "revalidated_ms": None,
+    "revalidated_environment_id": None,
+}
+
+
+def mark_revalidation(
+    s: Session,
+    best_id: int,
+    state: RevalidationState,
+    time_ms: float | None,
+    environment_id: int | None,
+    at: datetime | None = None,
+) -> None:
+    """Record what re-timing best config ``best_id`` found: ``state``, the re-timed median
+    ``time_ms`` (None when it failed), the environment it ran in, and when (default now). The
+    stored config and time stay; ``updated_at`` moves (caches keyed on it, such as the server's,
+    see the change); ``upsert_best`` clears the mark. Raises NotFound for no such
+    row, InvalidRecord for a time that is not a finite positive number."""
+    if time_ms is not None and not (math.isfinite(time_ms) and time_ms > 0):
+        raise InvalidRecord(f"re-timed ms must be a finite positive number, got {time_ms!r}")
+    done = s.execute(
+        sa.update(_BEST)
+        .where(_BEST.c.id == best_id)
+        .values(
+            revalidation=RevalidationState(state).value,
+            revalidated_at=at or utcnow(),
+            revalidated_ms=time_ms,
+            revalidated_environment_id=environment_id,
+        )
+        .returning(_BEST.c.id)
+    ).first()
+    if done is None:
+        raise NotFound(f"no best config with id {best_id}")
 
 
 def get_best(

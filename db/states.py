@@ -72,3 +72,18 @@ class Objective(str, enum.Enum):
 
     KERNEL = "kernel"  # one launch alone: events around it, L2 flushed before it
     GRAPH = "graph"  # per launch, in a CUDA graph of back-to-back launches over rotating inputs
+
+
+class RevalidationState(str, enum.Enum):
+    """What re-timing a stored best config in a later environment found (``tunefleet
+    revalidate``): ``holds`` within the threshold of its stored time, ``regressed`` slower by
+    more, ``failed`` it no longer runs correctly (any outcome but ok)."""
+
+    HOLDS = "holds"
+    REGRESSED = "regressed"
+    FAILED = "failed"
+
+
+#: States that mean a stored best no longer stands: its bundle entry is flagged, and a re-tuned
+#: config replaces it when faster than the re-timed one (not the stale stored time).
+STALE_STATES = frozenset({RevalidationState.REGRESSED, RevalidationState.FAILED})

@@ -26,6 +26,7 @@ from typing import Any
 from db import Database, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
+from orchestrator.revalidate import revalidation_mark
 from orchestrator.vllm_export import vllm_files, write_files
 from search_spaces.bundle import BUNDLE_FORMAT
 from search_spaces.registry import get_spec
@@ -70,6 +71,19 @@ def _environment(env: EnvironmentRecord | None) -> dict[str, Any]:
     }
 
 
+def _entry(r: BestRecord) -> dict[str, Any]:
+    """One bundle entry; one that revalidation found regressed or failing says so."""
+    entry: dict[str, Any] = {
+        "problem": json.loads(r.problem_key),
+        "config": r.config,
+        "time_ms": r.time_ms,
+        "job": r.job_id,
+    }
+    if r.stale:
+        entry["revalidation"] = revalidation_mark(r)
+    return entry
+
+
 def native_bundle(
     kernel: KernelSpec,
     version: str,
@@ -91,15 +105,7 @@ def native_bundle(
         "default": default,
         "problem_fields": list(kernel.schema.names),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "entries": [
-            {
-                "problem": json.loads(r.problem_key),
-                "config": r.config,
-                "time_ms": r.time_ms,
-                "job": r.job_id,
-            }
-            for r in sorted(rows, key=lambda r: r.problem_key)
-        ],
+        "entries": [_entry(r) for r in sorted(rows, key=lambda r: r.problem_key)],
     }
 
 

@@ -4,24 +4,26 @@ A stored best was timed under some triton/torch/driver/runtime (its ``tf_environ
 an upgrade it may no longer be the best, or even as fast: vLLM and SGLang saw tuned configs lose
 from one Triton release to the next. :func:`revalidate` times every stored best of a kernel version
 on one device class again, through a caller-given timing function (the CLI's runs the trial
-runner on this machine's device), and gives each a :class:`Verdict`.
+runner on this machine's device), gives each a :class:`Verdict` and marks its row with it (the
+verdict, when, the re-timed median and this environment): ``best`` and bundles then flag the
+regressed and failed ones, and a re-tune replaces them when faster than their re-timed time.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from db import Objective
+from db.states import RevalidationState
 from orchestrator.errors import OrchestratorError
 from search_spaces.bundle_env import differences
 from search_spaces.spec import KernelSpec
 
 if TYPE_CHECKING:
-    from db import Database
+    from db import BestRecord, Database
     from workers.measurement import Measurement
 
 #: Re-timed / stored above this counts as a regression (noise here is a few percent).
@@ -30,19 +32,15 @@ DEFAULT_THRESHOLD = 1.05
 TimeConfig = Callable[[dict[str, Any], dict[str, Any]], "Measurement"]
 
 
-class Verdict(str, enum.Enum):
-    """``holds``: within the threshold; ``regressed``: slower than stored by more; ``failed``:
-    the config no longer runs correctly here (any outcome but ok)."""
-
-    HOLDS = "holds"
-    REGRESSED = "regressed"
-    FAILED = "failed"
+#: The verdict on one stored best: the state its row is marked with.
+Verdict = RevalidationState
 
 
 @dataclass(frozen=True)
 class Revalidation:
-    """One stored best re-timed: its problem and config, both times and the verdict."""
+    """One stored best re-timed: its row, problem and config, both times and the verdict."""
 
+    best_id: int
     problem: dict[str, Any]
     config: dict[str, Any]
     stored_ms: float
@@ -77,9 +75,10 @@ def revalidate(
     threshold: float = DEFAULT_THRESHOLD,
     objective: Objective = Objective.KERNEL,
 ) -> list[Revalidation]:
-    """Re-time every stored best of ``spec``'s installed version on ``device_class``; raises
-    OrchestratorError when there is none. ``current`` is this environment (triton, torch, driver,
-    runtime) to name what changed since each best was stored."""
+    """Re-time every stored best of ``spec``'s installed version on ``device_class`` and mark each
+    row with its verdict; raises OrchestratorError when there is none. ``current`` is this
+    environment (triton, torch, driver, runtime): it names what changed since each best was
+    stored, and the marks refer to it."""
     from db import repository
     from workers.measurement import Outcome
 
@@ -114,6 +113,7 @@ def revalidate(
         if m.outcome is not Outcome.OK or m.median_ms is None:
             out.append(
                 Revalidation(
+                    r.id,
                     problem,
                     dict(r.config),
                     r.time_ms,
@@ -125,8 +125,48 @@ def revalidate(
             )
             continue
         verdict = Verdict.REGRESSED if m.median_ms > threshold * r.time_ms else Verdict.HOLDS
-        out.append(Revalidation(problem, dict(r.config), r.time_ms, m.median_ms, verdict, changed))
+        out.append(
+            Revalidation(r.id, problem, dict(r.config), r.time_ms, m.median_ms, verdict, changed)
+        )
+    _mark(database, device_class, current, out)
     return out
+
+
+def _mark(
+    database: Database, device_class: str, current: Mapping[str, Any], found: list[Revalidation]
+) -> None:
+    """Write each verdict onto its best-config row, with this environment (one transaction)."""
+    from db import repository
+
+    with database.session() as s:
+        env_id = None
+        cls = repository.device_class_by_key(s, device_class)
+        if cls is not None:
+            env_id = repository.ensure_environment(
+                s,
+                cls.id,
+                str(current.get("driver", "")),
+                str(current.get("runtime", "")),
+                str(current.get("triton", "")),
+                str(current.get("torch", "")),
+            )
+        for r in found:
+            repository.mark_revalidation(s, r.best_id, r.verdict, r.now_ms, env_id)
+
+
+def revalidation_mark(best: BestRecord) -> dict[str, Any] | None:
+    """How ``best --json``, the API and bundles show a row's last revalidation: its state, when,
+    the re-timed ms (None when it failed) and re-timed / stored; None if it was never
+    revalidated (or was tuned since)."""
+    if best.revalidation is None:
+        return None
+    ms = best.revalidated_ms
+    return {
+        "state": best.revalidation.value,
+        "at": None if best.revalidated_at is None else best.revalidated_at.isoformat(),
+        "ms": ms,
+        "ratio": None if ms is None else ms / best.time_ms,
+    }
 
 
 def retune_arguments(kernel: str, device_class: str, found: list[Revalidation]) -> list[str]:

@@ -110,7 +110,11 @@ class View:
     def from_dict(cls: type[_V], data: Mapping[str, Any]) -> _V:
         """The view ``to_dict()`` made (unknown keys are ignored, missing ones raise KeyError)."""
         hints = get_type_hints(cls)
-        values = {f.name: _load(hints[f.name], data[f.name]) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        values = {
+            f.name: _load(hints[f.name], data[f.name])
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if f.name in data or f.default is dataclasses.MISSING  # a newer field: its default
+        }
         return cls(**values)
 
 
@@ -235,6 +239,8 @@ class BestView(View):
     team: str | None
     job_id: int | None
     updated_at: datetime
+    #: The last ``tunefleet revalidate`` of it (state, at, ms, ratio); None: never, or tuned since.
+    revalidation: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -725,6 +731,7 @@ def best_configs(
     """Best stored configs of the installed version of ``kernel`` for ``objective``, optionally
     of one device class and one problem (``M=64,...`` or a mapping), in key order."""
     from orchestrator.rates import rates
+    from orchestrator.revalidate import revalidation_mark
 
     spec = _kernel(kernel)
     try:
@@ -764,6 +771,7 @@ def best_configs(
                 team=r.team,
                 job_id=r.job_id,
                 updated_at=_aware(r.updated_at),
+                revalidation=revalidation_mark(r),
             )
         )
     return out

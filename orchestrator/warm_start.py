@@ -2,7 +2,7 @@
 
 In order: configs measured for this key (kernel version, problem, class, objective) by any job,
 fastest first, at most the budget (answered from the database, never re-measured); the spec's
-default; the best configs of the ``WARM_NEIGHBOURS`` nearest problems on this class (distance:
+default; the spec's listed configs (a captured kernel's own list); the best configs of the ``WARM_NEIGHBOURS`` nearest problems on this class (distance:
 :func:`search_spaces.problem.problem_distance`); the next fastest configs measured for the
 nearest one (up to its ``WARM_NEAREST_TOP`` fastest); the best configs of this problem on other
 classes. Deduplicated, first place kept.
@@ -46,13 +46,14 @@ def warm_order(
     fastest_of: Callable[[Problem], Sequence[Config]],
     measured: Sequence[Config] = (),
     other_classes: Sequence[Config] = (),
+    listed: Sequence[Config] = (),
 ) -> list[Config]:
     """The warm-start order (see the module docstring) from its sources: ``measured`` (this
-    key's configs, fastest first), the ``default``, ``bests`` (other problems of this class and
+    key's configs, fastest first), the ``default``, ``listed`` (the spec's own list), ``bests`` (other problems of this class and
     their best config; ties in distance keep this order), ``fastest_of`` (a problem's fastest
     configs, fastest first; asked only for the nearest), ``other_classes`` (this problem's best
     configs on other classes, fastest first). Deduplicated, first place kept."""
-    configs = [*measured, *([default] if default is not None else [])]
+    configs = [*measured, *([default] if default is not None else []), *listed]
     near = sorted(
         ((problem_distance(problem, other), other, config) for other, config in bests),
         key=lambda dpc: dpc[0],
@@ -95,6 +96,7 @@ def warm_configs(
         ],
         fastest_of,
         measured=[c for c, _ in measured_for_key(s, kernel_id, pkey, class_id, objective)[:budget]],
+        listed=kernel.listed_configs(limits),
         other_classes=[
             b.config
             for b in sorted(

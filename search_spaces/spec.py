@@ -95,6 +95,11 @@ class KernelSpec(abc.ABC):
     def default_for(self, limits: DeviceLimits) -> Config:
         return self.default_config(limits.vendor)
 
+    def listed_configs(self, limits: DeviceLimits) -> list[Config]:
+        """Configs a new study asks right after the default (none here): a kernel captured from
+        ``@triton.autotune`` gives its own list, so a widened search tries it first."""
+        return []
+
     def source_text(self) -> str:
         """Concatenated source of ``sources``; raises SpecError if a module cannot be found."""
         parts = []

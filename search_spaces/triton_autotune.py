@@ -175,15 +175,29 @@ def _served_class() -> type:
     from triton.runtime.autotuner import Autotuner
 
     class ServedAutotuner(Autotuner):
-        """Triton's Autotuner whose pruning step asks the bundle first (a new key only)."""
+        """Triton's Autotuner whose pruning step asks the bundle first (a new key only).
+
+        A served config is never timed: Triton 3.9 takes a single pruned config without timing
+        it, but 3.6 still times it (on the H200 each served key ran one do_bench), so ``_bench``
+        answers for a served config without launching. ``timed`` counts configs really timed.
+        """
 
         serving: Serving
+        timed: int = 0
+        _served: Any = None
 
         def prune_configs(self, kwargs: dict[str, Any]) -> list[Any]:
             tuned = self.serving.config_for(self, kwargs)
             if tuned is not None:
+                self._served = tuned
                 return [tuned]
             return list(super().prune_configs(kwargs))
+
+        def _bench(self, *args: Any, config: Any, **meta: Any) -> Any:
+            if config is self._served:
+                return [0.0, 0.0, 0.0]  # the quantiles Triton asks for; nothing launched
+            self.timed += 1
+            return super()._bench(*args, config=config, **meta)
 
     return ServedAutotuner
 

@@ -31,6 +31,7 @@ import base64
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import json
 import math
 import sys
@@ -52,6 +53,7 @@ from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema, prob
 from search_spaces.space import (
     Config,
     Constraint,
+    DeviceLimits,
     Param,
     ParamKind,
     Space,
@@ -223,23 +225,7 @@ def build_space(kernel: CapturedKernel, widen: bool) -> Space:
     ]
     blocks = tuple(n for n in names if "BLOCK" in n.upper() and all(is_pow2(c[n]) for c in configs))
     if blocks:
-        # Bounds from the kernel's own list: a widened tile never holds more elements, nor gives a
-        # warp more of them, than the list's largest does (on the H200 a 64x512x16 matmul tile at
-        # one warp compiled for over 120 s).
-        volume = max(math.prod(int(c[n]) for n in blocks) for c in configs)
-        per_warp = max(math.prod(int(c[n]) for n in blocks) / int(c["num_warps"]) for c in configs)
-        rules.append(
-            Constraint(
-                "tile-size",
-                f"product of {', '.join(blocks)} <= {volume} and <= {per_warp:g} per warp "
-                "(the kernel's own largest)",
-                (*blocks, "num_warps"),
-                lambda c, _lim: (
-                    math.prod(int(c[n]) for n in blocks) <= volume
-                    and math.prod(int(c[n]) for n in blocks) / int(c["num_warps"]) <= per_warp
-                ),
-            )
-        )
+        rules.append(_tile_rule(blocks, configs))
     tables = [t for t in (_grid_rows(launch) for launch in kernel.launches) if t is not None]
     if tables and names:
         known = frozenset.intersection(*(frozenset(t) for t in tables))
@@ -253,6 +239,36 @@ def build_space(kernel: CapturedKernel, widen: bool) -> Space:
             )
         )
     return Space(tuple(params), tuple(rules))
+
+
+def _tile_rule(blocks: tuple[str, ...], configs: list[dict[str, Any]]) -> Constraint:
+    """Widened tiles bounded by the kernel's own list: for every product of two or more block
+    sizes (a matmul's BLOCK_M x BLOCK_N accumulator, its whole M x N x K tile, ...; of the one
+    block size if there is one), no config's is larger, nor larger per warp, than the list's
+    largest; one block size alone may grow. On the H200 a 64x512x16 matmul tile at one warp (a
+    64x512 accumulator on 32 threads) compiled for over 120 s."""
+    subsets = [
+        group
+        for size in range(min(2, len(blocks)), len(blocks) + 1)
+        for group in itertools.combinations(blocks, size)
+    ]
+
+    def product(c: Mapping[str, Any], group: tuple[str, ...]) -> int:
+        return math.prod(int(c[n]) for n in group)
+
+    most = {g: max(product(c, g) for c in configs) for g in subsets}
+    per_warp = {g: max(product(c, g) / int(c["num_warps"]) for c in configs) for g in subsets}
+    return Constraint(
+        "tile-size",
+        ("every product of two or more of " if len(blocks) > 1 else "")
+        + f"{', '.join(blocks)}, in all and per warp, <= the kernel's own largest "
+        f"(of all of them: {most[blocks]}, {per_warp[blocks]:g} per warp)",
+        (*blocks, "num_warps"),
+        lambda c, _lim: all(
+            product(c, g) <= most[g] and product(c, g) / int(c["num_warps"]) <= per_warp[g]
+            for g in subsets
+        ),
+    )
 
 
 def _schema(kernel: CapturedKernel) -> ProblemSchema:
@@ -321,6 +337,15 @@ class CaptureSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         return config_of(self.kernel.configs[0], self._options)
+
+    def listed_configs(self, limits: DeviceLimits) -> list[Config]:
+        """Widened: the kernel's own list (those valid here), asked right after its first
+        config, so the search tries everything ``triton.autotune`` would before widening (give
+        at least the list's length in trials). Not widened: none (the grid search asks them)."""
+        if not self.widen:
+            return []
+        listed = [config_of(c, self._options) for c in self.kernel.configs]
+        return [c for c in listed if self.space.violation(c, limits) is None]
 
     def flops(self, problem: Problem) -> float:
         return 0.0  # unknown for a captured kernel: summaries show no TFLOP/s

@@ -1,8 +1,15 @@
 """Served (drop-in, from the bundle) configs against triton.autotune's own pick, and host time
 per launch of the drop-in and of a captured kernel against plain triton.autotune's cached path.
 
+Everything in one process, interleaved: per key, do_bench medians of the served config and of
+triton.autotune's pick, alternating over rounds (the ratio is pick / served); host µs per launch
+of real launches (a tiny copy kernel, launches queued then one sync) and of no-op launches
+(``host_overhead.measure``: Autotuner.run alone). ``compare.json`` is rewritten after each part.
+
 Run with APP_BUNDLE=<bundle dir> (so tutorial_kernels uses the drop-in) and the output path:
     APP_BUNDLE=bundles python3 compare.py results.json
+With APP_DEVICE=cpu and TRITON_INTERPRET=1 it runs on the interpreter at small shapes and few
+rounds: the CPU dry run (its times mean nothing).
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import host_overhead
 import torch
 import triton
 import triton.testing
-from app import MATMULS, NORMS
+from app import DEVICE, MATMULS, NORMS, synchronize
 from triton.runtime.autotuner import Autotuner
 from tutorial_kernels import (
+    BENCH,
     LAYER_NORM_CONFIGS,
     MATMUL_CONFIGS,
     copy_kernel,
@@ -31,10 +40,14 @@ from tutorial_kernels import (
 )
 
 from search_spaces.bundle_env import current_environment
-from search_spaces.triton_autotune import autotune
+from search_spaces.triton_autotune import _device_class, autotune
 from search_spaces.triton_capture import CaptureWriter, kernel_source, patch_autotuner, source_hash
 
-ROUNDS = 5
+GPU = DEVICE == "cuda"
+ROUNDS = 5 if GPU else 1
+#: Real launches per round and rounds of the host-overhead part; then no-op launches and rounds.
+LAUNCH_OVERHEAD = (2000, 15) if GPU else (3, 1)
+NOOP_OVERHEAD = (20000, 30) if GPU else (200, 2)
 
 
 def _cfg(config: Any) -> dict[str, Any]:
@@ -45,18 +58,28 @@ def _time_pair(launch_a: Any, launch_b: Any) -> tuple[float, float]:
     """Median over interleaved rounds of do_bench's median (ms) for each launcher."""
     a, b = [], []
     for _ in range(ROUNDS):
-        a.append(triton.testing.do_bench(launch_a, warmup=10, rep=40, return_mode="median"))
-        b.append(triton.testing.do_bench(launch_b, warmup=10, rep=40, return_mode="median"))
+        a.append(_bench(launch_a))
+        b.append(_bench(launch_b))
     return statistics.median(a), statistics.median(b)
+
+
+def _bench(launch: Any) -> float:
+    if GPU:
+        return float(triton.testing.do_bench(launch, warmup=10, rep=40, return_mode="median"))
+    start = time.perf_counter()  # the interpreter: one call, only to run the code path
+    launch()
+    return (time.perf_counter() - start) * 1e3
 
 
 def served_vs_pick() -> list[dict[str, Any]]:
     rows = []
-    plain_mm = triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"])(matmul_kernel.fn)
-    plain_ln = triton.autotune(configs=LAYER_NORM_CONFIGS, key=["N"])(layer_norm_kernel.fn)
+    plain_mm = triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"], **BENCH)(
+        matmul_kernel.fn
+    )
+    plain_ln = triton.autotune(configs=LAYER_NORM_CONFIGS, key=["N"], **BENCH)(layer_norm_kernel.fn)
     for m, n, k in MATMULS:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        a = torch.randn(m, k, device=DEVICE, dtype=torch.float16)
+        b = torch.randn(k, n, device=DEVICE, dtype=torch.float16)
         ref = (a.double() @ b.double()).float()
         out = matmul(a, b)  # served: no benchmarking
         err = ((out.float() - ref).norm() / ref.norm()).item()
@@ -94,14 +117,14 @@ def served_vs_pick() -> list[dict[str, Any]]:
                 "triton_pick": _cfg(pick),
                 "served_ms": t_served,
                 "pick_ms": t_pick,
-                "served_benchmarked": hasattr(matmul_kernel, "configs_timings"),
+                "served_configs_timed": matmul_kernel.timed,
                 "rel_error": err,
             }
         )
     for rows_, cols in NORMS:
-        x = torch.randn(rows_, cols, device="cuda", dtype=torch.float16)
-        w = torch.randn(cols, device="cuda", dtype=torch.float16)
-        bias = torch.randn(cols, device="cuda", dtype=torch.float16)
+        x = torch.randn(rows_, cols, device=DEVICE, dtype=torch.float16)
+        w = torch.randn(cols, device=DEVICE, dtype=torch.float16)
+        bias = torch.randn(cols, device=DEVICE, dtype=torch.float16)
         ref = torch.nn.functional.layer_norm(x.double(), (cols,), w.double(), bias.double()).float()
         out = layer_norm(x, w, bias)
         err = ((out.float() - ref).norm() / ref.norm()).item()
@@ -124,7 +147,7 @@ def served_vs_pick() -> list[dict[str, Any]]:
                 "triton_pick": _cfg(pick),
                 "served_ms": t_served,
                 "pick_ms": t_pick,
-                "served_benchmarked": hasattr(layer_norm_kernel, "configs_timings"),
+                "served_configs_timed": layer_norm_kernel.timed,
                 "rel_error": err,
             }
         )
@@ -141,7 +164,7 @@ def launch_overhead(tmp: Path) -> dict[str, float]:
         "format": "tunefleet-bundle/1",
         "kernel": "tutorial_kernels.copy_kernel",
         "kernel_version": source_hash(kernel_source(copy_kernel.base_fn))[:8] + "00000000",
-        "device_class": " ".join(torch.cuda.get_device_name().split()),
+        "device_class": _device_class(),
         "environment": current_environment(),
         "default": {"BLOCK": 128, "num_warps": 4, "num_stages": 3},
         "entries": [
@@ -159,42 +182,51 @@ def launch_overhead(tmp: Path) -> dict[str, float]:
         pass
 
     patch_autotuner(CapturedAutotuner, CaptureWriter(tmp / "cap"))
-    captured = CapturedAutotuner(fn, fn.arg_names, configs, ["n"], None, None)
-    x = torch.randn(n, device="cuda")
+    captured = CapturedAutotuner(fn, fn.arg_names, configs, ["n"], None, None, **BENCH)
+    x = torch.randn(n, device=DEVICE)
     y = torch.empty_like(x)
     kernels = {"triton.autotune": copy_kernel, "drop-in (served)": served, "captured": captured}
     for k in kernels.values():
         k[(4,)](x, y, n)
-    torch.cuda.synchronize()
-    assert not hasattr(served, "configs_timings"), "the drop-in benchmarked a bundled key"
+    synchronize()
+    assert served.timed == 0, "the drop-in timed a config of a bundled key"
+    launches, rounds = LAUNCH_OVERHEAD
     per: dict[str, list[float]] = {name: [] for name in kernels}
-    for _ in range(15):
-        for name, k in kernels.items():
+    names = list(kernels)
+    for i in range(rounds):
+        for name in names[i % 3 :] + names[: i % 3]:  # rotate who goes first
+            k = kernels[name]
             start = time.perf_counter()
-            for _ in range(2000):
+            for _ in range(launches):
                 k[(4,)](x, y, n)
-            torch.cuda.synchronize()
-            per[name].append((time.perf_counter() - start) / 2000 * 1e6)
+            synchronize()
+            per[name].append((time.perf_counter() - start) / launches * 1e6)
     return {name: statistics.median(v) for name, v in per.items()}
 
 
 def main() -> None:
     out = Path(sys.argv[1])
-    rows = served_vs_pick()
-    with tempfile.TemporaryDirectory() as tmp:
-        overhead = launch_overhead(Path(tmp))
-    out.write_text(json.dumps({"served_vs_pick": rows, "host_us_per_launch": overhead}, indent=1))
+    found: dict[str, Any] = {"device": _device_class(), "triton": triton.__version__}
+    found["served_vs_pick"] = rows = served_vs_pick()
+    out.write_text(json.dumps(found, indent=1))
     print(
-        f"{'kernel':<11} {'key':<22} {'served ms':>10} {'pick ms':>9} {'pick/served':>11}  served config"
+        f"{'kernel':<11} {'key':<22} {'served ms':>10} {'pick ms':>9} {'pick/served':>11}  served"
     )
     for r in rows:
         print(
             f"{r['kernel']:<11} {r['key']:<22} {r['served_ms']:>10.4f} {r['pick_ms']:>9.4f} "
-            f"{r['pick_ms'] / r['served_ms']:>11.3f}  {r['served']}"
+            f"{r['pick_ms'] / r['served_ms']:>11.3f}  {r['served']} (pick {r['triton_pick']})"
         )
+    with tempfile.TemporaryDirectory() as tmp:
+        found["host_us_per_launch"] = overhead = launch_overhead(Path(tmp))
+    out.write_text(json.dumps(found, indent=1))
     base = overhead["triton.autotune"]
     for name, us in overhead.items():
-        print(f"host per launch {name:<18} {us:7.2f} us  ({us - base:+.2f} us vs triton.autotune)")
+        print(f"real launch {name:<18} {us:7.2f} us  ({us - base:+.2f} us vs triton.autotune)")
+    found["host_us_per_noop_launch"] = noop = host_overhead.measure(*NOOP_OVERHEAD)
+    out.write_text(json.dumps(found, indent=1))
+    print("no-op launch (Autotuner.run alone):")
+    host_overhead.report(noop)
 
 
 if __name__ == "__main__":

@@ -172,7 +172,17 @@ def best_row(b: BestView) -> dict[str, Any]:
         "gbs": b.gbs,
         "roofline_pct": b.roofline_pct,
         "updated_at": b.updated_at.isoformat(timespec="seconds"),
+        "revalidation": b.revalidation,
     }
+
+
+def _revalidated(mark: dict[str, Any] | None) -> str:
+    """``best``'s revalidation cell: ``-``, ``holds``, ``REGRESSED 1.31x`` or ``FAILED``."""
+    if mark is None:
+        return "-"
+    state = str(mark["state"])
+    text = state if state == "holds" else state.upper()
+    return text if mark.get("ratio") is None else f"{text} {mark['ratio']:.2f}x"
 
 
 def show_best(
@@ -202,6 +212,7 @@ def show_best(
         Column("time (ms)", justify="right"),
         Column("job", justify="right"),
         Column("team", essential=False),
+        Column("revalidated"),
     ]
     # ", " lets problems and configs wrap between fields, so dtype=bfloat16 stays whole.
     rows = [
@@ -213,6 +224,7 @@ def show_best(
             f"{b.time_ms:.4g}",
             str(b.job_id),
             b.team or "-",
+            _revalidated(b.revalidation),
         ]
         for b in rows_in
     ]

@@ -1,4 +1,4 @@
-"""Existing databases with rows, at revision 0001 or 0002, upgraded by the ``tunefleet db upgrade``
+"""Existing databases with rows, at revision 0001, 0002 or 0004, upgraded by the ``tunefleet db upgrade``
 command a user runs (a subprocess), on every backend; then downgraded where the rows allow it."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from alembic import command
 
 from db import Database, JobStatus, Objective, SchemaOutOfDate
 from db import repository as repo
+from db.states import RevalidationState
 
-HEAD = "0004"
+HEAD = "0005"
 ROOT = Path(__file__).resolve().parents[2]
 
 # Rows every older database with results has: a kernel, a device class, a job, an ok trial that a
@@ -125,5 +126,33 @@ def test_db_upgrade_command_creates_an_empty_database(empty_url: str) -> None:
     database = Database(empty_url)
     try:
         assert database.current_revision() == HEAD
+    finally:
+        database.close()
+
+
+def test_db_upgrade_from_0004_leaves_best_configs_unmarked_then_marks_them(
+    empty_url: str,
+) -> None:
+    database = _database_at(empty_url, "0004")
+    try:
+        done = _upgrade_command(empty_url)
+        assert done.returncode == 0, done.stderr
+        assert f"upgraded from revision 0004 to {HEAD}" in done.stdout
+        with database.session() as s:
+            (best,) = repo.get_best(s, "matmul")
+            assert (best.time_ms, best.trial_id, best.job_id, best.team) == (2.0, 1, 1, "ml")
+            assert (best.revalidation, best.revalidated_at, best.revalidated_ms) == (None,) * 3
+            repo.mark_revalidation(s, best.id, RevalidationState.REGRESSED, 2.5, None)
+        with database.session(readonly=True) as s:
+            (best,) = repo.get_best(s, "matmul")
+            assert (best.revalidation, best.revalidated_ms) == (RevalidationState.REGRESSED, 2.5)
+        _migrate(database, "0004", down=True)  # the marks go, the row stays
+        with database.engine.connect() as conn:
+            columns = {c["name"] for c in sa.inspect(conn).get_columns("tf_best_configs")}
+            assert conn.scalar(sa.text("SELECT time_ms FROM tf_best_configs")) == 2.0
+        assert not {c for c in columns if c.startswith("revalidat")}
+        assert _upgrade_command(empty_url).returncode == 0
+        with database.session(readonly=True) as s:
+            assert repo.get_best(s, "matmul")[0].revalidation is None
     finally:
         database.close()

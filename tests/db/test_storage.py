@@ -30,9 +30,10 @@ from db import (
 from db import repository as repo
 from db.models import Base
 from db.session import VERSION_TABLE
+from db.states import RevalidationState
 from tests.db._upsert_worker import KEY, hammer
 
-HEAD = "0004"
+HEAD = "0005"
 TABLES = {
     "tf_device_classes",
     "tf_environments",
@@ -584,6 +585,46 @@ class TestStorage:
                 '{"M":64}',
                 5.0,
             )
+
+    def test_revalidation_marks_a_best_until_a_retune_replaces_it(self, db: Database) -> None:
+        ids = _setup(db)
+        with db.session() as s:
+            _best(s, 2.0, {"v": "stored"})
+            (row,) = repo.get_best(s, "matmul")
+            assert (row.revalidation, row.revalidated_ms, row.stale) == (None, None, False)
+            written = row.updated_at
+            repo.mark_revalidation(s, row.id, RevalidationState.REGRESSED, 3.0, ids["env"])
+        with db.session() as s:
+            (row,) = repo.get_best(s, "matmul")
+            assert (row.revalidation, row.revalidated_ms, row.stale) == (
+                RevalidationState.REGRESSED,
+                3.0,
+                True,
+            )
+            assert row.revalidated_environment_id == ids["env"]
+            assert row.revalidated_at is not None and row.updated_at >= written  # caches see it
+            # Slower than the stored 2.0 but faster than the 3.0 it takes now: it replaces it.
+            assert _best(s, 3.5, {"v": "slower than now"}) is False
+            assert _best(s, 2.5, {"v": "retuned"}) is True
+        with db.session() as s:
+            (row,) = repo.get_best(s, "matmul")
+            assert (row.config, row.time_ms, row.revalidation, row.revalidated_at) == (
+                {"v": "retuned"},
+                2.5,
+                None,
+                None,
+            )
+            assert _best(s, 2.6, {"v": "slower"}) is False  # no longer marked: the usual rule
+            repo.mark_revalidation(s, row.id, RevalidationState.FAILED, None, None)
+            assert _best(s, 9.0, {"v": "runs"}) is True  # a failed best: anything that runs
+            repo.mark_revalidation(s, row.id, RevalidationState.HOLDS, 9.1, None)
+            assert _best(s, 9.5, {"v": "slower"}) is False  # it holds: the usual rule
+            with pytest.raises(NotFound):
+                repo.mark_revalidation(s, row.id + 100, RevalidationState.HOLDS, 1.0, None)
+            with pytest.raises(InvalidRecord, match="finite positive"):
+                repo.mark_revalidation(s, row.id, RevalidationState.HOLDS, math.nan, None)
+        with pytest.raises(ConstraintViolation), db.session() as s:
+            s.execute(sa.text("UPDATE tf_best_configs SET revalidation = 'stale'"))
 
     @pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0])
     def test_upsert_best_rejects_bad_times(self, db: Database, bad: float) -> None:

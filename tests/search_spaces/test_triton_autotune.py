@@ -94,3 +94,50 @@ def test_importing_loads_no_gpu_library(module: str) -> None:
     from tests.test_imports import GPU_LIBS, _loaded_after
 
     assert _loaded_after(f"import {module}", GPU_LIBS) == []
+
+
+def noop_kernel(x_ptr, n, BLOCK):  # type: ignore[no-untyped-def]
+    """The source the drop-in hashes for the kernel below."""
+
+
+class _NoLaunch:
+    arg_names = ("x_ptr", "n", "BLOCK")
+    fn = staticmethod(noop_kernel)
+
+    def run(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def test_a_served_config_is_never_timed_even_where_triton_times_a_single_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton 3.6 times a key's only pruned config (3.9 does not): the drop-in's ``_bench``
+    answers for the served one without launching, and counts the configs it really times."""
+    import torch
+    from triton import Config
+
+    from search_spaces.bundle_env import current_environment
+    from search_spaces.triton_autotune import autotune
+    from search_spaces.triton_capture import kernel_source, source_hash
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    doc = _doc("", 256, source_hash(kernel_source(noop_kernel))[:8] + "00000000")
+    doc.update(kernel=f"{__name__}.noop_kernel", environment=current_environment())
+    doc["entries"][0]["problem"] = {"n": 64, "dtypes": "float32"}
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    benched: list[object] = []
+
+    def bench(fn: object, quantiles: object) -> list[float]:
+        benched.append(fn)
+        return [1.0, 1.0, 1.0]
+
+    configs = [Config({"BLOCK": 64}, num_warps=2), Config({"BLOCK": 128}, num_warps=4)]
+    tuner = autotune(configs=configs, key=["n"], bundle=tmp_path, do_bench=bench)(_NoLaunch())
+    x = torch.empty(64)
+    tuner.nargs = {"x_ptr": x, "n": 64}
+    (served,) = tuner.prune_configs({})
+    assert served.kwargs == {"BLOCK": 256}
+    assert tuner._bench(x, 64, config=served) == [0.0, 0.0, 0.0]
+    assert (benched, tuner.timed) == ([], 0)
+    tuner._bench(x, 64, config=configs[0])  # a config of an unserved key: timed as Triton does
+    assert (len(benched), tuner.timed) == (1, 1)

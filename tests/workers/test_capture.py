@@ -12,7 +12,7 @@ import pytest
 
 from search_spaces.capture_file import CaptureError, read_capture, widened_values
 from tests.conftest import H200
-from workers.capture_spec import CaptureSpec, capture_spec, capture_specs, ref_for
+from workers.capture_spec import CaptureSpec, _tile_rule, capture_spec, capture_specs, ref_for
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).parent / "capture_app"
@@ -174,3 +174,38 @@ def test_kernel_of_a_script_updating_in_place(tmp_path: Path) -> None:
             inputs["out"].fill_(float("nan"))
             spec.make_launcher(inputs, config)()
             assert torch.allclose(inputs["out"], spec.reference(inputs))
+
+
+def test_widened_tiles_never_exceed_the_lists_largest_in_any_product() -> None:
+    listed = [
+        {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_warps": w}
+        for m, n, k, w in ((128, 256, 64, 8), (64, 256, 32, 4), (64, 32, 32, 2))
+    ]
+    rule = _tile_rule(("BLOCK_M", "BLOCK_N", "BLOCK_K"), listed)
+    assert all(rule.check(c, H200) for c in listed)
+
+    def tile(m: int, n: int, k: int, w: int) -> dict[str, int]:
+        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_warps": w}
+
+    # The tile that compiled for over 120 s on the H200: a 64x512 accumulator on one warp (its
+    # whole volume, 64x512x16 at one warp, was within the list's).
+    assert not rule.check(tile(64, 512, 16, 1), H200)
+    assert not rule.check(tile(128, 128, 16, 1), H200)  # 128x128 on one warp: 4x the list's
+    assert not rule.check(tile(256, 256, 64, 16), H200)  # more in all than the list's largest
+    assert rule.check(tile(64, 128, 16, 2), H200) and rule.check(
+        tile(16, 16, 128, 4), H200
+    )  # K alone grows
+
+
+def test_a_widened_study_asks_the_kernels_own_list_first(captured: Path) -> None:
+    from orchestrator.warm_start import warm_order
+    from search_spaces.space import config_key
+
+    wide = capture_spec(captured, "app_kernels.row_sum", widen=True)
+    listed = capture_spec(captured, "app_kernels.row_sum", widen=False)
+    asked = wide.listed_configs(H200)
+    assert [config_key(c) for c in asked] == [config_key(c) for c in listed.space.enumerate(H200)]
+    assert listed.listed_configs(H200) == []  # not widened: the grid search asks the list
+    default = wide.default_for(H200)
+    order = warm_order({"n": 1}, default, [], lambda _p: [], listed=asked)
+    assert order[0] == default and len(order) == len(asked)  # the default is the list's first
