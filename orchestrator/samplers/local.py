@@ -16,12 +16,14 @@ from optuna.trial import FrozenTrial, TrialState
 LOCAL_PARENTS = 2
 #: Ridge penalty of ``local``'s model (per one-hot coefficient, on centred log times).
 LOCAL_RIDGE = 1.0
+#: Random picks among the valid points before a startup draw scans for an unasked one.
+STARTUP_DRAWS = 64
 
 
 class LocalSearchSampler(BaseSampler):
     """Random startup, then an unasked neighbour of the best measured configs.
 
-    A neighbour moves one parameter one index step (a categorical: to any other value). Given
+    Startup configs are drawn uniformly from the unasked valid points (given ``valid``). A neighbour moves one parameter one index step (a categorical: to any other value). Given
     the space's valid points (``valid``, Optuna params), a move that breaks a constraint is
     repaired: the neighbour is the valid point with the moved value nearest to the config (fewest
     index steps in the other parameters; every tie), so coupled parameters move together (a
@@ -145,13 +147,13 @@ class LocalSearchSampler(BaseSampler):
                 x = self._trial_position(t)
                 if x is not None:
                     done.append((x, float(t.value)))
-        if len(done) < self._startup:
-            return {}
         if self._valid is None and self._load_valid is not None:
             points = [self._position(p) for p in self._load_valid()]
             valid = np.array([x for x in points if x is not None], dtype=np.int64)
             self._valid = valid.reshape(-1, len(self._names))
         seen = {self._trial_position(t) for t in trials if t.number != trial.number}
+        if len(done) < self._startup:
+            return self._startup_draw(seen)
         coef = self._fit(done)
         best: tuple[float, tuple[int, ...]] | None = None
         parents = 0
@@ -169,6 +171,21 @@ class LocalSearchSampler(BaseSampler):
             if parents == LOCAL_PARENTS:
                 break
         return {} if best is None else self._params(best[1])
+
+    def _startup_draw(self, seen: set[tuple[int, ...] | None]) -> dict[str, Any]:
+        """A uniform draw from the valid points not asked yet: the distribution rejection
+        sampling of the product space gives, without the rejected asks (random draws of a
+        constrained space such as matmul's break a rule most of the time). ``{}`` (Optuna's
+        independent random draw) without valid points or when every one was asked."""
+        if self._valid is None or not len(self._valid):
+            return {}
+        for _ in range(STARTUP_DRAWS):
+            x = tuple(int(i) for i in self._valid[self._rng.randrange(len(self._valid))])
+            if x not in seen:
+                return self._params(x)
+        unseen = [tuple(int(i) for i in row) for row in self._valid]
+        unseen = [x for x in unseen if x not in seen]
+        return self._params(self._rng.choice(unseen)) if unseen else {}
 
     def _predict(self, coef: np.ndarray, x: Sequence[int]) -> float:
         return float(coef[self._offsets + np.asarray(x)].sum())
