@@ -93,14 +93,24 @@ def test_only_valid_unasked_configs_are_proposed_and_the_optimum_is_reached() ->
     sampler = LocalSearchSampler(COUPLED, seed=1, startup=3, valid=lambda: VALID)
     study = optuna.create_study(sampler=sampler)
     seen: set[tuple[Any, ...]] = set()
-    for i in range(40):
+    for _ in range(40):
         trial, key = ask_new(study, COUPLED, seen)
-        if i >= 3:  # after the random startup, every proposal is valid
-            assert key[0] + key[1] <= 5
+        assert key[0] + key[1] <= 5  # the startup draws from the valid points too
         study.tell(trial, coupled_cost(trial.params) if key[0] + key[1] <= 5 else 99.0)
         if study.best_params == {"a": 4, "b": 1, "c": "y"}:
             break
     assert study.best_params == {"a": 4, "b": 1, "c": "y"}
+
+
+def test_startup_draws_every_valid_point_once_before_repeating_none() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = LocalSearchSampler(COUPLED, seed=2, startup=len(VALID) + 1, valid=lambda: VALID)
+    study = optuna.create_study(sampler=sampler)
+    seen: set[tuple[Any, ...]] = set()
+    for _ in VALID:
+        trial, _key = ask_new(study, COUPLED, seen)  # fails on a repeat
+        study.tell(trial, 1.0)
+    assert seen == {(p["a"], p["b"], p["c"]) for p in VALID}
 
 
 def test_the_product_sampler_takes_the_spec_space_valid_points() -> None:
