@@ -97,6 +97,7 @@ def _start_servers(args: argparse.Namespace, url: str, out: Path) -> list[dict[s
             "--nodes", str(max(1, args.nodes // args.servers)), "--slots", str(args.slots),
             "--overhead-s", str(args.overhead_s), "--scale", str(args.scale),
             "--owner", f"sim-server-{i}", "--stats", str(out / f"server{i}.stats.json"),
+            "--jobs-per-class", str(args.jobs_per_class),
         ]  # fmt: skip
         log = open(out / f"server{i}.log", "w")  # noqa: SIM115 - closed after the process ends
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -348,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=2, help="trials queued per simulated worker")
     parser.add_argument("--overhead-s", type=float, default=0.5, help="per-trial compile + setup")
     parser.add_argument("--scale", type=float, default=1.0, help="wall seconds per recorded second")
+    parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
     parser.add_argument("--teams", type=int, default=4)
     parser.add_argument("--burst", type=int, default=3, help="jobs per team at the start")
     parser.add_argument("--every-s", type=float, default=20.0, help="then one job per team every")

@@ -2,15 +2,17 @@
 
 One driver owns a job while it runs. :func:`plan_job` (orchestrator.planning) checks the spec
 against the pool's classes; the :class:`~orchestrator.ledger.Ledger` is the only writer of the
-job's rows (workers never touch the database) and commits every trial as it arrives, so a driver
-killed at any point loses at most the trials in flight; each :class:`~orchestrator.study.Study`
-holds its Optuna study in memory and decides what to measure (see orchestrator.study for the
-rules: constraint breakers rejected free, known configs answered, configs measured for the same
-key by any job reused, warm start, the stuck-sampler draw). ``resume`` runs the job again: each
-study is rebuilt from the trial rows already in the database (which count against the budget).
+job's rows (workers never touch the database) and commits the trials each ``wait`` drained in one
+transaction before dispatching again, so a driver killed at any point loses at most the trials in
+flight or just drained (measured again on resume), and no slot is reused before its trial is
+committed; each :class:`~orchestrator.study.Study` holds its Optuna study in memory and decides
+what to measure (see orchestrator.study for the rules: constraint breakers rejected free, known
+configs answered, configs measured for the same key by any job reused, warm start, the
+stuck-sampler draw). ``resume`` runs the job again: each study is rebuilt from the trial rows
+already in the database (which count against the budget).
 
 The loop: while a class has free slots, retried trials go first, then the class's studies
-propose in turn; results are recorded and told as they arrive. A trial whose worker was lost is
+propose in turn; the results each ``wait`` drains are recorded together, then told. A trial whose worker was lost is
 recorded ``infra`` and dispatched again, ``MAX_ATTEMPTS`` times in all. A retryable verdict
 (``db.RETRYABLE_OUTCOMES``: crash, compile or run timeout; maybe not the config's fault: a process
 killed from outside, a loaded node) is, the first time for its config in the study, recorded
@@ -44,13 +46,13 @@ from db import RETRYABLE_OUTCOMES, Database, DatabaseLost, JobStatus
 from orchestrator import samplers
 from orchestrator.errors import JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
-from orchestrator.ledger import Ledger, OpenJob, StudyRows, create_job
+from orchestrator.ledger import Ledger, OpenJob, Result, StudyRows, create_job
 from orchestrator.planning import StudyPlan, plan_job
 from orchestrator.pool import Done, Pool
 from orchestrator.progress import Reporter, SilentReporter
 from orchestrator.promotion import Winners, promote
 from orchestrator.search import SearchStudy
-from orchestrator.study import Study
+from orchestrator.study import Answer, Study
 from search_spaces.space import config_key
 from workers.measurement import Outcome
 from workers.trial import TrialRequest
@@ -249,8 +251,7 @@ class Driver:
                 stopping or all(r.study.finished() for r in self._studies)
             ):
                 return early
-            for done in self.pool.wait(timeout=0.2):
-                self._handle(done)
+            self._handle(self.pool.wait(timeout=0.2))
 
     def _dispatch(self) -> None:
         by_class: dict[str, list[_Running]] = {}
@@ -290,22 +291,33 @@ class Driver:
             request = TrialRequest(self._kernel_name, dict(plan.problem), config)
             self.pool.submit(plan.class_key, request, _Ticket(r))
 
-    def _handle(self, done: Done) -> None:
+    def _handle(self, batch: list[Done]) -> None:
+        """Record what one ``wait`` drained in one transaction, then tell, retry or drop each."""
+        ledger = self._ledger_of_job()
+        results: list[Result] = []
+        for done in batch:
+            r = cast(_Ticket, done.tag).running
+            key = config_key(done.request.config)
+            retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
+            provisional = retryable and key not in r.provisional
+            if provisional:
+                r.provisional.add(key)
+            results.append(Result(r.rows, done, provisional))
+        for result, answer in zip(results, ledger.record(results), strict=True):
+            self._settle(result, answer)
+
+    def _settle(self, result: Result, answer: Answer) -> None:
+        """What a recorded trial means for its study (see the module docstring)."""
+        done = result.done
         ticket = cast(_Ticket, done.tag)
         r = ticket.running
-        ledger = self._ledger_of_job()
-        key = config_key(done.request.config)
-        retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
-        if retryable and key not in r.provisional:
-            ledger.record(r.rows, done, provisional=True)
-            r.provisional.add(key)
+        if result.provisional:
             self._retries.setdefault(r.plan.class_key, []).append((done.request, ticket))
             self.reporter.note(
                 f"{r.plan.label}: {done.measurement.outcome.value}; measuring that config "
                 "once more before taking it as its verdict"
             )
             return
-        answer = ledger.record(r.rows, done)
         if done.lost or done.measurement.outcome is Outcome.INFRA:
             if ticket.attempt + 1 < MAX_ATTEMPTS:
                 retry = _Ticket(r, ticket.attempt + 1)

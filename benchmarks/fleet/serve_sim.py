@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--owner", required=True)
     parser.add_argument("--poll-s", type=float, default=0.5)
+    parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
     parser.add_argument("--stats", type=Path, required=True)
     args = parser.parse_args(argv)
 
@@ -123,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.server.scheduler import Scheduler
 
     database = Database(args.db)
-    scheduler = Scheduler(database, owner=args.owner, poll_s=args.poll_s)
+    scheduler = Scheduler(
+        database, owner=args.owner, poll_s=args.poll_s, jobs_per_class=args.jobs_per_class
+    )
     app = create_app(database, scheduler=scheduler)
     sock = socket.socket()
     sock.bind(("127.0.0.1", args.port))

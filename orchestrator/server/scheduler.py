@@ -6,9 +6,10 @@ each in a thread of its own that drives it with the same driver as ``tunefleet t
 
 Workers: the scheduler's ``--device`` sources become Ray worker actors, grouped into one pool per
 device class (per accelerator type for ``auto``, one per replay file, one for the interpreter) and
-pool options. A job runs on the pools of the classes it asks for; jobs whose classes differ run
-at once, jobs of one class take turns on its pools, which stay up between jobs (a job with other
-pool options, e.g. ``in_flight``, gets the class's pool restarted with them).
+pool options. A job runs on the pools of the classes it asks for, which stay up between jobs.
+Up to ``jobs_per_class`` jobs share a class's pool at once, its slots split fair by team, then by
+job (orchestrator.server.shared_pool); a job with other pool options (e.g. ``in_flight``) waits
+until the class is idle and gets its pool restarted with them.
 
 ``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop``
 hook (the trials in flight are waited for and recorded; the job goes back to ``queued``),
@@ -35,6 +36,7 @@ from orchestrator import service
 from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
 from orchestrator.jobs import DeviceSource, JobSpec, SourceKind
 from orchestrator.lease import LeaseKeeper, default_owner
+from orchestrator.server.shared_pool import JobView, SharedPool
 from orchestrator.service import DeviceClassView
 from search_spaces.errors import SpecError
 from search_spaces.registry import spec_from_storage
@@ -114,7 +116,10 @@ class _Group:
     classes: set[str] = field(default_factory=set)
     pool: WorkerPool | None = None
     options: PoolOptions | None = None
-    job: int | None = None  # the job that uses the group now
+    shared: SharedPool | None = None  # ``pool`` as the running jobs share it
+    jobs: set[int] = field(default_factory=set)  # the jobs that use the group now
+    wanted: PoolOptions | None = None  # the options of those jobs
+    starting: threading.Lock = field(default_factory=threading.Lock)  # (re)starting ``pool``
 
 
 @dataclass
@@ -125,6 +130,7 @@ class _Job:
     keeper: LeaseKeeper
     groups: list[_Group] = field(default_factory=list)
     thread: threading.Thread | None = None
+    team: str | None = None
 
 
 def _group_key(plan: WorkerPlan) -> tuple[Any, ...]:
@@ -145,11 +151,14 @@ class Scheduler:
         poll_s: float = 1.0,
         pool_options: PoolOptions | None = None,
         kernel_modules: Collection[str] = (),
+        jobs_per_class: int = 8,
     ) -> None:
         """``pool_options``: the base settings of every pool (a job's ``in_flight`` and
         objective override theirs). ``kernel_modules``: the modules whose ``module:attribute``
         kernels jobs may name (the server's allow-list); a job row naming another is failed
-        without importing anything."""
+        without importing anything. ``jobs_per_class``: jobs that share a class's pool at once."""
+        if jobs_per_class < 1:
+            raise OrchestratorError("jobs_per_class must be at least 1")
         if not devices:
             raise OrchestratorError("the scheduler needs at least one --device source")
         self.database = database
@@ -160,6 +169,7 @@ class Scheduler:
         self.poll_s = poll_s
         self._base = pool_options
         self.kernel_modules = frozenset(kernel_modules)
+        self.jobs_per_class = jobs_per_class
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -284,7 +294,7 @@ class Scheduler:
                     n = sum(1 for w in live if w.class_key == cls)
                     entry = counts.setdefault(cls, [0, 0])
                     entry[0] += n
-                    entry[1] += n if group.job is not None else 0
+                    entry[1] += n if group.jobs else 0
         return [DeviceClassView(k, w, b, w - b) for k, (w, b) in sorted(counts.items())]
 
     # ----- the claiming thread
@@ -369,40 +379,46 @@ class Scheduler:
             if self._stopping.is_set():
                 return
             try:
-                groups = self._groups_for(job.id)
+                found = self._groups_for(job)
             except JOB_ERRORS as exc:
                 self._fail(job, str(exc))
                 continue
-            if groups is None:  # cancelled before it ran, or its lease is lost
+            if found is None:  # cancelled before it ran, or its lease is lost
                 continue
+            groups, options = found
             with self._lock:
-                if any(g.job is not None for g in groups):
+                if any(
+                    len(g.jobs) >= self.jobs_per_class or (g.jobs and g.wanted != options)
+                    for g in groups
+                ):
                     continue
                 for g in groups:
-                    g.job = job.id
+                    g.jobs.add(job.id)
+                    g.wanted = options
                 job.groups = groups
                 job.thread = threading.Thread(
                     target=self._run, args=(job,), name=f"job-{job.id}", daemon=True
                 )
             job.thread.start()
 
-    def _groups_for(self, job_id: int) -> list[_Group] | None:
-        """The groups job ``job_id`` runs on; None (and the job let go) if it was cancelled
-        while it waited or its lease was lost. Raises JobSpecError / NoWorkersError when this
-        scheduler's workers cannot run it."""
-        job = self._claimed[job_id]
+    def _groups_for(self, job: _Job) -> tuple[list[_Group], PoolOptions] | None:
+        """The groups ``job`` runs on and its pool options; None (and the job let go) if it
+        was cancelled while it waited or its lease was lost. Raises JobSpecError /
+        NoWorkersError when this scheduler's workers cannot run it."""
         if job.keeper.lost():
             self._release(job)
             return None
         with self.database.session() as s:
-            record = repository.get_job(s, job_id)
+            record = repository.get_job(s, job.id)
             cancelled = record.cancel_requested
             if cancelled:
-                service.mark_cancelled(s, job_id)
+                service.mark_cancelled(s, job.id)
         if cancelled:
             self._release(job)
             return None
-        return self._match(self._spec(record.spec))
+        job.team = record.team
+        spec = self._spec(record.spec)
+        return self._match(spec), service.pool_options(spec, base=self._base)
 
     def _spec(self, stored: Mapping[str, Any]) -> JobSpec:
         """The job spec of a job row; a ``module:attribute`` kernel only from an allowed module
@@ -437,26 +453,32 @@ class Scheduler:
         return chosen
 
     # ----- one job's thread
-    def _pool(self, group: _Group, options: PoolOptions) -> WorkerPool:
-        """``group``'s pool with ``options``: the running one, or one (re)started with them."""
+    def _view(self, group: _Group, options: PoolOptions, job: _Job) -> JobView:
+        """``job``'s view of ``group``'s pool with ``options``: the running one, or one
+        (re)started with them (only when no other job uses the group: see ``_start_ready``)."""
         from orchestrator.dispatch import WorkerPool
 
-        if group.pool is not None and group.options == options:
-            return group.pool
-        if group.pool is not None:
-            group.pool.shutdown()
-            group.pool = None
-        group.pool, group.options = WorkerPool(group.plans, options), options
-        return group.pool
+        with group.starting:
+            if group.pool is None or group.options != options:
+                if group.pool is not None:
+                    group.pool.shutdown()
+                    group.pool = None
+                group.pool, group.options = WorkerPool(group.plans, options), options
+                group.shared = None
+            if group.shared is None:
+                group.shared = SharedPool(group.pool)
+            return group.shared.view(job.id, job.team)
 
     def _run(self, job: _Job) -> None:
+        views: list[JobView] = []
         try:
             with self.database.session(readonly=True) as s:
                 spec = self._spec(repository.get_job(s, job.id).spec)
             options = service.pool_options(spec, base=self._base)
-            pools = PoolSet([self._pool(g, options) for g in job.groups])
+            for g in job.groups:
+                views.append(self._view(g, options, job))
             status = service.drive(
-                self.database, pools, job.id, job.keeper, stop=self._stopping.is_set
+                self.database, PoolSet(views), job.id, job.keeper, stop=self._stopping.is_set
             )
             log.info("job %d: %s", job.id, status.value)
         except JOB_ERRORS as exc:
@@ -465,9 +487,11 @@ class Scheduler:
             log.exception("job %d: the scheduler failed running it", job.id)
             self._fail(job, f"scheduler error: {exc!r}"[:500])
         finally:
+            for view in views:
+                view.shared.leave(view)
             with self._lock:
                 for g in job.groups:
-                    g.job = None
+                    g.jobs.discard(job.id)
             self._release(job)
             self._wake.set()
 
