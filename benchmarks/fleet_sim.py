@@ -258,6 +258,14 @@ def _report(
                 "extract(epoch FROM started_at), extract(epoch FROM finished_at) FROM tf_jobs"
             )
         ).all()
+        by_team = conn.execute(
+            sa.text(
+                "SELECT j.team, count(*) FROM tf_trials t JOIN tf_jobs j ON j.id = t.job_id "
+                "WHERE extract(epoch FROM t.created_at) BETWEEN :a AND :b "
+                "GROUP BY 1 ORDER BY 1"
+            ),
+            {"a": t0_wall + warm, "b": t_end_wall},
+        ).all()
         rows = {
             t: conn.scalar(sa.text(f"SELECT count(*) FROM {t}"))
             for t in ("tf_jobs", "tf_studies", "tf_trials", "tf_best_configs", "tf_audit")
@@ -308,6 +316,12 @@ def _report(
         "queue_wait_mean_s_by_team": mean_wait,
         "jobs_never_started_by_team": dict(never),
         "fairness_max_over_min_wait": round(fair, 2) if fair else None,
+        "trials_in_window_by_team": {t: n for t, n in by_team},
+        "trials_by_team_max_over_min": (
+            round(max(n for _, n in by_team) / max(1, min(n for _, n in by_team)), 2)
+            if by_team
+            else None
+        ),
         "api": api,
         "db_rows": rows,
         "db_bytes": size,
@@ -328,6 +342,8 @@ def _markdown(r: dict[str, Any]) -> str:
         f"180 s): {r['server_stop_s']}",
         f"- queue wait by team (mean s): {r['queue_wait_mean_s_by_team']}; max/min "
         f"**{r['fairness_max_over_min_wait']}**; never started: {r['jobs_never_started_by_team']}",
+        f"- trials in the steady window by team: {r['trials_in_window_by_team']}; max/min "
+        f"**{r['trials_by_team_max_over_min']}**",
         f"- DB rows {r['db_rows']}; bytes {r['db_bytes']}; "
         f"{r['trial_bytes_per_row']} bytes per trial row (table + indexes)",
         f"- load average at the end: {r['load_at_end']}",

@@ -9,7 +9,9 @@ device class (per accelerator type for ``auto``, one per replay file, one for th
 pool options. A job runs on the pools of the classes it asks for, which stay up between jobs.
 Up to ``jobs_per_class`` jobs share a class's pool at once, its slots split fair by team, then by
 job (orchestrator.server.shared_pool); a job with other pool options (e.g. ``in_flight``) waits
-until the class is idle and gets its pool restarted with them.
+until the class is idle and gets its pool restarted with them. A poll claims jobs while they land
+on idle classes and stops at the first that joins a busy one (or has to wait), so that several
+schedulers serving one class take turns at the queue and its jobs spread over their pools.
 
 ``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop``
 hook (the trials in flight are waited for and recorded; the job goes back to ``queued``),
@@ -355,7 +357,7 @@ class Scheduler:
         return True
 
     def _step(self) -> None:
-        """Start the claimed jobs whose classes are free; claim more (see the bound below)."""
+        """Start the claimed jobs whose classes can take them; claim more (see the bounds)."""
         self._start_ready()
         while not self._stopping.is_set():
             with self._lock:
@@ -368,16 +370,22 @@ class Scheduler:
                 job_id = repository.claim_next_job(s, self.owner, self.lease_s)
             if job_id is None or not self._take(job_id):
                 return
-            self._start_ready()
+            # Claim on while jobs land on idle classes; one that joins jobs already running (or
+            # waits) ends this poll's claims, so that other schedulers serving the class get
+            # their turn at the queue (and its jobs spread over their pools).
+            if not self._start_ready():
+                return
 
-    def _start_ready(self) -> None:
+    def _start_ready(self) -> bool:
+        """Start the waiting jobs that can run now; True if one started on idle groups only."""
         with self._lock:
             waiting = sorted(
                 (j for j in self._claimed.values() if j.thread is None), key=lambda j: j.id
             )
+        fresh = False
         for job in waiting:
             if self._stopping.is_set():
-                return
+                return fresh
             try:
                 found = self._groups_for(job)
             except JOB_ERRORS as exc:
@@ -392,6 +400,7 @@ class Scheduler:
                     for g in groups
                 ):
                     continue
+                fresh = fresh or not any(g.jobs for g in groups)
                 for g in groups:
                     g.jobs.add(job.id)
                     g.wanted = options
@@ -400,6 +409,7 @@ class Scheduler:
                     target=self._run, args=(job,), name=f"job-{job.id}", daemon=True
                 )
             job.thread.start()
+        return fresh
 
     def _groups_for(self, job: _Job) -> tuple[list[_Group], PoolOptions] | None:
         """The groups ``job`` runs on and its pool options; None (and the job let go) if it
