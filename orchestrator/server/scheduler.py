@@ -197,7 +197,9 @@ class Scheduler:
             self._started_ray = ensure_ray(self.ray_address)
             # Ray builds its serialization context (which imports pydantic's compat modules) on
             # first use: here, in the caller's thread, not in ours racing a web server's imports.
-            ray.put(None)
+            # (Only once connected: ``put`` would start a Ray of its own where pools need none.)
+            if ray.is_initialized():
+                ray.put(None)
         except BaseException:
             self._unlock_file()
             raise
