@@ -11,8 +11,8 @@ configs answered, configs measured for the same key by any job reused, warm star
 stuck-sampler draw). ``resume`` runs the job again: each study is rebuilt from the trial rows
 already in the database (which count against the budget).
 
-The loop: while a class has free slots, retried trials go first, then the class's studies
-propose in turn; the results each ``wait`` drains are recorded together, then told. A trial whose worker was lost is
+The loop: while a class has free slots (for up to ``DISPATCH_S`` a pass), retried trials go
+first, then the class's studies propose in turn; the results each ``wait`` drains are recorded together, then told. A trial whose worker was lost is
 recorded ``infra`` and dispatched again, ``MAX_ATTEMPTS`` times in all. A retryable verdict
 (``db.RETRYABLE_OUTCOMES``: crash, compile or run timeout; maybe not the config's fault: a process
 killed from outside, a loaded node) is, the first time for its config in the study, recorded
@@ -61,6 +61,10 @@ __all__ = ["Driver", "JobResult", "StudyPlan", "plan_job", "submit_job"]
 
 #: Suggestions handled per study before the driver turns to other studies and results.
 ASKS_PER_STEP = 20
+#: Seconds one dispatch pass may propose before the driver turns to results and polls: with
+#: hundreds of free slots a pass would otherwise propose for all of them (seconds on a loaded
+#: host) while finished trials wait to be recorded and a stop or cancel waits to be seen.
+DISPATCH_S = 0.2
 #: Times a trial is dispatched before a lost worker is taken as the config's fault.
 MAX_ATTEMPTS = 3
 _RETRYABLE = frozenset(o.value for o in RETRYABLE_OUTCOMES)
@@ -129,6 +133,7 @@ class Driver:
         self._studies: list[_Running] = []
         self._retries: dict[str, list[tuple[TrialRequest, _Ticket]]] = {}
         self._rr: dict[str, int] = {}
+        self._passes = 0
         self._ledger: Ledger | None = None
         self._kernel_name = ""
 
@@ -254,17 +259,23 @@ class Driver:
             self._handle(self.pool.wait(timeout=0.2))
 
     def _dispatch(self) -> None:
+        """Fill the classes' free slots for up to ``DISPATCH_S`` (each pass starts at the next
+        class, so a pass cut short does not starve the last ones)."""
         by_class: dict[str, list[_Running]] = {}
         for r in self._studies:
             by_class.setdefault(r.plan.class_key, []).append(r)
-        for class_key, studies in by_class.items():
+        order = list(by_class.items())
+        first = self._passes % len(order) if order else 0
+        self._passes += 1
+        deadline = time.monotonic() + DISPATCH_S
+        for class_key, studies in order[first:] + order[:first]:
             if not self.pool.workers(class_key) and not all(r.study.finished() for r in studies):
                 raise NoWorkersError(
                     f"every worker of class {class_key!r} was lost; classes left: "
                     f"{', '.join(sorted(self.pool.classes())) or 'none'}"
                 )
             retries = self._retries.setdefault(class_key, [])
-            while self.pool.free_slots(class_key) > 0:
+            while time.monotonic() < deadline and self.pool.free_slots(class_key) > 0:
                 if retries:
                     self.pool.submit(class_key, *retries.pop(0))
                     continue

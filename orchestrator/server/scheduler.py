@@ -13,11 +13,12 @@ until the class is idle and gets its pool restarted with them. A poll claims job
 on idle classes and stops at the first that joins a busy one (or has to wait), so that several
 schedulers serving one class take turns at the queue and its jobs spread over their pools.
 
-``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop``
-hook (the trials in flight are waited for and recorded; the job goes back to ``queued``),
-releases every lease and the workers. A job the scheduler held when it died is taken over by any
-scheduler once its lease expires; a scheduler started with the same ``owner`` resumes it at once.
-On SQLite one scheduler serves a database file (a file lock beside it): a second one raises
+``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop`` hook
+(the trials in flight are waited for and recorded; the job goes back to ``queued``), releases every
+lease and the workers (a driver that has not stopped within the timeout keeps its pool, and its
+job's lease expires with the process). A job the scheduler held when it died is taken over by any
+scheduler once its lease expires; a scheduler started with the same ``owner`` resumes it at once. On
+SQLite one scheduler serves a database file (a file lock beside it): a second one raises
 SchedulerConflict.
 """
 
@@ -216,10 +217,12 @@ class Scheduler:
             self._thread.join(timeout_s)
         with self._lock:
             jobs = list(self._claimed.values())
+        alive: set[int] = set()
         for job in jobs:
             if job.thread is not None:
                 job.thread.join(timeout_s)
                 if job.thread.is_alive():
+                    alive.add(job.id)
                     log.warning("job %d: its driver did not stop within %.0f s", job.id, timeout_s)
         with self._lock:
             for job in list(self._claimed.values()):
@@ -227,7 +230,9 @@ class Scheduler:
                     self._release(job)
             groups = list(self._groups)
         for group in groups:
-            if group.pool is not None:
+            # A driver still running keeps its pool (its trials would fail the job): the job's
+            # lease expires with this process and another scheduler resumes it.
+            if group.pool is not None and not group.jobs & alive:
                 group.pool.shutdown()
                 group.pool = None
         if self._started_ray:
