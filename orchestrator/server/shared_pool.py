@@ -15,8 +15,9 @@ class converges to the fair split within one trial's duration. The asking job al
 wanting more, so a job that was satisfied gets its share back as soon as it asks.
 
 The underlying pool need not be thread-safe: every call to it holds one lock. With one job on the
-pool ``wait`` blocks in the pool as before; with several, the collector polls it (``wait(0)``)
-every ``POLL_S`` so that no job's submissions wait behind another's blocking ``wait``.
+pool ``wait`` blocks in the pool as before; with several, one waiting job at a time collects,
+polling the pool (``wait(0)``) every ``POLL_S`` so that no job's submissions wait behind a blocking
+``wait``; the others sleep until results are routed to them or the collector hands over.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from orchestrator.pool import Done, Pool, RetimeJob, WorkerInfo
 from workers.trial import TrialRequest
 
 #: Seconds between polls of the pool while several jobs share it.
-POLL_S = 0.005
+POLL_S = 0.02
 
 
 def water_fill(capacity: float, demands: Mapping[Hashable, float]) -> dict[Hashable, float]:
@@ -118,37 +119,50 @@ class SharedPool:
         return info
 
     def _wait(self, view: JobView, timeout: float) -> list[Done]:
+        """``view``'s results within ``timeout``: collected by this call (which then routes the
+        other views' too, until its own come or its time is up) or by whichever call collects."""
         deadline = time.monotonic() + timeout
-        tried = False  # collected from the pool at least once (even with no time to wait)
-        while True:
-            with self._state:
-                if view.routed or (tried and time.monotonic() >= deadline):
-                    out, view.routed = view.routed, []
-                    view.returned += len(out)
-                    return out
-                if self._collecting:
-                    self._state.wait(max(0.0, deadline - time.monotonic()))
-                    tried = True
-                    continue
-                self._collecting = True
+        with self._state:
+            while self._collecting and not view.routed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._state.wait(left)
+            if view.routed or self._collecting:
+                return self._take(view)
+            self._collecting = True
+        try:
+            while True:
                 alone = len(self._views) <= 1
-            done: list[Done] = []
-            tried = True
-            try:
+                left = max(0.0, deadline - time.monotonic())
                 with self._pool_lock:
-                    done = self.pool.wait(max(0.0, deadline - time.monotonic()) if alone else 0.0)
-            finally:
+                    done = self.pool.wait(left if alone else 0.0)
                 with self._state:
-                    self._collecting = False
                     for d in done:
                         tagged = d.tag
                         assert isinstance(tagged, _Tagged)
                         owner, key = tagged.view, d.worker.class_key
                         owner.flying[key] = owner.flying.get(key, 0) - 1
                         owner.routed.append(dataclasses.replace(d, tag=tagged.tag))
-                    self._state.notify_all()
-                    if not done and not alone and not view.routed:
-                        self._state.wait(min(POLL_S, max(0.0, deadline - time.monotonic())))
+                    if done:
+                        self._state.notify_all()
+                    if view.routed or time.monotonic() >= deadline:
+                        break
+                if not done and not alone:
+                    time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        finally:
+            with self._state:
+                self._collecting = False
+                self._state.notify_all()  # another waiting view takes over collecting
+        with self._state:
+            return self._take(view)
+
+    @staticmethod
+    def _take(view: JobView) -> list[Done]:
+        """``view``'s routed results, handed to its driver (``_state`` held)."""
+        out, view.routed = view.routed, []
+        view.returned += len(out)
+        return out
 
 
 class JobView:
