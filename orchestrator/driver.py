@@ -250,17 +250,17 @@ class Driver:
                 elif now >= deadline:
                     self.reporter.note("time budget spent")
                 stopping = early is not None or now >= deadline
-            if not stopping:
-                self._dispatch()
+            cut = not stopping and self._dispatch()
             if self.pool.in_flight == 0 and (
                 stopping or all(r.study.finished() for r in self._studies)
             ):
                 return early
-            self._handle(self.pool.wait(timeout=0.2))
+            # A pass cut short left free slots: collect what is ready and go on proposing.
+            self._handle(self.pool.wait(timeout=0.0 if cut else 0.2))
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> bool:
         """Fill the classes' free slots for up to ``DISPATCH_S`` (each pass starts at the next
-        class, so a pass cut short does not starve the last ones)."""
+        class, so a pass cut short does not starve the last ones); True if cut short."""
         by_class: dict[str, list[_Running]] = {}
         for r in self._studies:
             by_class.setdefault(r.plan.class_key, []).append(r)
@@ -269,13 +269,17 @@ class Driver:
         self._passes += 1
         deadline = time.monotonic() + DISPATCH_S
         for class_key, studies in order[first:] + order[:first]:
+            if time.monotonic() >= deadline:
+                return True
             if not self.pool.workers(class_key) and not all(r.study.finished() for r in studies):
                 raise NoWorkersError(
                     f"every worker of class {class_key!r} was lost; classes left: "
                     f"{', '.join(sorted(self.pool.classes())) or 'none'}"
                 )
             retries = self._retries.setdefault(class_key, [])
-            while time.monotonic() < deadline and self.pool.free_slots(class_key) > 0:
+            while self.pool.free_slots(class_key) > 0:
+                if time.monotonic() >= deadline:
+                    return True
                 if retries:
                     self.pool.submit(class_key, *retries.pop(0))
                     continue
@@ -285,6 +289,7 @@ class Driver:
                 n = self._rr.get(class_key, 0)
                 self._rr[class_key] = n + 1
                 self._advance(ready[n % len(ready)])
+        return False
 
     def _advance(self, r: _Running) -> None:
         """Let one study propose; submit what it wants measured."""
