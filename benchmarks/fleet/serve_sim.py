@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     def no_ray(address: str | None = None, *_: int | None) -> bool:
         return False
 
-    dispatch.ensure_ray = no_ray
+    dispatch.ensure_ray = no_ray  # type: ignore[assignment]
     dispatch.plans_for = fleet.plans_for
-    dispatch.WorkerPool = fleet.pool
-    repository.claim_next_job = fleet.timed_claim(repository.claim_next_job)  # type: ignore[assignment]
+    dispatch.WorkerPool = fleet.pool  # type: ignore[misc, assignment]
+    repository.claim_next_job = fleet.timed_claim(repository.claim_next_job)
 
     import uvicorn
 
