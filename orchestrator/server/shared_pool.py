@@ -72,14 +72,10 @@ class SharedPool:
         return view
 
     def leave(self, view: JobView) -> None:
+        """``view``'s job has ended (its trials are all collected)."""
         with self._state:
             if view in self._views:
                 self._views.remove(view)
-
-    @property
-    def jobs(self) -> int:
-        with self._state:
-            return len(self._views)
 
     # ----- for the views (``_state`` held where noted)
     def _allowance(self, asker: JobView, class_key: str, free: int) -> int:
