@@ -97,6 +97,7 @@ def _start_servers(args: argparse.Namespace, url: str, out: Path) -> list[dict[s
             "--nodes", str(max(1, args.nodes // args.servers)), "--slots", str(args.slots),
             "--overhead-s", str(args.overhead_s), "--scale", str(args.scale),
             "--owner", f"sim-server-{i}", "--stats", str(out / f"server{i}.stats.json"),
+            "--jobs-per-class", str(args.jobs_per_class),
         ]  # fmt: skip
         log = open(out / f"server{i}.log", "w")  # noqa: SIM115 - closed after the process ends
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -257,6 +258,14 @@ def _report(
                 "extract(epoch FROM started_at), extract(epoch FROM finished_at) FROM tf_jobs"
             )
         ).all()
+        by_team = conn.execute(
+            sa.text(
+                "SELECT j.team, count(*) FROM tf_trials t JOIN tf_jobs j ON j.id = t.job_id "
+                "WHERE extract(epoch FROM t.created_at) BETWEEN :a AND :b "
+                "GROUP BY 1 ORDER BY 1"
+            ),
+            {"a": t0_wall + warm, "b": t_end_wall},
+        ).all()
         rows = {
             t: conn.scalar(sa.text(f"SELECT count(*) FROM {t}"))
             for t in ("tf_jobs", "tf_studies", "tf_trials", "tf_best_configs", "tf_audit")
@@ -307,6 +316,12 @@ def _report(
         "queue_wait_mean_s_by_team": mean_wait,
         "jobs_never_started_by_team": dict(never),
         "fairness_max_over_min_wait": round(fair, 2) if fair else None,
+        "trials_in_window_by_team": {t: n for t, n in by_team},
+        "trials_by_team_max_over_min": (
+            round(max(n for _, n in by_team) / max(1, min(n for _, n in by_team)), 2)
+            if by_team
+            else None
+        ),
         "api": api,
         "db_rows": rows,
         "db_bytes": size,
@@ -327,6 +342,8 @@ def _markdown(r: dict[str, Any]) -> str:
         f"180 s): {r['server_stop_s']}",
         f"- queue wait by team (mean s): {r['queue_wait_mean_s_by_team']}; max/min "
         f"**{r['fairness_max_over_min_wait']}**; never started: {r['jobs_never_started_by_team']}",
+        f"- trials in the steady window by team: {r['trials_in_window_by_team']}; max/min "
+        f"**{r['trials_by_team_max_over_min']}**",
         f"- DB rows {r['db_rows']}; bytes {r['db_bytes']}; "
         f"{r['trial_bytes_per_row']} bytes per trial row (table + indexes)",
         f"- load average at the end: {r['load_at_end']}",
@@ -348,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=2, help="trials queued per simulated worker")
     parser.add_argument("--overhead-s", type=float, default=0.5, help="per-trial compile + setup")
     parser.add_argument("--scale", type=float, default=1.0, help="wall seconds per recorded second")
+    parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
     parser.add_argument("--teams", type=int, default=4)
     parser.add_argument("--burst", type=int, default=3, help="jobs per team at the start")
     parser.add_argument("--every-s", type=float, default=20.0, help="then one job per team every")

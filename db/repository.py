@@ -12,7 +12,7 @@ import enum
 import hashlib
 import math
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
@@ -638,13 +638,75 @@ def record_trial(
     ``config_key`` must be the caller's canonical JSON of ``config`` (search_spaces.space.config_key).
     The row is flushed, and committed when the caller's session block ends.
     """
+    trial = _new_trial(
+        kernel_id=kernel_id,
+        problem_key=problem_key,
+        device_class_id=device_class_id,
+        config=config,
+        config_key=config_key,
+        outcome=outcome,
+        job_id=job_id,
+        study_id=study_id,
+        environment_id=environment_id,
+        samples_ms=samples_ms,
+        median_ms=median_ms,
+        iqr_ms=iqr_ms,
+        max_rel_error=max_rel_error,
+        compile_s=compile_s,
+        run_s=run_s,
+        error=error,
+        worker=worker,
+        host=host,
+        reused=reused,
+        objective=objective,
+        provisional=provisional,
+    )
+    s.add(trial)
+    s.flush()
+    return trial.id
+
+
+def record_trials(s: Session, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Write several trials (each mapping: :func:`record_trial`'s keyword arguments) in one
+    flush (one batched INSERT on PostgreSQL); their ids, in order."""
+    trials = [_new_trial(**row) for row in rows]
+    s.add_all(trials)
+    s.flush()
+    return [t.id for t in trials]
+
+
+def _new_trial(
+    *,
+    kernel_id: int,
+    problem_key: str,
+    device_class_id: int,
+    config: Mapping[str, Any],
+    config_key: str,
+    outcome: TrialOutcome | str,
+    job_id: int | None = None,
+    study_id: int | None = None,
+    environment_id: int | None = None,
+    samples_ms: list[float] | None = None,
+    median_ms: float | None = None,
+    iqr_ms: float | None = None,
+    max_rel_error: float | None = None,
+    compile_s: float | None = None,
+    run_s: float | None = None,
+    error: str | None = None,
+    worker: str | None = None,
+    host: str | None = None,
+    reused: bool = False,
+    objective: Objective | str = Objective.KERNEL,
+    provisional: bool = False,
+) -> Trial:
+    """A checked, unsaved trial row (see :func:`record_trial`)."""
     verdict = _coerce(TrialOutcome, outcome, "trial outcome")
     if provisional and verdict not in RETRYABLE_OUTCOMES:
         allowed = ", ".join(sorted(o.value for o in RETRYABLE_OUTCOMES))
         raise InvalidRecord(
             f"only a retryable outcome ({allowed}) can be provisional, not {verdict.value}"
         )
-    trial = Trial(
+    return Trial(
         job_id=job_id,
         study_id=study_id,
         kernel_id=kernel_id,
@@ -667,9 +729,6 @@ def record_trial(
         reused=reused,
         provisional=provisional,
     )
-    s.add(trial)
-    s.flush()
-    return trial.id
 
 
 #: A trial row that is a config's own verdict, reusable by later jobs.

@@ -45,6 +45,9 @@ ENV_VAR = "TUNEFLEET_DB"
 VERSION_TABLE = "tf_alembic_version"
 BUSY_TIMEOUT_S = 30.0
 PG_CONNECT_TIMEOUT_S = 10
+#: Connections a PostgreSQL engine keeps open, and how many more it opens at a burst.
+PG_POOL_SIZE = 10
+PG_POOL_OVERFLOW = 20
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 _DRIVERS = {
@@ -139,11 +142,19 @@ class Database:
             self._file = Path(str(self._url.database)).absolute()
             self._note_identity()
         connect_args: dict[str, Any] = {}
-        if self.backend == "postgresql" and "connect_timeout" not in self._url.query:
-            connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+        pool: dict[str, Any] = {}
+        if self.backend == "postgresql":
+            if "connect_timeout" not in self._url.query:
+                connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+            # A server's scheduler runs many drivers (threads) at once: keep their connections
+            # open rather than open and close one per session beyond SQLAlchemy's default 5.
+            pool = {"pool_size": PG_POOL_SIZE, "max_overflow": PG_POOL_OVERFLOW}
         try:
             self.engine: Engine = sa.create_engine(
-                self._url, connect_args=connect_args, pool_pre_ping=self.backend == "postgresql"
+                self._url,
+                connect_args=connect_args,
+                pool_pre_ping=self.backend == "postgresql",
+                **pool,
             )
         except (exc.ArgumentError, ImportError) as e:
             raise DatabaseURLError(f"cannot use {self.url}: {_first_line(e)}; {_HINT}") from None

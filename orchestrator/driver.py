@@ -2,15 +2,17 @@
 
 One driver owns a job while it runs. :func:`plan_job` (orchestrator.planning) checks the spec
 against the pool's classes; the :class:`~orchestrator.ledger.Ledger` is the only writer of the
-job's rows (workers never touch the database) and commits every trial as it arrives, so a driver
-killed at any point loses at most the trials in flight; each :class:`~orchestrator.study.Study`
-holds its Optuna study in memory and decides what to measure (see orchestrator.study for the
-rules: constraint breakers rejected free, known configs answered, configs measured for the same
-key by any job reused, warm start, the stuck-sampler draw). ``resume`` runs the job again: each
-study is rebuilt from the trial rows already in the database (which count against the budget).
+job's rows (workers never touch the database) and commits the trials each ``wait`` drained in one
+transaction before dispatching again, so a driver killed at any point loses at most the trials in
+flight or just drained (measured again on resume), and no slot is reused before its trial is
+committed; each :class:`~orchestrator.study.Study` holds its Optuna study in memory and decides
+what to measure (see orchestrator.study for the rules: constraint breakers rejected free, known
+configs answered, configs measured for the same key by any job reused, warm start, the
+stuck-sampler draw). ``resume`` runs the job again: each study is rebuilt from the trial rows
+already in the database (which count against the budget).
 
-The loop: while a class has free slots, retried trials go first, then the class's studies
-propose in turn; results are recorded and told as they arrive. A trial whose worker was lost is
+The loop: while a class has free slots (for up to ``DISPATCH_S`` a pass), retried trials go
+first, then the class's studies propose in turn; the results each ``wait`` drains are recorded together, then told. A trial whose worker was lost is
 recorded ``infra`` and dispatched again, ``MAX_ATTEMPTS`` times in all. A retryable verdict
 (``db.RETRYABLE_OUTCOMES``: crash, compile or run timeout; maybe not the config's fault: a process
 killed from outside, a loaded node) is, the first time for its config in the study, recorded
@@ -44,13 +46,13 @@ from db import RETRYABLE_OUTCOMES, Database, DatabaseLost, JobStatus
 from orchestrator import samplers
 from orchestrator.errors import JobStateError, NoWorkersError
 from orchestrator.jobs import JobSpec
-from orchestrator.ledger import Ledger, OpenJob, StudyRows, create_job
+from orchestrator.ledger import Ledger, OpenJob, Result, StudyRows, create_job
 from orchestrator.planning import StudyPlan, plan_job
 from orchestrator.pool import Done, Pool
 from orchestrator.progress import Reporter, SilentReporter
 from orchestrator.promotion import Winners, promote
 from orchestrator.search import SearchStudy
-from orchestrator.study import Study
+from orchestrator.study import Answer, Study
 from search_spaces.space import config_key
 from workers.measurement import Outcome
 from workers.trial import TrialRequest
@@ -59,6 +61,10 @@ __all__ = ["Driver", "JobResult", "StudyPlan", "plan_job", "submit_job"]
 
 #: Suggestions handled per study before the driver turns to other studies and results.
 ASKS_PER_STEP = 20
+#: Seconds one dispatch pass may propose before the driver turns to results and polls: with
+#: hundreds of free slots a pass would otherwise propose for all of them (seconds on a loaded
+#: host) while finished trials wait to be recorded and a stop or cancel waits to be seen.
+DISPATCH_S = 0.2
 #: Times a trial is dispatched before a lost worker is taken as the config's fault.
 MAX_ATTEMPTS = 3
 _RETRYABLE = frozenset(o.value for o in RETRYABLE_OUTCOMES)
@@ -127,6 +133,7 @@ class Driver:
         self._studies: list[_Running] = []
         self._retries: dict[str, list[tuple[TrialRequest, _Ticket]]] = {}
         self._rr: dict[str, int] = {}
+        self._passes = 0
         self._ledger: Ledger | None = None
         self._kernel_name = ""
 
@@ -243,20 +250,27 @@ class Driver:
                 elif now >= deadline:
                     self.reporter.note("time budget spent")
                 stopping = early is not None or now >= deadline
-            if not stopping:
-                self._dispatch()
+            cut = not stopping and self._dispatch()
             if self.pool.in_flight == 0 and (
                 stopping or all(r.study.finished() for r in self._studies)
             ):
                 return early
-            for done in self.pool.wait(timeout=0.2):
-                self._handle(done)
+            # A pass cut short left free slots: collect what is ready and go on proposing.
+            self._handle(self.pool.wait(timeout=0.0 if cut else 0.2))
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> bool:
+        """Fill the classes' free slots for up to ``DISPATCH_S`` (each pass starts at the next
+        class, so a pass cut short does not starve the last ones); True if cut short."""
         by_class: dict[str, list[_Running]] = {}
         for r in self._studies:
             by_class.setdefault(r.plan.class_key, []).append(r)
-        for class_key, studies in by_class.items():
+        order = list(by_class.items())
+        first = self._passes % len(order) if order else 0
+        self._passes += 1
+        deadline = time.monotonic() + DISPATCH_S
+        for class_key, studies in order[first:] + order[:first]:
+            if time.monotonic() >= deadline:
+                return True
             if not self.pool.workers(class_key) and not all(r.study.finished() for r in studies):
                 raise NoWorkersError(
                     f"every worker of class {class_key!r} was lost; classes left: "
@@ -264,6 +278,8 @@ class Driver:
                 )
             retries = self._retries.setdefault(class_key, [])
             while self.pool.free_slots(class_key) > 0:
+                if time.monotonic() >= deadline:
+                    return True
                 if retries:
                     self.pool.submit(class_key, *retries.pop(0))
                     continue
@@ -273,6 +289,7 @@ class Driver:
                 n = self._rr.get(class_key, 0)
                 self._rr[class_key] = n + 1
                 self._advance(ready[n % len(ready)])
+        return False
 
     def _advance(self, r: _Running) -> None:
         """Let one study propose; submit what it wants measured."""
@@ -290,22 +307,33 @@ class Driver:
             request = TrialRequest(self._kernel_name, dict(plan.problem), config)
             self.pool.submit(plan.class_key, request, _Ticket(r))
 
-    def _handle(self, done: Done) -> None:
+    def _handle(self, batch: list[Done]) -> None:
+        """Record what one ``wait`` drained in one transaction, then tell, retry or drop each."""
+        ledger = self._ledger_of_job()
+        results: list[Result] = []
+        for done in batch:
+            r = cast(_Ticket, done.tag).running
+            key = config_key(done.request.config)
+            retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
+            provisional = retryable and key not in r.provisional
+            if provisional:
+                r.provisional.add(key)
+            results.append(Result(r.rows, done, provisional))
+        for result, answer in zip(results, ledger.record(results), strict=True):
+            self._settle(result, answer)
+
+    def _settle(self, result: Result, answer: Answer) -> None:
+        """What a recorded trial means for its study (see the module docstring)."""
+        done = result.done
         ticket = cast(_Ticket, done.tag)
         r = ticket.running
-        ledger = self._ledger_of_job()
-        key = config_key(done.request.config)
-        retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
-        if retryable and key not in r.provisional:
-            ledger.record(r.rows, done, provisional=True)
-            r.provisional.add(key)
+        if result.provisional:
             self._retries.setdefault(r.plan.class_key, []).append((done.request, ticket))
             self.reporter.note(
                 f"{r.plan.label}: {done.measurement.outcome.value}; measuring that config "
                 "once more before taking it as its verdict"
             )
             return
-        answer = ledger.record(r.rows, done)
         if done.lost or done.measurement.outcome is Outcome.INFRA:
             if ticket.attempt + 1 < MAX_ATTEMPTS:
                 retry = _Ticket(r, ticket.attempt + 1)

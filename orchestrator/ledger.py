@@ -1,7 +1,8 @@
 """The ledger: every database call one job makes, and the only writer of its rows.
 
-Each trial is committed as it arrives (one :meth:`Ledger.record` per trial), so a driver killed
-at any point loses at most the trials in flight. Every call runs in
+The results one ``Pool.wait`` drained are committed in one transaction (:meth:`Ledger.record`)
+before the driver dispatches again, so a driver killed at any point loses at most the trials in
+flight and those it had not yet committed, none of whose slots it had reused. Every call runs in
 :meth:`db.Database.run_with_retry`: a transient database error (a connection reset, a writer
 holding the lock) is retried in a new transaction instead of failing the job; ``DatabaseLost``
 is not retried and leaves to the caller.
@@ -10,6 +11,7 @@ is not retried and leaves to the caller.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +60,16 @@ class StudyRows:
     warm: list[Config]
     provisional: frozenset[str] = frozenset()
     unfinished: tuple[Config, ...] = ()
+
+
+@dataclass(frozen=True)
+class Result:
+    """A trial to record: its study's rows, how it ended, whether it is kept as provisional (a
+    retryable outcome kept for the record only, see db.RETRYABLE_OUTCOMES)."""
+
+    rows: StudyRows
+    done: Done
+    provisional: bool = False
 
 
 def triton_minor(version: str | None) -> str:
@@ -241,38 +253,52 @@ class Ledger:
 
         return answer
 
-    def record(self, rows: StudyRows, done: Done, *, provisional: bool = False) -> Answer:
-        """Commit one measured (or lost) trial; its answer for the study. ``provisional``: a
-        retryable outcome kept for the record only (see db.RETRYABLE_OUTCOMES)."""
-        m = done.measurement
+    def record(self, results: Sequence[Result]) -> list[Answer]:
+        """Commit measured (or lost) trials in one transaction (the results one ``Pool.wait``
+        drained); each one's answer for its study, in order."""
 
-        def write(s: Session) -> tuple[int, int]:
-            env = self._environment(s, done.worker, rows.class_id)
-            row_id = self._write(
-                s,
-                rows,
-                done.request.config,
-                m.outcome.value,
-                env,
-                compile_s=m.compile_s,
-                run_s=m.run_s,
-                provisional=provisional,
-                **_measured(
-                    list(m.samples_ms) or None,
-                    m.median_ms,
-                    m.iqr_ms,
-                    _finite(m.max_rel_error),
-                    m.error,
-                    m.worker,
-                    m.host,
-                ),
-            )
-            return row_id, env
+        def write(s: Session) -> tuple[list[int], dict[str, int]]:
+            envs = dict(self._envs)
+            rows = []
+            for result in results:
+                done, m = result.done, result.done.measurement
+                env = envs.get(done.worker.worker)
+                if env is None:
+                    env = envs[done.worker.worker] = self._environment(
+                        s, done.worker, result.rows.class_id
+                    )
+                rows.append(
+                    self._row(
+                        result.rows,
+                        done.request.config,
+                        m.outcome.value,
+                        env,
+                        compile_s=m.compile_s,
+                        run_s=m.run_s,
+                        provisional=result.provisional,
+                        **_measured(
+                            list(m.samples_ms) or None,
+                            m.median_ms,
+                            m.iqr_ms,
+                            _finite(m.max_rel_error),
+                            m.error,
+                            m.worker,
+                            m.host,
+                        ),
+                    )
+                )
+            return repository.record_trials(s, rows), envs
 
-        row_id, env = self.database.run_with_retry(write)
-        self._envs[done.worker.worker] = env  # cached once committed
-        ok = m.outcome is Outcome.OK and m.median_ms is not None
-        return Answer(m.median_ms, row_id) if ok else Answer(None)
+        if not results:
+            return []
+        ids, envs = self.database.run_with_retry(write)
+        self._envs = envs  # cached once committed
+        out = []
+        for result, row_id in zip(results, ids, strict=True):
+            m = result.done.measurement
+            ok = m.outcome is Outcome.OK and m.median_ms is not None
+            out.append(Answer(m.median_ms, row_id) if ok else Answer(None))
+        return out
 
     def _write(
         self,
@@ -285,7 +311,19 @@ class Ledger:
     ) -> int:
         """``record_trial`` with this job's, study's and key's ids filled in; the row id."""
         return repository.record_trial(
-            s,
+            s, **self._row(rows, config, outcome, environment_id, **fields)
+        )
+
+    def _row(
+        self,
+        rows: StudyRows,
+        config: Config,
+        outcome: TrialOutcome | str,
+        environment_id: int | None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """``record_trial``'s arguments with this job's, study's and key's ids filled in."""
+        return dict(
             kernel_id=self._kernel_id,
             problem_key=rows.plan.problem_key,
             device_class_id=rows.class_id,

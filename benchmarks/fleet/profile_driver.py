@@ -2,11 +2,11 @@
 API), on a fresh PostgreSQL schema (or SQLite file), under cProfile.
 
     nice python3 benchmarks/fleet/profile_driver.py --workers 200 --overhead-s 0.05 \
-        --problems 4 --trials 300 [--sqlite]
+        --problems 4 --trials 300 [--sqlite] [--no-profile]
 
 Prints the trial count, the trial phase (first to last trial row) and the 35 most expensive
 calls by cumulative time (cProfile roughly doubles the driver's own time; the shares are what
-matter).
+matter). ``--no-profile``: the same run without cProfile, for the driver's own rate.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--problems", type=int, default=4)
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--sqlite", action="store_true", help="a SQLite file instead of PostgreSQL")
+    parser.add_argument("--no-profile", action="store_true", help="time the driver only")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         if args.sqlite:
@@ -71,7 +72,8 @@ def main() -> int:
         job = submit_job(database, spec, pool)
         profile = cProfile.Profile()
         t0 = time.perf_counter()
-        profile.enable()
+        if not args.no_profile:
+            profile.enable()
         result = Driver(database, pool).run(job)
         profile.disable()
         wall = time.perf_counter() - t0
@@ -86,10 +88,12 @@ def main() -> int:
         phase = (last - first).total_seconds() if n else 0.0
         print(
             f"{result.status.value}: {n} trials, driver wall {wall:.1f} s, trial phase "
-            f"{phase:.1f} s = {n / max(phase, 1e-9):.1f} trials/s under cProfile "
+            f"{phase:.1f} s = {n / max(phase, 1e-9):.1f} trials/s"
+            f"{'' if args.no_profile else ' under cProfile'} "
             f"({'sqlite' if args.sqlite else 'postgresql'}; load {os.getloadavg()[0]:.1f})"
         )
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
+        if not args.no_profile:
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
         database.close()
     return 0
 

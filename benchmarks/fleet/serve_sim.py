@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--owner", required=True)
     parser.add_argument("--poll-s", type=float, default=0.5)
+    parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
     parser.add_argument("--stats", type=Path, required=True)
     args = parser.parse_args(argv)
 
@@ -111,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     def no_ray(address: str | None = None, *_: int | None) -> bool:
         return False
 
-    dispatch.ensure_ray = no_ray
+    dispatch.ensure_ray = no_ray  # type: ignore[assignment]
     dispatch.plans_for = fleet.plans_for
-    dispatch.WorkerPool = fleet.pool
-    repository.claim_next_job = fleet.timed_claim(repository.claim_next_job)  # type: ignore[assignment]
+    dispatch.WorkerPool = fleet.pool  # type: ignore[misc, assignment]
+    repository.claim_next_job = fleet.timed_claim(repository.claim_next_job)
 
     import uvicorn
 
@@ -123,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.server.scheduler import Scheduler
 
     database = Database(args.db)
-    scheduler = Scheduler(database, owner=args.owner, poll_s=args.poll_s)
+    scheduler = Scheduler(
+        database, owner=args.owner, poll_s=args.poll_s, jobs_per_class=args.jobs_per_class
+    )
     app = create_app(database, scheduler=scheduler)
     sock = socket.socket()
     sock.bind(("127.0.0.1", args.port))

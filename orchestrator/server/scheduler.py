@@ -6,15 +6,19 @@ each in a thread of its own that drives it with the same driver as ``tunefleet t
 
 Workers: the scheduler's ``--device`` sources become Ray worker actors, grouped into one pool per
 device class (per accelerator type for ``auto``, one per replay file, one for the interpreter) and
-pool options. A job runs on the pools of the classes it asks for; jobs whose classes differ run
-at once, jobs of one class take turns on its pools, which stay up between jobs (a job with other
-pool options, e.g. ``in_flight``, gets the class's pool restarted with them).
+pool options. A job runs on the pools of the classes it asks for, which stay up between jobs.
+Up to ``jobs_per_class`` jobs share a class's pool at once, its slots split fair by team, then by
+job (orchestrator.server.shared_pool); a job with other pool options (e.g. ``in_flight``) waits
+until the class is idle and gets its pool restarted with them. A poll claims jobs while they land
+on idle classes and stops at the first that joins a busy one (or has to wait), so that several
+schedulers serving one class take turns at the queue and its jobs spread over their pools.
 
-``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop``
-hook (the trials in flight are waited for and recorded; the job goes back to ``queued``),
-releases every lease and the workers. A job the scheduler held when it died is taken over by any
-scheduler once its lease expires; a scheduler started with the same ``owner`` resumes it at once.
-On SQLite one scheduler serves a database file (a file lock beside it): a second one raises
+``stop()`` (the SIGTERM path) stops claiming, tells every driver to stop through its ``stop`` hook
+(the trials in flight are waited for and recorded; the job goes back to ``queued``), releases every
+lease and the workers (a driver that has not stopped within the timeout keeps its pool, and its
+job's lease expires with the process). A job the scheduler held when it died is taken over by any
+scheduler once its lease expires; a scheduler started with the same ``owner`` resumes it at once. On
+SQLite one scheduler serves a database file (a file lock beside it): a second one raises
 SchedulerConflict.
 """
 
@@ -35,6 +39,7 @@ from orchestrator import service
 from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
 from orchestrator.jobs import DeviceSource, JobSpec, SourceKind
 from orchestrator.lease import LeaseKeeper, default_owner
+from orchestrator.server.shared_pool import JobView, SharedPool
 from orchestrator.service import DeviceClassView
 from search_spaces.errors import SpecError
 from search_spaces.registry import spec_from_storage
@@ -114,7 +119,10 @@ class _Group:
     classes: set[str] = field(default_factory=set)
     pool: WorkerPool | None = None
     options: PoolOptions | None = None
-    job: int | None = None  # the job that uses the group now
+    shared: SharedPool | None = None  # ``pool`` as the running jobs share it
+    jobs: set[int] = field(default_factory=set)  # the jobs that use the group now
+    wanted: PoolOptions | None = None  # the options of those jobs
+    starting: threading.Lock = field(default_factory=threading.Lock)  # (re)starting ``pool``
 
 
 @dataclass
@@ -125,6 +133,7 @@ class _Job:
     keeper: LeaseKeeper
     groups: list[_Group] = field(default_factory=list)
     thread: threading.Thread | None = None
+    team: str | None = None
 
 
 def _group_key(plan: WorkerPlan) -> tuple[Any, ...]:
@@ -145,11 +154,14 @@ class Scheduler:
         poll_s: float = 1.0,
         pool_options: PoolOptions | None = None,
         kernel_modules: Collection[str] = (),
+        jobs_per_class: int = 8,
     ) -> None:
         """``pool_options``: the base settings of every pool (a job's ``in_flight`` and
         objective override theirs). ``kernel_modules``: the modules whose ``module:attribute``
         kernels jobs may name (the server's allow-list); a job row naming another is failed
-        without importing anything."""
+        without importing anything. ``jobs_per_class``: jobs that share a class's pool at once."""
+        if jobs_per_class < 1:
+            raise OrchestratorError("jobs_per_class must be at least 1")
         if not devices:
             raise OrchestratorError("the scheduler needs at least one --device source")
         self.database = database
@@ -160,6 +172,7 @@ class Scheduler:
         self.poll_s = poll_s
         self._base = pool_options
         self.kernel_modules = frozenset(kernel_modules)
+        self.jobs_per_class = jobs_per_class
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -185,7 +198,9 @@ class Scheduler:
             self._started_ray = ensure_ray(self.ray_address)
             # Ray builds its serialization context (which imports pydantic's compat modules) on
             # first use: here, in the caller's thread, not in ours racing a web server's imports.
-            ray.put(None)
+            # (Only once connected: ``put`` would start a Ray of its own where pools need none.)
+            if ray.is_initialized():
+                ray.put(None)
         except BaseException:
             self._unlock_file()
             raise
@@ -202,10 +217,12 @@ class Scheduler:
             self._thread.join(timeout_s)
         with self._lock:
             jobs = list(self._claimed.values())
+        alive: set[int] = set()
         for job in jobs:
             if job.thread is not None:
                 job.thread.join(timeout_s)
                 if job.thread.is_alive():
+                    alive.add(job.id)
                     log.warning("job %d: its driver did not stop within %.0f s", job.id, timeout_s)
         with self._lock:
             for job in list(self._claimed.values()):
@@ -213,7 +230,9 @@ class Scheduler:
                     self._release(job)
             groups = list(self._groups)
         for group in groups:
-            if group.pool is not None:
+            # A driver still running keeps its pool (its trials would fail the job): the job's
+            # lease expires with this process and another scheduler resumes it.
+            if group.pool is not None and not group.jobs & alive:
                 group.pool.shutdown()
                 group.pool = None
         if self._started_ray:
@@ -284,7 +303,7 @@ class Scheduler:
                     n = sum(1 for w in live if w.class_key == cls)
                     entry = counts.setdefault(cls, [0, 0])
                     entry[0] += n
-                    entry[1] += n if group.job is not None else 0
+                    entry[1] += n if group.jobs else 0
         return [DeviceClassView(k, w, b, w - b) for k, (w, b) in sorted(counts.items())]
 
     # ----- the claiming thread
@@ -345,7 +364,7 @@ class Scheduler:
         return True
 
     def _step(self) -> None:
-        """Start the claimed jobs whose classes are free; claim more (see the bound below)."""
+        """Start the claimed jobs whose classes can take them; claim more (see the bounds)."""
         self._start_ready()
         while not self._stopping.is_set():
             with self._lock:
@@ -358,51 +377,65 @@ class Scheduler:
                 job_id = repository.claim_next_job(s, self.owner, self.lease_s)
             if job_id is None or not self._take(job_id):
                 return
-            self._start_ready()
+            # Claim on while jobs land on idle classes; one that joins jobs already running (or
+            # waits) ends this poll's claims, so that other schedulers serving the class get
+            # their turn at the queue (and its jobs spread over their pools).
+            if not self._start_ready():
+                return
 
-    def _start_ready(self) -> None:
+    def _start_ready(self) -> bool:
+        """Start the waiting jobs that can run now; True if one started on idle groups only."""
         with self._lock:
             waiting = sorted(
                 (j for j in self._claimed.values() if j.thread is None), key=lambda j: j.id
             )
+        fresh = False
         for job in waiting:
             if self._stopping.is_set():
-                return
+                return fresh
             try:
-                groups = self._groups_for(job.id)
+                found = self._groups_for(job)
             except JOB_ERRORS as exc:
                 self._fail(job, str(exc))
                 continue
-            if groups is None:  # cancelled before it ran, or its lease is lost
+            if found is None:  # cancelled before it ran, or its lease is lost
                 continue
+            groups, options = found
             with self._lock:
-                if any(g.job is not None for g in groups):
+                if any(
+                    len(g.jobs) >= self.jobs_per_class or (g.jobs and g.wanted != options)
+                    for g in groups
+                ):
                     continue
+                fresh = fresh or not any(g.jobs for g in groups)
                 for g in groups:
-                    g.job = job.id
+                    g.jobs.add(job.id)
+                    g.wanted = options
                 job.groups = groups
                 job.thread = threading.Thread(
                     target=self._run, args=(job,), name=f"job-{job.id}", daemon=True
                 )
             job.thread.start()
+        return fresh
 
-    def _groups_for(self, job_id: int) -> list[_Group] | None:
-        """The groups job ``job_id`` runs on; None (and the job let go) if it was cancelled
-        while it waited or its lease was lost. Raises JobSpecError / NoWorkersError when this
-        scheduler's workers cannot run it."""
-        job = self._claimed[job_id]
+    def _groups_for(self, job: _Job) -> tuple[list[_Group], PoolOptions] | None:
+        """The groups ``job`` runs on and its pool options; None (and the job let go) if it
+        was cancelled while it waited or its lease was lost. Raises JobSpecError /
+        NoWorkersError when this scheduler's workers cannot run it."""
         if job.keeper.lost():
             self._release(job)
             return None
         with self.database.session() as s:
-            record = repository.get_job(s, job_id)
+            record = repository.get_job(s, job.id)
             cancelled = record.cancel_requested
             if cancelled:
-                service.mark_cancelled(s, job_id)
+                service.mark_cancelled(s, job.id)
         if cancelled:
             self._release(job)
             return None
-        return self._match(self._spec(record.spec))
+        job.team = record.team
+        spec = self._spec(record.spec)
+        return self._match(spec), service.pool_options(spec, base=self._base)
 
     def _spec(self, stored: Mapping[str, Any]) -> JobSpec:
         """The job spec of a job row; a ``module:attribute`` kernel only from an allowed module
@@ -437,26 +470,32 @@ class Scheduler:
         return chosen
 
     # ----- one job's thread
-    def _pool(self, group: _Group, options: PoolOptions) -> WorkerPool:
-        """``group``'s pool with ``options``: the running one, or one (re)started with them."""
+    def _view(self, group: _Group, options: PoolOptions, job: _Job) -> JobView:
+        """``job``'s view of ``group``'s pool with ``options``: the running one, or one
+        (re)started with them (only when no other job uses the group: see ``_start_ready``)."""
         from orchestrator.dispatch import WorkerPool
 
-        if group.pool is not None and group.options == options:
-            return group.pool
-        if group.pool is not None:
-            group.pool.shutdown()
-            group.pool = None
-        group.pool, group.options = WorkerPool(group.plans, options), options
-        return group.pool
+        with group.starting:
+            if group.pool is None or group.options != options:
+                if group.pool is not None:
+                    group.pool.shutdown()
+                    group.pool = None
+                group.pool, group.options = WorkerPool(group.plans, options), options
+                group.shared = None
+            if group.shared is None:
+                group.shared = SharedPool(group.pool)
+            return group.shared.view(job.id, job.team)
 
     def _run(self, job: _Job) -> None:
+        views: list[JobView] = []
         try:
             with self.database.session(readonly=True) as s:
                 spec = self._spec(repository.get_job(s, job.id).spec)
             options = service.pool_options(spec, base=self._base)
-            pools = PoolSet([self._pool(g, options) for g in job.groups])
+            for g in job.groups:
+                views.append(self._view(g, options, job))
             status = service.drive(
-                self.database, pools, job.id, job.keeper, stop=self._stopping.is_set
+                self.database, PoolSet(views), job.id, job.keeper, stop=self._stopping.is_set
             )
             log.info("job %d: %s", job.id, status.value)
         except JOB_ERRORS as exc:
@@ -465,9 +504,11 @@ class Scheduler:
             log.exception("job %d: the scheduler failed running it", job.id)
             self._fail(job, f"scheduler error: {exc!r}"[:500])
         finally:
+            for view in views:
+                view.shared.leave(view)
             with self._lock:
                 for g in job.groups:
-                    g.job = None
+                    g.jobs.discard(job.id)
             self._release(job)
             self._wake.set()
 

@@ -1,0 +1,113 @@
+"""The scheduler's shared class pool: max-min fair shares by team then job, slots a satisfied job
+leaves go to the others, each job gets back exactly its own results."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from orchestrator.local_pool import LocalPool
+from orchestrator.pool import Done, RetimeJob, WorkerInfo
+from orchestrator.server.shared_pool import SharedPool, water_fill
+from workers.measurement import Measurement, Outcome
+from workers.trial import TrialRequest
+
+
+class FakePool:
+    """``slots`` slots of one class; ``finish`` makes the oldest ``n`` submissions done."""
+
+    def __init__(self, info: WorkerInfo, slots: int) -> None:
+        self.info, self.slots = info, slots
+        self.flying: list[tuple[TrialRequest, object]] = []
+        self.ready: list[Done] = []
+
+    def classes(self) -> dict[str, WorkerInfo]:
+        return {self.info.class_key: self.info}
+
+    def workers(self, class_key: str | None = None) -> list[WorkerInfo]:
+        return [self.info]
+
+    def free_slots(self, class_key: str) -> int:
+        return self.slots - len(self.flying) - len(self.ready)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.flying) + len(self.ready)
+
+    def submit(self, class_key: str, request: TrialRequest, tag: object) -> WorkerInfo:
+        self.flying.append((request, tag))
+        return self.info
+
+    def finish(self, n: int) -> None:
+        for request, tag in self.flying[:n]:
+            self.ready.append(Done(request, tag, Measurement(Outcome.OK), self.info))
+        del self.flying[:n]
+
+    def wait(self, timeout: float) -> list[Done]:
+        out, self.ready = self.ready, []
+        return out
+
+    def retime(
+        self, jobs: list[RetimeJob], rounds: int, timeout_s: float = 600.0
+    ) -> list[list[list[float]] | None]:
+        return [None] * len(jobs)
+
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        return None
+
+
+@pytest.fixture
+def fake_pool_info(h200_pool: LocalPool) -> WorkerInfo:
+    """A worker's description (the pools here fake the workers themselves)."""
+    return next(iter(h200_pool.classes().values()))
+
+
+def fill(view: Any, tag: str) -> int:
+    """Submit until the view offers no slot (a job that always wants more); how many."""
+    n = 0
+    key = view.classes().popitem()[0]
+    while view.free_slots(key) > 0:
+        view.submit(key, TrialRequest("k", {}, {"n": n}), tag)
+        n += 1
+    return n
+
+
+def test_water_fill_is_max_min_fair() -> None:
+    assert water_fill(12, {"a": math.inf, "b": math.inf, "c": 2}) == {"a": 5, "b": 5, "c": 2}
+    assert water_fill(9, {"a": math.inf}) == {"a": 9}
+
+
+def test_slots_split_by_team_then_job_and_results_go_home(fake_pool_info: WorkerInfo) -> None:
+    pool = FakePool(fake_pool_info, slots=12)
+    shared = SharedPool(pool)
+    a1, a2, a3 = (shared.view(i, "a") for i in (1, 2, 3))
+    b = shared.view(4, "b")
+    got = {v.job_id: fill(v, str(v.job_id)) for v in (a1, a2, a3, b)}
+    assert got == {1: 12, 2: 0, 3: 0, 4: 0}  # the first to ask had the class to itself
+    # Its trials end; as the slots free, each job is topped up to its fair share only.
+    pool.finish(12)
+    for v in (a1, a2, a3, b):
+        done = v.wait(0.0)
+        assert [d.tag for d in done] == [str(v.job_id)] * got[v.job_id] and v.in_flight == 0
+    got = {v.job_id: fill(v, str(v.job_id)) for v in (b, a1, a2, a3)}
+    assert got == {4: 6, 1: 2, 2: 2, 3: 2}  # team b half, team a's three jobs a third of half
+
+
+def test_a_satisfied_job_leaves_its_share_to_the_others(fake_pool_info: WorkerInfo) -> None:
+    pool = FakePool(fake_pool_info, slots=10)
+    shared = SharedPool(pool)
+    busy, idle = shared.view(1, "a"), shared.view(2, "b")
+    assert (
+        idle.free_slots(fake_pool_info.class_key) == 10
+    )  # offered, and it submits nothing: satisfied
+    assert fill(busy, "busy") == 10  # the whole class, since b wants none
+    pool.finish(10)
+    busy.wait(0.0)
+    assert idle.free_slots(fake_pool_info.class_key) == 5  # asking again: its share is back at once
+    idle.submit(fake_pool_info.class_key, TrialRequest("k", {}, {}), "idle")
+    assert fill(busy, "busy") == 5
+    shared.leave(idle)
+    pool.finish(10)
+    assert len(busy.wait(0.0)) == 5
