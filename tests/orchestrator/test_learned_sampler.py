@@ -186,3 +186,29 @@ def test_a_learned_job_reads_its_prior_from_the_database(
     finally:
         pool.shutdown()
     assert result.status.value == "done"
+
+
+def test_the_spec_default_is_measured_first_and_second_with_a_prior(
+    landscapes: dict[str, list[Path]],
+) -> None:
+    """Without a prior the default config is the first proposal; with one it follows the
+    prior's best, in the first batch."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    small, large = (read_landscape(p) for p in landscapes[H200])
+    spec, limits = get_spec("matmul"), lookup(H200).limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    default = spec.default_for(limits)
+    expected = config_key({p.name: default[p.name] for p in encoding.params})
+    for prior, position in (((), 0), (_prior(small), 1)):
+        sampler = LearnedSampler(
+            encoding,
+            3,
+            problem=dict(large.problem),
+            device_class=H200,
+            features=spec.features,
+            prior=prior,
+            default=default,
+        )
+        search = SearchStudy(optuna.create_study(sampler=sampler), encoding, random.Random(3))
+        batch = [config_key(search.ask()[1]) for _ in range(4)]
+        assert batch[position] == expected, (position, batch)
