@@ -69,7 +69,8 @@ CLASS_DISTANCE = 1.0
 PRIOR_RIDGE = 1.0
 #: Weight of that model against a config's own prior times, in the same unit.
 PRIOR_BLEND = 0.1
-#: Configs a study with a prior measures first from :attr:`Prior.probes` (one batch of four).
+#: Configs a study with a prior measures first from :attr:`Prior.probes` (one batch of four);
+#: the spec's default follows them.
 PRIOR_PROBES = 4
 #: Weight of the prior's slope ``a`` at its expected value, in own trials' worth.
 PRIOR_SLOPE_WEIGHT = 3.0
@@ -313,7 +314,7 @@ class LearnedSampler(BaseSampler):
         ``features`` and the prior's relevance to the problem are not used, and the device
         class is the encoding's device name); ``prior``: trials of the same kernel version
         elsewhere (:mod:`orchestrator.prior` reads them from the database); ``default``: the
-        spec's default config, probed first (second with a prior) where it is valid."""
+        spec's default config; with a prior it is measured right after the prior's probes."""
         self._encoding = encoding
         self._distributions = encoding.distributions()
         self._problem: Problem = dict(problem) if problem else {}
@@ -332,7 +333,7 @@ class LearnedSampler(BaseSampler):
         self._trial_index: dict[int, int | None] = {}
         self._fitted: tuple[tuple[tuple[int, float], ...], _Fit] | None = None
         self._mu0 = np.zeros(0)  # the prior per valid config (0 without one)
-        self._probes: tuple[int, ...] = ()  # configs measured first: the default, the prior's
+        self._probes: tuple[int, ...] = ()  # configs measured first: the prior's, the default
         self._asked = 0
         self._near_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, dtype=int))
         self._pos = np.zeros((0, 0), dtype=int)  # index of each parameter's value, per config
@@ -361,14 +362,12 @@ class LearnedSampler(BaseSampler):
                 self._prior_trials, self._problem, self._class, featurizer, configs
             )
         self._mu0 = self._prior.mu0 if self._prior is not None else np.zeros(len(configs))
-        self._probes = self._prior.probes if self._prior is not None else ()
-        if self._default is not None and featurizer.fits(self._default):
+        probes = self._prior.probes[:PRIOR_PROBES] if self._prior is not None else ()
+        if self._prior is not None and self._default is not None and featurizer.fits(self._default):
             names = [p.name for p in self._encoding.params]
             found = self._index.get(config_key({n: self._default[n] for n in names}))
-            if found is not None:
-                at = 1 if self._probes else 0
-                rest = [i for i in self._probes if i != found]
-                self._probes = (*rest[:at], found, *rest[at:])
+            probes = (*probes, found) if found is not None else probes
+        self._probes = tuple(dict.fromkeys(probes))
 
     def _config_index(self, trial: FrozenTrial) -> int | None:
         """Index of the trial's config among the valid configs (None: not valid, or no params)."""
@@ -408,7 +407,7 @@ class LearnedSampler(BaseSampler):
             return {}
         self._asked += 1
         probes = [i for i in self._probes if fresh[i]]
-        if probes and len(seen) < PRIOR_PROBES:
+        if probes and len(seen) < len(self._probes):
             pick = probes[0]
         elif self._prior is None and len(done) < self._startup:
             pick = int(self._rng.choice(unseen))
