@@ -18,13 +18,14 @@ study's measurements contradict fades out); ``l`` and ``s`` by maximum marginal 
 Without a prior ``mu0 = 0``: a plain GP after ``STARTUP`` random valid configs.
 
 Proposals, always a valid config no trial asked (pending ones included): with a prior, the first
-batch probes the prior's best and the fastest config of each prior problem, nearest first; then
-the config of largest expected improvement over the best measured log time, every other time
+batch probes the prior's best and the fastest config of each prior problem, nearest first, and
+the spec's default follows; then the config of largest expected improvement over the best measured log time, every other time
 among the configs within ``LOCAL_RADIUS`` index steps of the two fastest (so the search climbs
 near the best as well as jumping where the model expects gains). Pending configs count as
 measured at their predicted mean (kriging believer), so a batch spreads out. The prior is fitted
 once per study (first proposal); each proposal refits only the GP over at most ``MAX_TRAIN`` own
-trials and scores at most ``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
+trials (its length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
+``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
 """
 
 from __future__ import annotations
