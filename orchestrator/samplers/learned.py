@@ -20,8 +20,9 @@ Without a prior ``mu0 = 0``: a plain GP after ``STARTUP`` random valid configs.
 Proposals, always a valid config no trial asked (pending ones included): with a prior, the first
 batch probes the prior's best and the fastest config of each prior problem, nearest first, and
 the spec's default follows; then the config of largest expected improvement over the best measured log time, every other time
-among the configs within ``LOCAL_RADIUS`` index steps of the two fastest (so the search climbs
-near the best as well as jumping where the model expects gains). Pending configs count as
+among the configs within ``LOCAL_RADIUS`` index steps of the fastest and of the fastest one in
+another region (so the search climbs near the best, and in a second basin, as well as jumping
+where the model expects gains). Pending configs count as
 measured at their predicted mean (kriging believer), so a batch spreads out. The prior is fitted
 once per study (first proposal); each proposal refits only the GP over at most ``MAX_TRAIN`` own
 trials (its length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
@@ -96,6 +97,9 @@ MAX_CANDIDATES = 512
 LOCAL_EVERY = 2
 LOCAL_RADIUS = 2
 LOCAL_PARENTS = 2
+#: Each parent after the first is more than this many index steps from the parents before it
+#: (0: the fastest ones, wherever they are), so a second basin keeps being climbed.
+SPREAD_PARENTS = 6
 #: Random valid configs before the model when there is no prior.
 STARTUP = 4
 
@@ -413,7 +417,7 @@ class LearnedSampler(BaseSampler):
         elif self._prior is None and len(done) < self._startup:
             pick = int(self._rng.choice(unseen))
         else:
-            near = self._near(sorted(done, key=done.__getitem__), fresh)
+            near = self._near(self._parents(sorted(done, key=done.__getitem__)), fresh)
             if near.size and LOCAL_EVERY and self._asked % LOCAL_EVERY == 0:
                 candidates = near
             elif unseen.size > MAX_CANDIDATES:
@@ -425,6 +429,20 @@ class LearnedSampler(BaseSampler):
             pick = int(candidates[np.argmax(self._acquisition(done, pending, candidates))])
         out = self._encoding.encode(self._configs[pick])
         return {} if out is None else out
+
+    def _parents(self, ranked: Sequence[int]) -> list[int]:
+        """``ranked`` (own trials, fastest first) as the local step's parents: the fastest, then
+        the fastest ones more than ``SPREAD_PARENTS`` index steps from every parent before them
+        (distinct regions), ``LOCAL_PARENTS`` in all."""
+        if not SPREAD_PARENTS or not ranked:
+            return list(ranked)
+        out = [ranked[0]]
+        for i in ranked[1:]:
+            if len(out) == LOCAL_PARENTS:
+                break
+            if all(np.abs(self._pos[i] - self._pos[j]).sum() > SPREAD_PARENTS for j in out):
+                out.append(i)
+        return out
 
     def _near(self, ranked: Sequence[int], fresh: np.ndarray) -> np.ndarray:
         """The unasked configs (``fresh``) within ``LOCAL_RADIUS`` index steps of one of the
