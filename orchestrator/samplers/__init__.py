@@ -154,6 +154,7 @@ def _learned(c: SamplerContext) -> BaseSampler:
         device_class=c.device_class,
         features=c.kernel.features if c.kernel is not None else None,
         prior=c.prior,
+        default=c.kernel.default_for(c.encoding.limits) if c.kernel is not None else None,
     )
 
 

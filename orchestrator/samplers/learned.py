@@ -18,13 +18,15 @@ study's measurements contradict fades out); ``l`` and ``s`` by maximum marginal 
 Without a prior ``mu0 = 0``: a plain GP after ``STARTUP`` random valid configs.
 
 Proposals, always a valid config no trial asked (pending ones included): with a prior, the first
-batch probes the prior's best and the fastest config of each prior problem, nearest first; then
-the config of largest expected improvement over the best measured log time, every other time
-among the configs within ``LOCAL_RADIUS`` index steps of the two fastest (so the search climbs
-near the best as well as jumping where the model expects gains). Pending configs count as
+batch probes the prior's best and the fastest config of each prior problem, nearest first, and
+the spec's default follows; then the config of largest expected improvement over the best measured log time, every other time
+among the configs within ``LOCAL_RADIUS`` index steps of the fastest and of the fastest one in
+another region (so the search climbs near the best, and in a second basin, as well as jumping
+where the model expects gains). Pending configs count as
 measured at their predicted mean (kriging believer), so a batch spreads out. The prior is fitted
 once per study (first proposal); each proposal refits only the GP over at most ``MAX_TRAIN`` own
-trials and scores at most ``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
+trials (its length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
+``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ CLASS_DISTANCE = 1.0
 PRIOR_RIDGE = 1.0
 #: Weight of that model against a config's own prior times, in the same unit.
 PRIOR_BLEND = 0.1
-#: Configs a study with a prior measures first from :attr:`Prior.probes` (one batch of four).
+#: Configs a study with a prior measures first from :attr:`Prior.probes` (one batch of four);
+#: the spec's default follows them.
 PRIOR_PROBES = 4
 #: Weight of the prior's slope ``a`` at its expected value, in own trials' worth.
 PRIOR_SLOPE_WEIGHT = 3.0
@@ -80,18 +83,23 @@ PRIOR_RESIDUAL = 0.5
 RESIDUAL_FLOOR = 0.05
 #: GP length scales tried by marginal likelihood (features in [0, 1]).
 LENGTHS = (0.25, 0.5, 1.0, 2.0)
+#: The length scale is chosen again once the own trials grew by this factor since it was chosen.
+REFIT_GROWTH = 1.25
 #: GP noise, as a share of its signal variance.
 NUGGET = 1e-3
 #: Own trials the GP is fitted to at most (the fastest half of them, the rest spread by rank).
 MAX_TRAIN = 128
 #: Valid configs scored per proposal at most (those near the best, then a random subset).
-MAX_CANDIDATES = 1024
+MAX_CANDIDATES = 512
 #: Every LOCAL_EVERY-th proposal is the best of the configs within LOCAL_RADIUS index steps of
 #: the LOCAL_PARENTS fastest measured ones (0: never; none left there: the nearest unasked
 #: ones), so the search also climbs near the best.
 LOCAL_EVERY = 2
 LOCAL_RADIUS = 2
 LOCAL_PARENTS = 2
+#: Each parent after the first is more than this many index steps from the parents before it
+#: (0: the fastest ones, wherever they are), so a second basin keeps being climbed.
+SPREAD_PARENTS = 6
 #: Random valid configs before the model when there is no prior.
 STARTUP = 4
 
@@ -304,18 +312,21 @@ class LearnedSampler(BaseSampler):
         device_class: str | None = None,
         features: FeatureHook | None = None,
         prior: PriorTrials = (),
+        default: Config | None = None,
         startup: int = STARTUP,
     ) -> None:
         """``problem`` and ``device_class``: the study's (None: unknown; then the spec's
         ``features`` and the prior's relevance to the problem are not used, and the device
         class is the encoding's device name); ``prior``: trials of the same kernel version
-        elsewhere (:mod:`orchestrator.prior` reads them from the database)."""
+        elsewhere (:mod:`orchestrator.prior` reads them from the database); ``default``: the
+        spec's default config; with a prior it is measured right after the prior's probes."""
         self._encoding = encoding
         self._distributions = encoding.distributions()
         self._problem: Problem = dict(problem) if problem else {}
         self._class = device_class if device_class is not None else encoding.limits.name
         self._hook = features if problem else None
         self._prior_trials = prior
+        self._default = dict(default) if default else None
         self._startup = startup
         self._rng = np.random.default_rng(seed)
         self._random = RandomSampler(seed=seed)
@@ -327,9 +338,11 @@ class LearnedSampler(BaseSampler):
         self._trial_index: dict[int, int | None] = {}
         self._fitted: tuple[tuple[tuple[int, float], ...], _Fit] | None = None
         self._mu0 = np.zeros(0)  # the prior per valid config (0 without one)
+        self._probes: tuple[int, ...] = ()  # configs measured first: the prior's, the default
         self._asked = 0
         self._near_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, dtype=int))
         self._pos = np.zeros((0, 0), dtype=int)  # index of each parameter's value, per config
+        self._length: tuple[int, float] | None = None  # own trials when last chosen, the length
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
@@ -354,6 +367,12 @@ class LearnedSampler(BaseSampler):
                 self._prior_trials, self._problem, self._class, featurizer, configs
             )
         self._mu0 = self._prior.mu0 if self._prior is not None else np.zeros(len(configs))
+        probes = self._prior.probes[:PRIOR_PROBES] if self._prior is not None else ()
+        if self._prior is not None and self._default is not None and featurizer.fits(self._default):
+            names = [p.name for p in self._encoding.params]
+            found = self._index.get(config_key({n: self._default[n] for n in names}))
+            probes = (*probes, found) if found is not None else probes
+        self._probes = tuple(dict.fromkeys(probes))
 
     def _config_index(self, trial: FrozenTrial) -> int | None:
         """Index of the trial's config among the valid configs (None: not valid, or no params)."""
@@ -392,13 +411,13 @@ class LearnedSampler(BaseSampler):
         if unseen.size == 0:
             return {}
         self._asked += 1
-        probes = [i for i in self._prior.probes if fresh[i]] if self._prior is not None else []
-        if self._prior is None and len(done) < self._startup:
-            pick = int(self._rng.choice(unseen))
-        elif probes and len(seen) < PRIOR_PROBES:
+        probes = [i for i in self._probes if fresh[i]]
+        if probes and len(seen) < len(self._probes):
             pick = probes[0]
+        elif self._prior is None and len(done) < self._startup:
+            pick = int(self._rng.choice(unseen))
         else:
-            near = self._near(sorted(done, key=done.__getitem__), fresh)
+            near = self._near(self._parents(sorted(done, key=done.__getitem__)), fresh)
             if near.size and LOCAL_EVERY and self._asked % LOCAL_EVERY == 0:
                 candidates = near
             elif unseen.size > MAX_CANDIDATES:
@@ -410,6 +429,20 @@ class LearnedSampler(BaseSampler):
             pick = int(candidates[np.argmax(self._acquisition(done, pending, candidates))])
         out = self._encoding.encode(self._configs[pick])
         return {} if out is None else out
+
+    def _parents(self, ranked: Sequence[int]) -> list[int]:
+        """``ranked`` (own trials, fastest first) as the local step's parents: the fastest, then
+        the fastest ones more than ``SPREAD_PARENTS`` index steps from every parent before them
+        (distinct regions), ``LOCAL_PARENTS`` in all."""
+        if not SPREAD_PARENTS or not ranked:
+            return list(ranked)
+        out = [ranked[0]]
+        for i in ranked[1:]:
+            if len(out) == LOCAL_PARENTS:
+                break
+            if all(np.abs(self._pos[i] - self._pos[j]).sum() > SPREAD_PARENTS for j in out):
+                out.append(i)
+        return out
 
     def _near(self, ranked: Sequence[int], fresh: np.ndarray) -> np.ndarray:
         """The unasked configs (``fresh``) within ``LOCAL_RADIUS`` index steps of one of the
@@ -489,16 +522,18 @@ class LearnedSampler(BaseSampler):
         return a, float(y.mean() - a * mu.mean())
 
     def _hyper(self, idx: np.ndarray, resid: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
-        """GP inverse length scale (one for every feature, the most likely of ``LENGTHS``) and
-        signal variance (its maximum-likelihood value, floored)."""
+        """GP inverse length scale (one for every feature, the most likely of ``LENGTHS``; chosen
+        again once the own trials grew by ``REFIT_GROWTH`` since it was last chosen) and signal
+        variance (its maximum-likelihood value, floored)."""
         ones = np.ones(self._x.shape[1])
         if idx.size < 3:
             start = PRIOR_RESIDUAL * spread if self._prior is not None else 1.0
             return ones / LENGTHS[1], start**2
-        x = self._x[idx]
-        sq = _sqdist(x, x)
+        sq = _sqdist(self._x[idx], self._x[idx])
+        chosen = self._length
+        lengths = LENGTHS if chosen is None or idx.size >= chosen[0] * REFIT_GROWTH else chosen[1:]
         best: tuple[float, float, float] | None = None
-        for length in LENGTHS:
+        for length in lengths:
             chol = np.linalg.cholesky(_matern52(sq / length**2) + NUGGET * np.eye(idx.size))
             alpha = np.linalg.solve(chol, resid)
             var = max(float(alpha @ alpha) / idx.size, 1e-12)
@@ -506,6 +541,8 @@ class LearnedSampler(BaseSampler):
             if best is None or ll > best[0]:
                 best = (ll, length, var)
         assert best is not None
+        if len(lengths) > 1:
+            self._length = (idx.size, best[1])
         return ones / best[1], max(best[2], (RESIDUAL_FLOOR * spread) ** 2)
 
     def _predict(

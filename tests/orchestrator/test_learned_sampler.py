@@ -186,3 +186,33 @@ def test_a_learned_job_reads_its_prior_from_the_database(
     finally:
         pool.shutdown()
     assert result.status.value == "done"
+
+
+def test_with_a_prior_the_spec_default_follows_the_priors_probes(
+    landscapes: dict[str, list[Path]],
+) -> None:
+    """The prior's probes come first (its best config first), the spec's default right after
+    them; without a prior the default is not singled out."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    small, large = (read_landscape(p) for p in landscapes[H200])
+    spec, limits = get_spec("matmul"), lookup(H200).limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    default = spec.default_for(limits)
+    expected = config_key({p.name: default[p.name] for p in encoding.params})
+    for prior in ((), _prior(small)):
+        sampler = LearnedSampler(
+            encoding,
+            3,
+            problem=dict(large.problem),
+            device_class=H200,
+            features=spec.features,
+            prior=prior,
+            default=default,
+        )
+        search = SearchStudy(optuna.create_study(sampler=sampler), encoding, random.Random(3))
+        asked = [config_key(search.ask()[1]) for _ in range(6)]
+        probes = sampler._probes  # the order under test
+        if prior:
+            assert asked[len(probes) - 1] == expected and asked[0] != expected, asked
+        else:
+            assert probes == (), probes
