@@ -201,9 +201,7 @@ class JobSpec:
             DeviceSource.parse(d) for d in _strings(data.get("devices", "auto"), "devices")
         )
         if not devices:
-            raise JobSpecError(
-                f"devices must name at least one source: {DEVICE_VALUES}"
-            )
+            raise JobSpecError(f"devices must name at least one source: {DEVICE_VALUES}")
         trials = _int(data, "trials", 30, 1)
         minutes = data.get("minutes")
         if minutes is not None:
