@@ -7,7 +7,10 @@ The winner is the lowest median of those re-timings among the top ``k`` and the 
 config whose re-timing failed keeps its measured time); it is upserted as the key's best only if
 faster than the stored best (a conditional upsert). Its speedups over the default and the median
 config come from that one re-timing only, never from an earlier trial: a reference whose
-re-timing failed has no speedup.
+re-timing failed, or a winner whose re-timing failed, has no speedup. A study with one config to
+time (the default was its only ``ok`` config) has nothing to choose or compare: it is not
+re-timed, its config is promoted at its trial time, and its speedups are 1 (the same
+measurement on both sides).
 
 A cancelled job is not re-timed (its workers are being stopped): :func:`promote_trials` (its
 driver) and :func:`promote_stored` (a job no driver runs, from its trial rows) upsert each
@@ -34,24 +37,24 @@ from search_spaces.space import Config, config_key
 
 @dataclass(frozen=True)
 class Winner:
-    """A study's promoted config: its time (re-timed, else its trial's), whether it became the
-    key's best, and the two references' re-timed times in the same re-timing (None: not
-    re-timed, or their re-timing failed)."""
+    """A study's promoted config: its time, whether that time is from the final re-timing
+    (else its trial's), whether it became the key's best, and the two references' times in the
+    same measurement as ``time_ms`` (None: none was, e.g. their re-timing failed)."""
 
     config: Config
     time_ms: float
     promoted: bool
+    retimed: bool
     default_ms: float | None = None
     median_ms: float | None = None
-    retimed: bool = True
 
     @property
     def speedup_vs_default(self) -> float | None:
-        return self.default_ms / self.time_ms if self.default_ms and self.retimed else None
+        return self.default_ms / self.time_ms if self.default_ms else None
 
     @property
     def speedup_vs_median(self) -> float | None:
-        return self.median_ms / self.time_ms if self.median_ms and self.retimed else None
+        return self.median_ms / self.time_ms if self.median_ms else None
 
 
 #: Per study id: its winner.
@@ -107,13 +110,22 @@ def promote(
         (rows.plan.class_key, job.spec.kernel, dict(rows.plan.problem), chosen)
         for (rows, _), chosen in zip(studies, configs, strict=True)
     ]
+    # One config has nothing to choose or compare: not re-timed (see the module docstring).
+    jobs = [(c, k, p, chosen if len(chosen) > 1 else []) for c, k, p, chosen in jobs]
     retimed: Sequence[list[list[float]] | None] = [None] * len(jobs)
-    if any(plans):
+    if any(chosen for *_, chosen in jobs):
         reporter.note("re-timing the top configs and the default in a fresh process")
         retimed = pool.retime(jobs, rounds)
     winners: Winners = {}
     for (rows, _), plan, chosen, medians in zip(studies, plans, configs, retimed, strict=True):
         if plan is None:
+            continue
+        if len(chosen) == 1:
+            (only,) = plan.top
+            promoted = ledger.promote(job, rows, only.config, only.value, only.row)
+            winners[rows.study_id] = Winner(
+                only.config, only.value, promoted, False, only.value, only.value
+            )
             continue
         times = {
             config_key(c): statistics.median(m)
@@ -126,13 +138,14 @@ def promote(
 
         winner = min(plan.candidates(), key=time_of)
         promoted = ledger.promote(job, rows, winner.config, time_of(winner), winner.row)
+        retimed_winner = config_key(winner.config) in times
         winners[rows.study_id] = Winner(
             winner.config,
             time_of(winner),
             promoted,
-            default_ms=times.get(config_key(plan.default)),
-            median_ms=times.get(config_key(plan.median.config)),
-            retimed=config_key(winner.config) in times,
+            retimed_winner,
+            default_ms=times.get(config_key(plan.default)) if retimed_winner else None,
+            median_ms=times.get(config_key(plan.median.config)) if retimed_winner else None,
         )
     return winners
 

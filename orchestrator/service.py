@@ -500,12 +500,14 @@ def pool_options(spec: JobSpec, keep: bool = False, base: PoolOptions | None = N
 
 @contextmanager
 def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[WorkerPool]:
-    """Workers for ``spec`` on Ray (started locally unless an address is given), for one job."""
+    """Workers for ``spec`` on Ray (started locally unless an address is given), for one job;
+    a Ray connection made here is closed here (at once: Ray's own exit hook takes longer)."""
     import ray
 
     from orchestrator.dispatch import WorkerPool, ensure_ray, plans_for
 
-    started = ensure_ray(cluster_address(ray_address) if keep else ray_address)
+    ours = not ray.is_initialized()
+    ensure_ray(cluster_address(ray_address) if keep else ray_address)
     pool = None
     try:
         options = pool_options(spec, keep)
@@ -514,7 +516,7 @@ def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[Wo
     finally:
         if pool is not None:
             pool.shutdown()
-        if started:
+        if ours:
             ray.shutdown()
 
 

@@ -3,10 +3,10 @@
 Per study (problem, device class): the best config for the key (the promoted row, preferring the
 one this job wrote), its time, TFLOP/s and GB/s, % of the device's roofline when the class's peak
 numbers are known (never for ``cpu``), and trials by outcome, measured and reused. Given the
-job's winners (orchestrator.promotion), also this job's re-timed winner and its speedups over the
-default config and the study's median config, all three timed side by side in that one final
-re-timing; never a re-timed time over an earlier trial's (a study not re-timed, as in a cancelled
-job, has no speedups).
+job's winners (orchestrator.promotion), also this job's winner and its speedups over the default
+config and the study's median config, all three timed side by side in the one final re-timing;
+never a re-timed time over an earlier trial's (a study not re-timed, as in a cancelled job, has no
+speedups; one whose only config was the default has 1.00x, one measurement on both sides).
 """
 
 from __future__ import annotations
@@ -129,7 +129,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(st["trials"].items()))
         config = ", ".join(f"{k}={v}" for k, v in (best.get("config") or {}).items())
         retimed = st.get("retimed") or {}
-        winner_ms = retimed.get("time_ms") if retimed.get("retimed") else None
+        winner = _fmt(retimed.get("time_ms"), ".4g", " ms")
+        if retimed and not retimed["retimed"]:
+            winner += " (its trial, not re-timed)"
         rows = [
             ("best config", config or "-"),
             ("time", _fmt(best.get("time_ms"), ".4g", " ms")),
@@ -141,11 +143,11 @@ def render(summary: dict[str, Any], console: Console) -> None:
             mine = ", ".join(f"{k}={v}" for k, v in retimed["config"].items())
             rows.append(("this job's winner", f"{mine} (not faster than the stored best)"))
         rows += [
-            ("re-timed winner", _fmt(winner_ms, ".4g", " ms")),
-            ("re-timed default", _fmt(retimed.get("default_ms"), ".4g", " ms")),
-            ("re-timed median config", _fmt(retimed.get("median_ms"), ".4g", " ms")),
-            ("vs default (re-timed)", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
-            ("vs median (re-timed)", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
+            ("winner, final timing", winner),
+            ("default, same timing", _fmt(retimed.get("default_ms"), ".4g", " ms")),
+            ("median config, same timing", _fmt(retimed.get("median_ms"), ".4g", " ms")),
+            ("vs default config", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
+            ("vs median config", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
             ("trials", f"{counts or 'none'} (measured {st['measured']}, reused {st['reused']})"),
         ]
         for name, value in rows:
