@@ -220,7 +220,7 @@ def show_best(
     print_table(columns, rows, wide=wide)
     note = cancelled_note(rows_in)
     if note:
-        console().print(note, soft_wrap=True)
+        console().print(note, markup=False)
 
 
 #: After a job id in ``best``: the config comes from a cancelled job.

@@ -247,3 +247,24 @@ def test_trial_and_tune_take_one_device_value_set(
     args = ["record", "matmul", "-p", problem, "--device", replay, "--out", "x.json"]
     err = _one_error_line(*run(capsys, args))
     assert "measures this machine's device" in err and "use auto, cuda, rocm or interpreter" in err
+
+
+def test_every_option_a_message_names_is_an_option_of_the_cli() -> None:
+    """Hints say what to do with real options: each ``--name`` written in the packages' source
+    is an option of some command (or one of another program: ``ray start --head``)."""
+    import re
+
+    commands = [ROOT, *(command for _, command in LEAVES)]
+    options = {"--help"} | {
+        o for command in commands for p in command.params for o in p.opts if o.startswith("--")
+    }
+    others = {"--head", "--flag"}  # `ray start --head`; capture's example of an app's own flag
+    root = pathlib.Path(__file__).resolve().parents[2]
+    named = {
+        (m.group(1), str(path.relative_to(root)))
+        for package in ("orchestrator", "workers", "search_spaces", "db")
+        for path in (root / package).rglob("*.py")
+        for m in re.finditer(r"(?<![\w-])(--[a-z][a-z-]+)", path.read_text())
+    }
+    unknown = sorted((o, where) for o, where in named if o not in options | others)
+    assert not unknown, unknown
