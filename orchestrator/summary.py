@@ -129,9 +129,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(st["trials"].items()))
         config = ", ".join(f"{k}={v}" for k, v in (best.get("config") or {}).items())
         retimed = st.get("retimed") or {}
-        winner = _fmt(retimed.get("time_ms"), ".4g", " ms")
+        winner = ("winner, re-timed", _fmt(retimed.get("time_ms"), ".4g", " ms"))
         if retimed and not retimed["retimed"]:
-            winner += " (its trial, not re-timed)"
+            winner = ("winner", _fmt(retimed["time_ms"], ".4g", " ms (its trial, not re-timed)"))
         rows = [
             ("best config", config or "-"),
             ("time", _fmt(best.get("time_ms"), ".4g", " ms")),
@@ -143,7 +143,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
             mine = ", ".join(f"{k}={v}" for k, v in retimed["config"].items())
             rows.append(("this job's winner", f"{mine} (not faster than the stored best)"))
         rows += [
-            ("winner, final timing", winner),
+            winner,
             ("default, same timing", _fmt(retimed.get("default_ms"), ".4g", " ms")),
             ("median config, same timing", _fmt(retimed.get("median_ms"), ".4g", " ms")),
             ("vs default config", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
