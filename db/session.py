@@ -5,6 +5,8 @@ starts with ``BEGIN IMMEDIATE`` so concurrent writers queue on the lock instead 
 Errors of SQLAlchemy and the drivers leave :meth:`Database.session` as :mod:`db.errors` types.
 A SQLite file is watched: deleted, replaced or made read-only while in use, every session and
 :meth:`Database.check_alive` raise DatabaseLost instead of writing to a file nobody will read.
+Alembic loads only to migrate, or when the stored revision is not the newest the migration files
+declare: a database at the newest schema is checked with one query.
 """
 
 from __future__ import annotations
@@ -16,14 +18,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import platformdirs
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.orm import Session
@@ -38,6 +36,9 @@ from db.errors import (
     SchemaTooNew,
     TransientDatabaseError,
 )
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 _T = TypeVar("_T")
 
@@ -62,6 +63,28 @@ _READONLY = "tunefleet_readonly"
 _PG_MIGRATION_LOCK = 0x7475_6E65
 # SQLSTATEs after which the same transaction, run again, may succeed.
 _PG_RETRYABLE_CODES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+# A migration file's ``revision`` or ``down_revision`` line: name, quoted value (or None).
+_REVISION_LINE = re.compile(
+    r"""^(revision|down_revision)\s*(?::[^=]*)?=\s*(?:"([^"]*)"|'([^']*)'|None)\s*$""", re.M
+)
+
+
+def declared_head() -> str | None:
+    """The newest revision as the migration files declare it, read as text (Alembic not
+    imported); None if a file does not declare both revisions in that plain form or the files do
+    not form one chain (then Alembic decides)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found = {m[1]: m[2] or m[3] or None for m in _REVISION_LINE.finditer(path.read_text())}
+        revision = found.get("revision")
+        if revision is None or "down_revision" not in found:
+            return None
+        revisions.add(revision)
+        if found["down_revision"] is not None:
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
 
 
 def default_url() -> str:
@@ -337,11 +360,15 @@ class Database:
             return fn(s)
 
     def _alembic_config(self) -> Config:
+        from alembic.config import Config
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS_DIR))
         return config
 
     def _head(self) -> str:
+        from alembic.script import ScriptDirectory
+
         head = ScriptDirectory.from_config(self._alembic_config()).get_current_head()
         if head is None:
             raise DatabaseError(f"no migrations found in {MIGRATIONS_DIR}; reinstall tunefleet")
@@ -351,10 +378,18 @@ class Database:
         """The schema revision stored in the database, or None if it has no tunefleet schema."""
         with self._connection() as conn:
             try:
-                context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-                return context.get_current_revision()
+                if not sa.inspect(conn).has_table(VERSION_TABLE):
+                    return None
+                stored = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}"))
+                revisions = list(stored.scalars())
             except exc.SQLAlchemyError as e:
                 raise self._translate(e) from e
+        if len(revisions) > 1:
+            raise DatabaseError(
+                f"{self._where()} stores {len(revisions)} schema revisions, not one; "
+                "it was migrated by something other than tunefleet"
+            )
+        return revisions[0] if revisions else None
 
     def upgrade(self) -> tuple[str | None, str]:
         """Migrate the schema to the newest revision (creating it in an empty database), atomically;
@@ -362,6 +397,8 @@ class Database:
 
         Raises SchemaTooNew for a database ahead of this code (it is left untouched).
         """
+        from alembic import command
+
         before = self.current_revision()
         if before is not None and not self._known(before):
             self.check_schema()
@@ -381,12 +418,16 @@ class Database:
         return before, self._head()
 
     def _known(self, revision: str) -> bool:
+        from alembic.script import ScriptDirectory
+
         script = ScriptDirectory.from_config(self._alembic_config())
         return revision in {rev.revision for rev in script.walk_revisions()}
 
     def check_schema(self) -> None:
         """Raise SchemaOutOfDate if the database is behind this code, SchemaTooNew if it is ahead."""
         current = self.current_revision()
+        if current is not None and current == declared_head():
+            return
         head = self._head()
         if current == head:
             return

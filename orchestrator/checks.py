@@ -1,10 +1,15 @@
 """Checks of a job spec that need no cluster (run before Ray starts): problems too big for a
-named device class (from the device table), and how much of the search space each replay
-landscape answers."""
+named device class (from the device table), how much of the search space each replay landscape
+answers, and, when the job's Ray is a local one started for it, whether this machine's workers
+can be what the job asks for (a GPU device or class on a machine that shows no GPU)."""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec, SourceKind
@@ -73,3 +78,64 @@ def check_memory(spec: JobSpec, kernel: KernelSpec) -> None:
             too_big = oversized(kernel, problem, known.memory_bytes)
             if too_big is not None:
                 raise JobSpecError(f"{known.name}: {too_big}; give a smaller problem")
+
+
+#: Device files that show a GPU to processes here, without importing a GPU library.
+_NVIDIA_DEVICE = re.compile(r"nvidia\d+")
+
+
+def local_gpus(dev: Path = Path("/dev"), env: Mapping[str, str] | None = None) -> set[str] | None:
+    """The GPU backends (``cuda``, ``rocm``) this machine shows in ``dev``: NVIDIA's numbered
+    device files (hidden by an empty CUDA_VISIBLE_DEVICES), AMD's ``kfd``; None when it cannot
+    tell (WSL's ``dxg`` shows GPUs of either kind)."""
+    env = os.environ if env is None else env
+    if (dev / "dxg").exists():
+        return None
+    found = set()
+    hidden = env.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
+    if not hidden and dev.is_dir() and any(_NVIDIA_DEVICE.fullmatch(p.name) for p in dev.iterdir()):
+        found.add(SourceKind.CUDA.value)
+    if (dev / "kfd").exists():
+        found.add(SourceKind.ROCM.value)
+    return found
+
+
+def check_local_workers(spec: JobSpec, ray_address: str | None, gpus: set[str] | None) -> None:
+    """JobSpecError (one line) if the job runs on a local Ray (no ``ray_address``, no
+    RAY_ADDRESS) and no worker this machine starts could serve it: ``--device cuda``/``rocm``
+    with no such GPU in ``gpus`` (:func:`local_gpus`; None: unknown, nothing refused), or a
+    named device class that none of its workers is: with no GPU worker, they are class ``cpu``
+    (the interpreter) and the replayed devices' classes."""
+    from orchestrator.jobs import GPU_KINDS
+    from workers.device_table import canonical_class_key
+
+    if ray_address or os.environ.get("RAY_ADDRESS") or gpus is None:
+        return
+    for source in spec.devices:
+        if source.kind in (SourceKind.CUDA, SourceKind.ROCM) and source.kind.value not in gpus:
+            raise JobSpecError(
+                f"--device {source.kind.value}: this machine shows no {source.kind.value} GPU "
+                "and no cluster is named; use --device interpreter (or auto), or give "
+                "--ray-address of a cluster with one"
+            )
+    kinds = {source.kind for source in spec.devices}
+    if spec.all_classes or (gpus and kinds & GPU_KINDS):
+        return
+    served = {_replay_class(source.paths) for source in spec.devices if source.paths}
+    if kinds & {SourceKind.AUTO, SourceKind.INTERPRETER}:
+        served.add("cpu")
+    folded = {key.casefold() for key in served}
+    for name in spec.device_classes:
+        if name.casefold() not in folded and canonical_class_key(name).casefold() not in folded:
+            why = "; this machine shows no GPU" if SourceKind.AUTO in kinds else ""
+            raise JobSpecError(
+                f"--device-class {name}: none of this job's workers here is of that class "
+                f"(they would be {', '.join(sorted(served))}{why}); give --ray-address of a "
+                "cluster that has it, or name one of those"
+            )
+
+
+def _replay_class(paths: tuple[str, ...]) -> str:
+    from workers.replay import ReplayRunner
+
+    return ReplayRunner(paths).device_class.key

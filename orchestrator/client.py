@@ -18,10 +18,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
-
-import httpx
 
 from orchestrator.errors import (
     Conflict,
@@ -34,6 +32,9 @@ from orchestrator.errors import (
     Unauthorized,
 )
 from orchestrator.service import BestView, BundleFile, JobDetail, JobPage, JobView
+
+if TYPE_CHECKING:
+    import httpx  # imported when a client is made: commands that use no server never load it
 
 #: Environment variables: the server's URL, the bearer token.
 SERVER_ENV = "TUNEFLEET_SERVER"
@@ -117,6 +118,8 @@ class Client:
                 "(uvicorn's --ssl-certfile or a TLS proxy)",
                 file=sys.stderr,
             )
+        import httpx
+
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
@@ -144,6 +147,8 @@ class Client:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
     ) -> httpx.Response:
+        import httpx
+
         query = {k: v for k, v in (params or {}).items() if v is not None}
         # A GET is sent again once when a kept-alive connection turns out closed by the server.
         for attempt in range(2 if method == "GET" else 1):

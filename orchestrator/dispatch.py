@@ -162,7 +162,8 @@ def compile_workers_for(cpus: int, gpus: int) -> int:
 
 def plans_for(sources: Sequence[DeviceSource], options: PoolOptions) -> list[WorkerPlan]:
     """Actor plans for ``--device`` sources: ``auto`` = one per GPU in the cluster (else the
-    interpreter), ``interpreter`` = ``interpreter_workers`` CPU actors, ``replay`` = one actor."""
+    interpreter), ``cuda``/``rocm`` = one per GPU (NoWorkersError if the cluster has none),
+    ``interpreter`` = ``interpreter_workers`` CPU actors, ``replay`` = one actor."""
     plans: list[WorkerPlan] = []
     interpreter = WorkerPlan("interpreter", num_cpus=1.0)
     for source in sources:
@@ -181,13 +182,18 @@ def plans_for(sources: Sequence[DeviceSource], options: PoolOptions) -> list[Wor
                 for _ in range(gpus):
                     gpu_plans.append(
                         WorkerPlan(
-                            "auto",
+                            source.kind.value,
                             num_gpus=1.0,
                             resources={accel[0]: ACCELERATOR_SHARE} if accel else {},
                             node_id=node["NodeID"],
                             compile_workers=compile_workers_for(int(resources.get("CPU", 1)), gpus),
                         )
                     )
+            if not gpu_plans and source.kind is not SourceKind.AUTO:
+                raise NoWorkersError(
+                    f"--device {source.kind.value}: the Ray cluster has no GPU; use --device "
+                    "interpreter, or auto (the interpreter where there is no GPU)"
+                )
             plans.extend(gpu_plans or [interpreter] * options.interpreter_workers)
     return plans
 

@@ -23,11 +23,12 @@ the provisional configs that have no final row yet. The database is checked ever
 or read-only) the driver dispatches and records nothing more and the error leaves ``run``.
 Every write is retried on transient errors (orchestrator.ledger). The job ends when every
 study is finished (budget spent or every valid config known) or the time budget is spent, then
-re-times and promotes (orchestrator.promotion); or it ends early, with nothing promoted: the
-database's cancel flag (``cancelled``), or the ``stop`` hook (back to ``queued`` for a new
-owner); whenever dispatch stops so, the trials in flight are waited for and recorded. Ctrl-C
-(KeyboardInterrupt) marks the job ``cancelled`` and SIGTERM (SystemExit, as Ray's handler raises
-it) leaves it ``queued`` for ``resume``; both then leave ``run`` (the trials in flight are not
+re-times and promotes (orchestrator.promotion); or it ends early: the database's cancel flag
+(``cancelled``: each study's fastest ``ok`` trial is promoted, not re-timed), or the ``stop``
+hook (back to ``queued`` for a new owner, nothing promoted); whenever dispatch stops so, the
+trials in flight are waited for and recorded. Ctrl-C (KeyboardInterrupt) marks the job
+``cancelled``, promoting as a cancel does, and SIGTERM (SystemExit, as Ray's handler raises it)
+leaves it ``queued`` for ``resume``; both then leave ``run`` (the trials in flight are not
 waited for: their configs are measured again on resume).
 """
 
@@ -50,7 +51,7 @@ from orchestrator.ledger import Ledger, OpenJob, Result, StudyRows, create_job
 from orchestrator.planning import StudyPlan, plan_job
 from orchestrator.pool import Done, Pool
 from orchestrator.progress import Reporter, SilentReporter
-from orchestrator.promotion import Winners, promote
+from orchestrator.promotion import Winners, promote, promote_trials
 from orchestrator.search import SearchStudy
 from orchestrator.study import Answer, Study
 from search_spaces.space import config_key
@@ -93,7 +94,8 @@ class _Ticket:
 
 @dataclass
 class JobResult:
-    """How the driver left the job, and per study the promoted config (None if none ran ok)."""
+    """How the driver left the job, and per study its winner (none if none ran ok, or the job
+    went back to ``queued``)."""
 
     job_id: int
     status: JobStatus
@@ -194,18 +196,16 @@ class Driver:
         job = self._setup(job_id)
         ledger = self._ledger_of_job()
         rows = [r.rows for r in self._studies]
+        studies = [(r.rows, r.study) for r in self._studies]
         try:
             early = self._loop(job.spec)
             if early is None:
                 winners = promote(
-                    job,
-                    [(r.rows, r.study) for r in self._studies],
-                    self.pool,
-                    ledger,
-                    self.retime_rounds,
-                    self.reporter,
+                    job, studies, self.pool, ledger, self.retime_rounds, self.reporter
                 )
                 result = JobResult(job_id, JobStatus.DONE, winners)
+            elif early is JobStatus.CANCELLED:
+                result = JobResult(job_id, early, promote_trials(job, studies, ledger))
             else:
                 result = JobResult(job_id, early)
             ledger.close(result.status, None, rows)
@@ -213,7 +213,10 @@ class Driver:
         except DatabaseLost:
             raise  # nothing more can be recorded, not even the job's end
         except KeyboardInterrupt:
-            ledger.close(JobStatus.CANCELLED, "interrupted (Ctrl-C)", rows)
+            try:
+                promote_trials(job, studies, ledger)
+            finally:
+                ledger.close(JobStatus.CANCELLED, "interrupted (Ctrl-C)", rows)
             raise
         except SystemExit:  # SIGTERM: Ray's handler in a driver process raises SystemExit
             self.reporter.note(

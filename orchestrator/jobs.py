@@ -29,16 +29,26 @@ ALL_CLASSES = "all"
 
 
 class SourceKind(str, enum.Enum):
-    """Where workers come from: the cluster's GPUs (else the interpreter), the interpreter, a replay."""
+    """Where workers come from: the cluster's GPUs (else the interpreter), only its CUDA or ROCm
+    GPUs, the interpreter, a replay."""
 
     AUTO = "auto"
+    CUDA = "cuda"
+    ROCM = "rocm"
     INTERPRETER = "interpreter"
     REPLAY = "replay"
 
 
+#: Kinds whose workers are GPUs (auto: where the cluster has any).
+GPU_KINDS = frozenset({SourceKind.AUTO, SourceKind.CUDA, SourceKind.ROCM})
+#: What ``--device`` takes, for help and messages.
+DEVICE_VALUES = "auto, cuda, rocm, interpreter or replay:FILE"
+
+
 @dataclass(frozen=True)
 class DeviceSource:
-    """One ``--device`` value: ``auto``, ``interpreter`` or ``replay:FILE[,FILE...]``."""
+    """One ``--device`` value: ``auto``, ``cuda``, ``rocm``, ``interpreter`` or
+    ``replay:FILE[,FILE...]``."""
 
     kind: SourceKind
     paths: tuple[str, ...] = ()
@@ -46,7 +56,7 @@ class DeviceSource:
     @classmethod
     def parse(cls, text: str) -> DeviceSource:
         value = text.strip()
-        if value in (SourceKind.AUTO.value, SourceKind.INTERPRETER.value):
+        if value in {k.value for k in SourceKind if k is not SourceKind.REPLAY}:
             return cls(SourceKind(value))
         if value.startswith("replay:"):
             paths = tuple(p for p in value.removeprefix("replay:").split(",") if p)
@@ -58,12 +68,7 @@ class DeviceSource:
             if missing:
                 raise JobSpecError(f"landscape file {missing[0]} does not exist")
             return cls(SourceKind.REPLAY, tuple(str(Path(p).resolve()) for p in paths))
-        if value in ("cuda", "rocm"):
-            raise JobSpecError(
-                f"--device {value}: a job's workers take auto (every GPU of the cluster, CUDA "
-                "or ROCm), interpreter or replay:FILE"
-            )
-        raise JobSpecError(f"unknown device {text!r}; use auto, interpreter or replay:FILE")
+        raise JobSpecError(f"unknown device {text!r}; use {DEVICE_VALUES}")
 
     def __str__(self) -> str:
         return (
@@ -196,9 +201,7 @@ class JobSpec:
             DeviceSource.parse(d) for d in _strings(data.get("devices", "auto"), "devices")
         )
         if not devices:
-            raise JobSpecError(
-                "devices must name at least one source: auto, interpreter or replay:FILE"
-            )
+            raise JobSpecError(f"devices must name at least one source: {DEVICE_VALUES}")
         trials = _int(data, "trials", 30, 1)
         minutes = data.get("minutes")
         if minutes is not None:
@@ -215,7 +218,7 @@ class JobSpec:
             raise JobSpecError(
                 f"unknown objective {data.get('objective')!r}; choose kernel or graph"
             ) from None
-        without_gpu = [d for d in devices if d.kind is not SourceKind.AUTO]
+        without_gpu = [d for d in devices if d.kind not in GPU_KINDS]
         if objective is Objective.GRAPH and without_gpu:
             raise JobSpecError(
                 f"objective graph times launches inside CUDA graphs on a GPU; device "

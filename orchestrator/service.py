@@ -6,7 +6,9 @@ datetimes leave as ISO 8601 strings, enums as their values.
 
 Job views read only what the job row and its trial rows store, so they work where the job's
 kernel module is not importable; running a job, best configs and bundles need the kernel spec.
-Nothing here imports torch, triton or Ray at module import: running a job imports Ray then.
+Nothing here imports torch, triton or Ray at module import: running a job imports Ray then;
+the database layer (SQLAlchemy) loads on the first use that needs it, so the kernel and space
+views start fast.
 """
 
 from __future__ import annotations
@@ -22,14 +24,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-import sqlalchemy as sa
-
-from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
-from db.errors import InvalidTransition
-from db.errors import NotFound as RecordNotFound
-from db.models import Study, Trial, utcnow
-from db.repository import JobRecord, StudyRecord
-from orchestrator.checks import check_memory
+from db.states import JobStatus, Objective, StudyStatus, TrialOutcome
+from orchestrator.checks import check_local_workers, check_memory, local_gpus
 from orchestrator.errors import (
     Conflict,
     InvalidRequest,
@@ -40,8 +36,6 @@ from orchestrator.errors import (
     PermissionDenied,
 )
 from orchestrator.jobs import ALL_CLASSES, JobSpec
-from orchestrator.lease import LeaseKeeper, default_owner
-from orchestrator.progress import Reporter, SilentReporter
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
 from search_spaces.registry import all_specs, get_spec, spec_from_storage
@@ -50,8 +44,16 @@ from search_spaces.spec import KernelSpec
 from workers.device_table import canonical_class_key, find, lookup
 
 if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from db import Database
+    from db.repository import JobRecord, StudyRecord
     from orchestrator.dispatch import PoolOptions, WorkerPool
+    from orchestrator.driver import JobResult
+    from orchestrator.lease import LeaseKeeper
     from orchestrator.pool import Pool
+    from orchestrator.progress import Reporter
+    from orchestrator.promotion import Winners
 
 #: Seconds a job's lease lives without renewal (the keeper renews it every third of that).
 LEASE_S = 30.0
@@ -223,7 +225,9 @@ class TrialPage(View):
 
 @dataclasses.dataclass(frozen=True)
 class BestView(View):
-    """A stored best config with its rates and its provenance (the team and job that made it)."""
+    """A stored best config with its rates and its provenance (the team and job that made it;
+    ``cancelled_job``: that job was cancelled, so its config is its fastest trial so far, not
+    re-timed, until a ``resume`` finishes the job)."""
 
     kernel: str
     kernel_version: str
@@ -241,6 +245,7 @@ class BestView(View):
     updated_at: datetime
     #: The last ``tunefleet revalidate`` of it (state, at, ms, ratio); None: never, or tuned since.
     revalidation: dict[str, Any] | None = None
+    cancelled_job: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,6 +330,9 @@ def _page(limit: int, offset: int) -> None:
 
 def _job(s: sa.orm.Session, job_id: int, team: str | None) -> JobRecord:
     """The job, if it exists and (``team`` given) belongs to that team."""
+    from db import repository
+    from db.errors import NotFound as RecordNotFound
+
     try:
         job = repository.get_job(s, job_id)
     except RecordNotFound:
@@ -349,6 +357,10 @@ class _Counts:
 
 def _study_counts(s: sa.orm.Session, job_ids: Sequence[int]) -> dict[int, dict[int, _Counts]]:
     """job id -> study id -> its counts, in one query over the (not provisional) trial rows."""
+    import sqlalchemy as sa
+
+    from db.models import Study, Trial
+
     rows = s.execute(
         sa.select(
             Study.job_id,
@@ -411,6 +423,8 @@ def _job_view(job: JobRecord, studies: Mapping[int, _Counts]) -> JobView:
 
 
 def _lease_live(job: JobRecord) -> bool:
+    from db.models import utcnow
+
     return (
         job.lease_owner is not None
         and job.lease_expires_at is not None
@@ -442,6 +456,8 @@ def check_spec(spec: JobSpec) -> KernelSpec:
 
 
 def _write_job(s: sa.orm.Session, spec: JobSpec, kernel: KernelSpec, priority: int) -> int:
+    from db import repository
+
     kernel_id = repository.ensure_kernel(s, kernel.name, kernel.version_hash(), kernel.space.hash())
     return repository.create_job(s, kernel_id, spec.to_dict(), spec.team, priority=priority)
 
@@ -486,12 +502,14 @@ def pool_options(spec: JobSpec, keep: bool = False, base: PoolOptions | None = N
 
 @contextmanager
 def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[WorkerPool]:
-    """Workers for ``spec`` on Ray (started locally unless an address is given), for one job."""
+    """Workers for ``spec`` on Ray (started locally unless an address is given), for one job;
+    a Ray connection made here is closed here (at once: Ray's own exit hook takes longer)."""
     import ray
 
     from orchestrator.dispatch import WorkerPool, ensure_ray, plans_for
 
-    started = ensure_ray(cluster_address(ray_address) if keep else ray_address)
+    ours = not ray.is_initialized()
+    ensure_ray(cluster_address(ray_address) if keep else ray_address)
     pool = None
     try:
         options = pool_options(spec, keep)
@@ -500,7 +518,7 @@ def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[Wo
     finally:
         if pool is not None:
             pool.shutdown()
-        if started:
+        if ours:
             ray.shutdown()
 
 
@@ -515,12 +533,25 @@ def drive(
 ) -> JobStatus:
     """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
     stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner)."""
+    return _drive(database, pool, job_id, keeper, reporter, stop=stop).status
+
+
+def _drive(
+    database: Database,
+    pool: Pool,
+    job_id: int,
+    keeper: LeaseKeeper,
+    reporter: Reporter | None = None,
+    *,
+    stop: Callable[[], bool] | None = None,
+) -> JobResult:
+    """:func:`drive`, with the driver's result (its winners give the summary's speedups)."""
     from orchestrator.driver import Driver
 
     def stopping() -> bool:
         return keeper.lost() or (stop is not None and bool(stop()))
 
-    return Driver(database, pool, reporter=reporter, stop=stopping).run(job_id).status
+    return Driver(database, pool, reporter=reporter, stop=stopping).run(job_id)
 
 
 def _announce(reporter: Reporter, job_id: int, spec: JobSpec) -> None:
@@ -541,14 +572,19 @@ def tune(
     owner: str | None = None,
     priority: int = 0,
 ) -> JobSummaryView:
-    """Submit ``spec`` and run it here, at once (``tunefleet tune``): the checks that need the
-    cluster run on its workers before the job row is written, which is written with our lease
-    taken so that no scheduler claims it."""
+    """Submit ``spec`` and run it here, at once (``tunefleet tune``): the checks that need no
+    cluster (orchestrator.checks) run before Ray starts, those that need it on its workers
+    before the job row is written, which is written with our lease taken so that no scheduler
+    claims it."""
+    from db import repository
     from orchestrator.driver import plan_job
+    from orchestrator.lease import LeaseKeeper, default_owner
+    from orchestrator.progress import SilentReporter
 
     kernel = check_spec(spec)
     if keep_workers:
         cluster_address(ray_address)
+    check_local_workers(spec, ray_address, local_gpus())
     owner = owner or default_owner()
     reporter = reporter or SilentReporter()
     with _ray_pool(spec, ray_address, keep_workers) as pool:
@@ -558,9 +594,10 @@ def tune(
             repository.acquire_lease(s, job_id, owner, LEASE_S)
         with LeaseKeeper(database, job_id, owner, LEASE_S) as keeper:
             _announce(reporter, job_id, spec)
-            drive(database, pool, job_id, keeper, reporter)
+            result = _drive(database, pool, job_id, keeper, reporter)
     # The caller named this kernel: a module:attribute of theirs may be imported for the summary.
-    return job_summary(database, job_id, (spec.kernel,) if ":" in spec.kernel else ())
+    modules = (spec.kernel,) if ":" in spec.kernel else ()
+    return job_summary(database, job_id, modules, result.winners)
 
 
 def _runnable(database: Database, job_id: int, kernel_modules: Collection[str]) -> JobSpec:
@@ -587,17 +624,21 @@ def run_job(
     """Take job ``job_id``'s lease (JobLeased if another live owner holds it; an expired lease
     is taken over), drive the job on Ray workers here, release the lease; its summary.
     ``kernel_modules``: the ``module:attribute`` kernels (or modules) the caller allows."""
+    from orchestrator.lease import LeaseKeeper, default_owner
+    from orchestrator.progress import SilentReporter
+
     spec = _runnable(database, job_id, kernel_modules)
     if keep_workers:
         cluster_address(ray_address)
+    check_local_workers(spec, ray_address, local_gpus())
     reporter = reporter or SilentReporter()
     with (
         LeaseKeeper(database, job_id, owner or default_owner(), LEASE_S) as keeper,
         _ray_pool(spec, ray_address, keep_workers) as pool,
     ):
         _announce(reporter, job_id, spec)
-        drive(database, pool, job_id, keeper, reporter)
-    return job_summary(database, job_id, kernel_modules)
+        result = _drive(database, pool, job_id, keeper, reporter)
+    return job_summary(database, job_id, kernel_modules, result.winners)
 
 
 #: Resuming is running an existing job again: it rebuilds its studies from the trial rows.
@@ -605,28 +646,39 @@ resume_job = run_job
 
 
 def job_summary(
-    database: Database, job_id: int, kernel_modules: Collection[str] = ()
+    database: Database,
+    job_id: int,
+    kernel_modules: Collection[str] = (),
+    winners: Winners | None = None,
 ) -> JobSummaryView:
-    """The job's results (needs the job's kernel spec, loaded as ``run_job`` does: rates and
-    the default config)."""
+    """The job's results (needs the job's kernel spec, loaded as ``run_job`` does: rates);
+    ``winners``, what the run's final re-timing measured, give its speedups."""
     from orchestrator.summary import collect
 
-    summary = collect(database, job_id, kernel_modules)
+    summary = collect(database, job_id, kernel_modules, winners)
     return JobSummaryView(job_id, JobStatus(summary["status"]), summary)
 
 
 def mark_cancelled(s: sa.orm.Session, job_id: int) -> None:
-    """Cancel job ``job_id`` now, with its running studies (for a job no driver runs)."""
+    """Cancel job ``job_id`` now, with its running studies (for a job no driver runs); each
+    study's fastest ``ok`` trial is promoted (orchestrator.promotion)."""
+    from db import repository
+    from orchestrator.promotion import promote_stored
+
     for study in repository.studies_for_job(s, job_id):
         if study.status is StudyStatus.RUNNING:
             repository.set_study_status(s, study.id, StudyStatus.CANCELLED)
     repository.set_job_status(s, job_id, JobStatus.CANCELLED)
+    promote_stored(s, job_id)
 
 
 def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> JobView:
     """Cancel job ``job_id`` (``team`` given: only that team's). A job nobody runs (no live
     lease: queued, or its driver died) is cancelled at once; a running one is asked to stop and
     its driver keeps every finished trial. Conflict if the job already finished."""
+    from db import repository
+    from db.errors import InvalidTransition
+
     with database.session() as s:
         _job(s, job_id, team)
         try:
@@ -650,6 +702,8 @@ def list_jobs(
     offset: int = 0,
 ) -> JobPage:
     """The jobs matching every filter given, newest first, ``limit`` from ``offset``."""
+    from db import repository
+
     _page(limit, offset)
     chosen = None
     if status is not None:
@@ -675,6 +729,11 @@ def _label(study: StudyRecord) -> str:
 
 def job_detail(database: Database, job_id: int, *, team: str | None = None) -> JobDetail:
     """The job with each study's progress: trials by outcome, budget, best so far."""
+    import sqlalchemy as sa
+
+    from db import repository
+    from db.models import Trial
+
     with database.session(readonly=True) as s:
         job = _job(s, job_id, team)
         studies = repository.studies_for_job(s, job_id)
@@ -730,6 +789,7 @@ def best_configs(
 ) -> list[BestView]:
     """Best stored configs of the installed version of ``kernel`` for ``objective``, optionally
     of one device class and one problem (``M=64,...`` or a mapping), in key order."""
+    from db import repository
     from orchestrator.rates import rates
     from orchestrator.revalidate import revalidation_mark
 
@@ -750,6 +810,7 @@ def best_configs(
     version = spec.version_hash()
     with database.session(readonly=True) as s:
         records = repository.get_best(s, spec.name, key, class_key, version, objective=chosen)
+        cancelled = _cancelled_jobs(s, {r.job_id for r in records if r.job_id is not None})
     out = []
     for r in records:
         problem_dict = json.loads(r.problem_key)
@@ -772,9 +833,22 @@ def best_configs(
                 job_id=r.job_id,
                 updated_at=_aware(r.updated_at),
                 revalidation=revalidation_mark(r),
+                cancelled_job=r.job_id in cancelled,
             )
         )
     return out
+
+
+def _cancelled_jobs(s: sa.orm.Session, job_ids: Collection[int]) -> set[int]:
+    """Which of ``job_ids`` are cancelled jobs (a best config's provenance mark)."""
+    import sqlalchemy as sa
+
+    from db.models import Job
+
+    if not job_ids:
+        return set()
+    query = sa.select(Job.id).where(Job.id.in_(list(job_ids)), Job.status == JobStatus.CANCELLED)
+    return set(s.scalars(query))
 
 
 MEDIA_TYPES = {".json": "application/json", ".py": "text/x-python"}

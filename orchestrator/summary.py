@@ -2,32 +2,38 @@
 
 Per study (problem, device class): the best config for the key (the promoted row, preferring the
 one this job wrote), its time, TFLOP/s and GB/s, % of the device's roofline when the class's peak
-numbers are known (never for ``cpu``), speedups of the best config's trial over the median ``ok``
-trial and over the default config's trial (both in this study; never the re-timed time over a
-trial's), and trials by outcome, measured and reused.
+numbers are known (never for ``cpu``), and trials by outcome, measured and reused. Given the
+job's winners (orchestrator.promotion), also this job's winner and its speedups over the default
+config and the study's median config, all three timed side by side in the one final re-timing;
+never a re-timed time over an earlier trial's (a study not re-timed, as in a cancelled job, has no
+speedups; one whose only config was the default has 1.00x, one measurement on both sides).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from db import Database, Objective, TrialOutcome, repository
 from db.repository import JobRecord
-from orchestrator.bundle_export import default_config
 from orchestrator.rates import rates
 from search_spaces.registry import spec_from_storage
-from search_spaces.space import config_key
+
+if TYPE_CHECKING:
+    from orchestrator.promotion import Winner
 
 
 def collect(
-    database: Database, job_id: int, kernel_modules: Collection[str] = ()
+    database: Database,
+    job_id: int,
+    kernel_modules: Collection[str] = (),
+    winners: Mapping[int, Winner] | None = None,
 ) -> dict[str, Any]:
-    """The job's summary: ``{"job", "status", "kernel", "studies": [...]}`` (see the module doc).
+    """The job's summary: ``{"job", "status", "kernel", "studies": [...]}`` (see the module doc);
+    ``winners``: per study id, what this run's promotion re-timed.
 
     The job row's kernel is loaded through :func:`search_spaces.registry.spec_from_storage`: a
     ``module:attribute`` is imported only if ``kernel_modules`` allows it.
@@ -73,24 +79,12 @@ def collect(
                 "status": study.status.value,
                 "sampler": study.sampler,
             }
+            winner = (winners or {}).get(study.id)
+            entry["retimed"] = None if winner is None else _retimed(winner)
+            # Speedups compare like with like: times of one re-timing, never a trial's.
+            entry["speedup_vs_default"] = winner.speedup_vs_default if winner else None
+            entry["speedup_vs_median"] = winner.speedup_vs_median if winner else None
             if best_ms:
-                # Speedups compare like with like: the best config's own trial in this study
-                # against the median ok trial and the default's trial, all measured the same
-                # way (the best's re-timed time_ms is never divided by a trial's time).
-                own = ok.get(config_key(best_cfg)) if best_cfg is not None else None
-                own_ms = own.median_ms if own is not None else None
-                default = ok.get(config_key(default_config(kernel, cls)))
-                medians = [t.median_ms for t in ok.values() if t.median_ms]
-                entry["best_trial_ms"] = own_ms
-                entry["default_time_ms"] = default.median_ms if default is not None else None
-                entry["speedup_vs_median"] = (
-                    statistics.median(medians) / own_ms if medians and own_ms else None
-                )
-                entry["speedup_vs_default"] = (
-                    entry["default_time_ms"] / own_ms
-                    if entry["default_time_ms"] and own_ms
-                    else None
-                )
                 r = rates(kernel, problem, best_ms, cls.name)
                 entry.update(tflops=r.tflops, gbs=r.gbs, roofline_pct=r.roofline_pct)
             studies.append(entry)
@@ -102,6 +96,18 @@ def collect(
         "objective": objective.value,
         "error": job.error,
         "studies": studies,
+    }
+
+
+def _retimed(winner: Winner) -> dict[str, Any]:
+    """This job's winner as its final re-timing measured it, with the two references."""
+    return {
+        "config": winner.config,
+        "time_ms": winner.time_ms,
+        "retimed": winner.retimed,
+        "promoted": winner.promoted,
+        "default_ms": winner.default_ms,
+        "median_ms": winner.median_ms,
     }
 
 
@@ -122,17 +128,29 @@ def render(summary: dict[str, Any], console: Console) -> None:
         table.add_column("")
         counts = ", ".join(f"{k} {v}" for k, v in sorted(st["trials"].items()))
         config = ", ".join(f"{k}={v}" for k, v in (best.get("config") or {}).items())
-        for name, value in (
+        retimed = st.get("retimed") or {}
+        winner = ("winner, re-timed", _fmt(retimed.get("time_ms"), ".4g", " ms"))
+        if retimed and not retimed["retimed"]:
+            winner = ("winner", _fmt(retimed["time_ms"], ".4g", " ms (its trial, not re-timed)"))
+        rows = [
             ("best config", config or "-"),
             ("time", _fmt(best.get("time_ms"), ".4g", " ms")),
             ("TFLOP/s", _fmt(st.get("tflops"), ".3g")),
             ("GB/s", _fmt(st.get("gbs"), ".3g")),
             ("% of roofline", _fmt(st.get("roofline_pct"), ".0f", "%")),
-            ("vs median trial", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
+        ]
+        if retimed and not retimed["promoted"]:
+            mine = ", ".join(f"{k}={v}" for k, v in retimed["config"].items())
+            rows.append(("this job's winner", f"{mine} (not faster than the stored best)"))
+        rows += [
+            winner,
+            ("default, same timing", _fmt(retimed.get("default_ms"), ".4g", " ms")),
+            ("median config, same timing", _fmt(retimed.get("median_ms"), ".4g", " ms")),
             ("vs default config", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
-            ("default config trial", _fmt(st.get("default_time_ms"), ".4g", " ms")),
+            ("vs median config", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
             ("trials", f"{counts or 'none'} (measured {st['measured']}, reused {st['reused']})"),
-        ):
+        ]
+        for name, value in rows:
             table.add_row(name, value)
         console.print(table)
     if summary.get("error"):

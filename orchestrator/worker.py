@@ -31,7 +31,7 @@ CALL_LOG_LENGTH = 100_000
 class WorkerPlan:
     """How to start one worker actor: its backend and what it asks of the cluster."""
 
-    backend: str  # "auto" (this node's GPU), "interpreter" or "replay"
+    backend: str  # "auto", "cuda" or "rocm" (this node's GPU), "interpreter" or "replay"
     replay_paths: tuple[str, ...] = ()
     num_gpus: float = 0.0
     num_cpus: float = 0.0

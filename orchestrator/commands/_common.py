@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from db import Database
+    from orchestrator.jobs import DeviceSource
 
 DbOption = Annotated[
     str | None,
@@ -30,20 +31,37 @@ WideOption = Annotated[
 KernelArgument = Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")]
 JobArgument = Annotated[int, typer.Argument(help="Job id.")]
 
-DEVICE_CHOICES = ("auto", "cuda", "rocm", "interpreter")
-DeviceOption = Annotated[str, typer.Option("--device", help="auto|cuda|rocm|interpreter")]
+#: The one value set of ``--device`` (orchestrator.jobs.DeviceSource), for every command.
+DEVICE_HELP = (
+    "auto (the GPUs, else Triton's CPU interpreter), cuda, rocm, interpreter, or "
+    "replay:FILE[,FILE] (a landscape recorded by `tunefleet record` answers)"
+)
+DeviceOption = Annotated[str, typer.Option("--device", help=f"{DEVICE_HELP}.")]
+DevicesOption = Annotated[
+    list[str] | None,
+    typer.Option("--device", help=f"{DEVICE_HELP}; repeatable (default auto)."),
+]
 
 
-def check_device(device: str) -> str:
-    """``device`` if it is one of DEVICE_CHOICES; else OrchestratorError (one line, exit 2)."""
-    if device.startswith("replay:"):
+def parse_device(text: str) -> DeviceSource:
+    """``--device``'s value, parsed as a job's devices are (JobSpecError: one line, exit 2)."""
+    from orchestrator.jobs import DeviceSource
+
+    return DeviceSource.parse(text)
+
+
+def check_device(text: str) -> DeviceSource:
+    """``--device``'s value for a command that measures this machine's device: a replayed one
+    is refused (one line, exit 2)."""
+    from orchestrator.jobs import SourceKind
+
+    source = parse_device(text)
+    if source.kind is SourceKind.REPLAY:
         raise OrchestratorError(
-            f"--device {device!r}: replayed devices answer tune jobs; this command times on this "
-            f"machine: use one of {', '.join(DEVICE_CHOICES)}"
+            f"--device {text!r}: this command measures this machine's device and a replayed one "
+            "has nothing to measure; use auto, cuda, rocm or interpreter"
         )
-    if device not in DEVICE_CHOICES:
-        raise OrchestratorError(f"--device {device!r} is not one of {', '.join(DEVICE_CHOICES)}")
-    return device
+    return source
 
 
 def open_database(url: str | None) -> Database:

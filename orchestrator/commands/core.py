@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from orchestrator.commands._common import (
     DbOption,
@@ -20,13 +19,14 @@ from orchestrator.commands._common import (
     WideOption,
     check_device,
     console,
+    parse_device,
     print_json,
 )
 from orchestrator.commands.tables import Column, print_table
 from orchestrator.errors import OrchestratorError
-from search_spaces import Config, ConfigError, DeviceLimits, KernelSpec, get_spec
 
 if TYPE_CHECKING:
+    from search_spaces import Config, DeviceLimits, KernelSpec
     from workers.device import Fingerprint
     from workers.measurement import Measurement
 
@@ -42,6 +42,8 @@ def resolve_config(spec: KernelSpec, text: str, limits: DeviceLimits) -> Config:
 def read_configs(spec: KernelSpec, path: Path, limits: DeviceLimits) -> list[Config]:
     """The configs of a ``--configs`` file (one ``NAME=VALUE,...`` per line), each checked on
     ``limits``; ConfigError names the line of the first bad one."""
+    from search_spaces import ConfigError
+
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
@@ -100,6 +102,8 @@ def space(
     json_out: JsonOption = False,
 ) -> None:
     """Show a kernel's search space on a device class: parameters, constraints, default, counts."""
+    from rich.table import Table
+
     from orchestrator.service import kernel_space
 
     view = kernel_space(kernel, device_class)
@@ -224,23 +228,39 @@ def trial(
     ] = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Compile, check and time one config of a kernel on one problem in an isolated process."""
+    """Compile, check and time one config of a kernel on one problem in an isolated process
+    (on a replayed device: the time its landscape recorded)."""
+    from orchestrator.jobs import SourceKind
     from orchestrator.rates import rates
+    from search_spaces import get_spec
     from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRequest, TrialRunner
 
-    check_device(device)
+    source = parse_device(device)
     spec = get_spec(kernel)
     problem = spec.parse_problem(problem_text)
-    fingerprint = detect(device)[0]
-    limits = fingerprint.limits()
-    config = resolve_config(spec, config_text, limits)
-    overrides: dict[str, object] = (
-        {"graph": graph} if reps is None else {"graph": graph, "reps": reps}
-    )
-    options = RunnerOptions.for_backend(fingerprint.backend, **overrides)
-    with TrialRunner(options) as runner:
-        m: Measurement = runner.run(TrialRequest(kernel=kernel, problem=problem, config=config))
+    if source.kind is SourceKind.REPLAY:
+        from workers.replay import ReplayRunner
+
+        if graph or reps is not None:
+            raise OrchestratorError(
+                "--graph and --reps say how to time on a device; a replayed device answers with "
+                "the time its landscape recorded: leave them out"
+            )
+        replay = ReplayRunner(source.paths)
+        fingerprint, limits = replay.fingerprint, replay.limits
+        config = resolve_config(spec, config_text, limits)
+        m: Measurement = replay.run(TrialRequest(kernel=kernel, problem=problem, config=config))
+    else:
+        fingerprint = detect(source.kind.value)[0]
+        limits = fingerprint.limits()
+        config = resolve_config(spec, config_text, limits)
+        overrides: dict[str, object] = (
+            {"graph": graph} if reps is None else {"graph": graph, "reps": reps}
+        )
+        options = RunnerOptions.for_backend(fingerprint.backend, **overrides)
+        with TrialRunner(options) as runner:
+            m = runner.run(TrialRequest(kernel=kernel, problem=problem, config=config))
     rate = rates(spec, problem, m.median_ms)
     out = {
         "kernel": spec.name,
@@ -268,6 +288,8 @@ def trial(
             )
         if fingerprint.backend is Backend.INTERPRETER:
             c.print("[dim]interpreter: times describe the CPU, not a GPU[/]")
+        elif fingerprint.backend is Backend.REPLAY:
+            c.print("[dim]replay: the time the landscape recorded, not measured now[/]")
     if m.outcome.value != "ok":
         raise typer.Exit(1)
 
@@ -309,10 +331,11 @@ def record(
 
     from orchestrator.output import check_file
     from orchestrator.record import RecordPace, record_landscape, save_landscape
+    from search_spaces import get_spec
     from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRunner
 
-    check_device(device)
+    source = check_device(device)
     if fmt not in ("native", "t4"):
         raise OrchestratorError(f"--format {fmt!r} is not native or t4")
     spec = get_spec(kernel)
@@ -326,7 +349,7 @@ def record(
         path = out if len(parsed) == 1 and out.suffix in (".json", ".gz") else out / name
         check_file(path)  # before anything is timed
         targets.append((problem, name, path))
-    fingerprint = detect(device)[0]
+    fingerprint = detect(source.kind.value)[0]
     chosen = (
         None if configs_file is None else read_configs(spec, configs_file, fingerprint.limits())
     )

@@ -17,9 +17,9 @@ from rich.table import Table
 from db import Objective
 from orchestrator.commands._common import console, print_json
 from orchestrator.commands.tables import Column, print_table
-from orchestrator.progress import Reporter
 
 if TYPE_CHECKING:
+    from orchestrator.progress import Reporter
     from orchestrator.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
 
 #: Seconds between two polls of a watched job.
@@ -167,6 +167,7 @@ def best_row(b: BestView) -> dict[str, Any]:
         "config": b.config,
         "time_ms": b.time_ms,
         "job": b.job_id,
+        "cancelled_job": b.cancelled_job,
         "team": b.team,
         "tflops": b.tflops,
         "gbs": b.gbs,
@@ -222,13 +223,32 @@ def show_best(
             b.triton,
             _pairs(b.config, ", "),
             f"{b.time_ms:.4g}",
-            str(b.job_id),
+            f"{b.job_id}{CANCELLED_MARK if b.cancelled_job else ''}",
             b.team or "-",
             _revalidated(b.revalidation),
         ]
         for b in rows_in
     ]
     print_table(columns, rows, wide=wide)
+    note = cancelled_note(rows_in)
+    if note:
+        console().print(note, markup=False)
+
+
+#: After a job id in ``best``: the config comes from a cancelled job.
+CANCELLED_MARK = "*"
+
+
+def cancelled_note(rows: Sequence[BestView]) -> str | None:
+    """The line explaining CANCELLED_MARK, naming the cancelled jobs (None if there are none)."""
+    jobs = sorted({b.job_id for b in rows if b.cancelled_job and b.job_id is not None})
+    if not jobs:
+        return None
+    named = ", ".join(map(str, jobs))
+    return (
+        f"{CANCELLED_MARK} from cancelled job {named}: its fastest trial so far, not re-timed; "
+        f"`tunefleet resume {jobs[0]}` finishes it"
+    )
 
 
 def watch(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orchestrator.commands import render
 from orchestrator.commands._common import JsonOption
 from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.commands.tune import (
@@ -28,13 +27,16 @@ from orchestrator.commands.tune import (
     build_spec,
 )
 from orchestrator.errors import OrchestratorError
-from orchestrator.jobs import JobSpec
-from orchestrator.progress import reporter_for
+
+if TYPE_CHECKING:
+    from orchestrator.jobs import JobSpec
 
 
 def job_request(spec: JobSpec) -> dict[str, Any]:
     """The job's fields as a server's ``POST /v1/jobs`` takes them: kernel, problems and every
     field that is not at its default (a server of an older version knows fewer fields)."""
+    from orchestrator.jobs import JobSpec
+
     given = spec.to_dict()
     default = JobSpec(spec.kernel, spec.problems).to_dict()
     return {k: v for k, v in given.items() if k in ("kernel", "problems") or v != default[k]}
@@ -64,6 +66,9 @@ def submit(
     json_out: JsonOption = False,
 ) -> None:
     """Queue a job (a job file or a kernel with -p problems) on a tunefleet server."""
+    from orchestrator.commands import render
+    from orchestrator.progress import reporter_for
+
     spec = build_spec(target, problem, locals())
     client = client_for(server, token_file, None)
     if client is None:

@@ -1,8 +1,7 @@
 """Job commands: ``tune``, ``jobs``, ``job``, ``cancel``, ``resume``, ``best``, ``pull``, ``plot``.
 
-Ray, Optuna, the driver and the service layer (SQLAlchemy) are imported inside the commands
-that need them, so building the CLI
-stays light.
+Ray, Optuna, the driver, the service layer (SQLAlchemy), rich and the kernel registry are
+imported inside the commands that need them, so building the CLI stays light.
 """
 
 from __future__ import annotations
@@ -10,15 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from db import JobStatus, Objective
-from orchestrator import samplers
-from orchestrator.commands import render
+from db.states import JobStatus, Objective
 from orchestrator.commands._common import (
     DbOption,
+    DevicesOption,
     JobArgument,
     JsonOption,
     KernelArgument,
@@ -27,9 +25,10 @@ from orchestrator.commands._common import (
 )
 from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.errors import OrchestratorError
-from orchestrator.jobs import JobSpec, load_job_file
-from orchestrator.progress import reporter_for
-from search_spaces.registry import get_spec
+from orchestrator.samplers import BUILTINS, DEFAULT
+
+if TYPE_CHECKING:
+    from orchestrator.jobs import JobSpec
 
 ProblemOption = Annotated[
     list[str] | None,
@@ -84,11 +83,17 @@ WidenOption = Annotated[
 ]
 TrialsOption = Annotated[int | None, typer.Option(help="Trials per study (default 30).")]
 MinutesOption = Annotated[float | None, typer.Option(help="Wall-clock budget of the job.")]
-SamplerOption = Annotated[str | None, typer.Option(help=f"Search strategy; {samplers.help_text()}")]
-DeviceSourceOption = Annotated[
-    list[str] | None,
-    typer.Option("--device", help="auto (default), interpreter or replay:FILE (repeatable)."),
-]
+#: The built-in samplers' help (plug-ins are not loaded to build the CLI: an unknown name lists
+#: every installed sampler).
+SAMPLER_HELP = (
+    "Search strategy; "
+    + "; ".join(
+        f"{e.name}: {e.help}" for e in sorted(BUILTINS, key=lambda e: (e.name != DEFAULT, e.name))
+    )
+    + "; or a sampler a package installs (tunefleet.samplers entry point)."
+)
+SamplerOption = Annotated[str | None, typer.Option(help=SAMPLER_HELP)]
+DeviceSourceOption = DevicesOption
 SeedOption = Annotated[int | None, typer.Option(help="Sampler seed (default 0).")]
 TopKOption = Annotated[int | None, typer.Option("--top-k", help="Configs re-timed at the end (3).")]
 TeamOption = Annotated[str | None, typer.Option(help="Team that owns the job.")]
@@ -155,6 +160,9 @@ def spec_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
 def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]) -> JobSpec:
     """The job of a command line: a job file with the SPEC_FIELDS given in ``values`` over its
     own, or a kernel name with its ``-p`` problems (values that are None or empty are not given)."""
+    from orchestrator.jobs import JobSpec, load_job_file
+    from search_spaces.registry import get_spec
+
     overrides = spec_overrides(values)
     if target.endswith((".yaml", ".yml", ".json")):
         if problem:
@@ -202,7 +210,8 @@ def tune(
 
     from orchestrator import service
     from orchestrator.checks import replay_coverage
-    from orchestrator.progress import JsonLinesReporter
+    from orchestrator.commands import render
+    from orchestrator.progress import JsonLinesReporter, reporter_for
 
     if json_out and json_lines:
         raise OrchestratorError("give --json or --json-lines, not both")
@@ -262,6 +271,8 @@ def resume(
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
     from orchestrator import service
+    from orchestrator.commands import render
+    from orchestrator.progress import reporter_for
 
     summary = service.resume_job(
         open_database(db),
@@ -333,6 +344,7 @@ def jobs(
 ) -> None:
     """List jobs, newest first: status, trials done of budget, best so far, team, age."""
     from orchestrator import service
+    from orchestrator.commands import render
 
     client = client_for(server, token_file, db)
     if client is None:
@@ -361,6 +373,8 @@ def job(
 ) -> None:
     """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
     from orchestrator import service
+    from orchestrator.commands import render
+    from orchestrator.progress import reporter_for
 
     client = client_for(server, token_file, db)
     if client is None:
@@ -395,6 +409,8 @@ def best(
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
     from orchestrator import service
+    from orchestrator.commands import render
+    from search_spaces.registry import get_spec
 
     problems: list[str | None] = list(problem or []) or [None]
     classes: list[str | None] = list(device_class or []) or [None]
@@ -443,25 +459,36 @@ def pull(
     token_file: TokenFileOption = None,
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time)."""
+    import sys
+
     from orchestrator import service
+    from orchestrator.commands.render import cancelled_note
     from orchestrator.vllm_export import write_files
 
     t4 = fmt == "t4"
     if t4:
         fmt = "native"  # T4 files are written from the native bundles
+    classes: list[str | None] = list(device_class or []) or [None]
     client = client_for(server, token_file, db)
     if client is None:
+        database = open_database(db)
         files = service.bundle_files(
-            open_database(db),
+            database,
             kernel,
             device_classes=device_class or [],
             objective=objective,
             fmt=fmt,
         )
+        bests = [
+            b
+            for c in classes
+            for b in service.best_configs(
+                database, kernel=kernel, device_class=c, objective=objective
+            )
+        ]
     else:
         from orchestrator.client import bundle_members
 
-        classes: list[str | None] = list(device_class or []) or [None]
         with client:
             files = [
                 member
@@ -469,6 +496,11 @@ def pull(
                 for member in bundle_members(
                     client.bundle(kernel, device_class=c, objective=objective.value, fmt=fmt)
                 )
+            ]
+            bests = [
+                b
+                for c in classes
+                for b in client.best(kernel, device_class=c, objective=objective.value)
             ]
     named = [(f.filename, f.content.decode()) for f in files]
     if t4:
@@ -480,6 +512,9 @@ def pull(
         ]
     for path in write_files(named, out):
         print(path)
+    note = cancelled_note(bests)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def plot(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from db import Database, DatabaseUnavailable, DatabaseURLError, default_url
-from db.session import BUSY_TIMEOUT_S
+from db import Database, DatabaseUnavailable, DatabaseURLError, SchemaOutOfDate, default_url
+from db.session import BUSY_TIMEOUT_S, declared_head
 
 
 @pytest.mark.parametrize(
@@ -108,3 +108,21 @@ def test_importing_db_loads_no_gpu_or_search_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd()
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_the_head_the_migration_files_declare_is_alembics(tmp_path: Path) -> None:
+    """``declared_head`` (read as text) names the revision Alembic migrates to, so a database
+    at it is checked without Alembic; one behind still goes through Alembic and is refused."""
+    database = Database(f"sqlite:///{tmp_path}/head.db")
+    assert declared_head() == database._head()
+    database.upgrade()
+    code = (
+        "import sys\nfrom db import Database\n"
+        f"Database({database.url!r}).ensure_schema()\nprint('alembic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    with database.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE tf_alembic_version SET version_num = '0001'"))
+    with pytest.raises(SchemaOutOfDate, match="behind"):
+        database.check_schema()

@@ -96,7 +96,7 @@ def test_a_worker_retired_for_crashes_is_replaced_and_the_job_promotes(
         result = Driver(db, pool, retime_rounds=1, poll_s=0.0).run(submit_job(db, spec, pool))
         assert result.status is JobStatus.DONE
         (winner,) = result.winners.values()
-        assert winner[2]  # promoted
+        assert winner.promoted
         with db.session(readonly=True) as s:
             (study,) = repository.studies_for_job(s, result.job_id)
             outcomes = [t.outcome for t in repository.trials_for_study(s, study.id)]

@@ -35,7 +35,10 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         (["trial", "matmul", "-p", TINY, "-c", "BLOCK_M=48"], "BLOCK_M=48 is not allowed"),
         (["trial", "matmul", "-p", TINY, "-c", "BLOCK_M=256,BLOCK_N=16"], "tile-aspect"),
         (["trial", "matmul", "-p", TINY, "-c", "waves_per_eu=2"], "does not exist on cpu"),
-        (["trial", "matmul", "-p", TINY, "--device", "tpu"], "--device 'tpu'"),
+        (
+            ["trial", "matmul", "-p", TINY, "--device", "tpu"],
+            "unknown device 'tpu'; use auto, cuda",
+        ),
         (["space", "nosuchmodule:SPEC"], "cannot import 'nosuchmodule'"),
         (["space", "json:dumps"], "not a tunefleet KernelSpec"),
         (["space", "matmul", "--device-class", "Z80"], "Z80"),

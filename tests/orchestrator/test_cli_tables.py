@@ -1,11 +1,21 @@
 """Tables at 80 columns: no line wider than the terminal, no header cut or split, no cell cut
-short (…), a legend for short headers; --wide shows every column's full header."""
+short (…), a legend for short headers; --wide shows every column's full header; a best config
+from a cancelled job is marked in `best` (and --json) and `pull` says so."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from db import Database
+from orchestrator import service
 from orchestrator.cli import main
+from orchestrator.jobs import JobSpec
+from tests.orchestrator.rows import add_study
+
+SMALL = {"M": 16, "N": 16, "K": 16, "dtype": "float16"}
 
 
 def run(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
@@ -86,3 +96,32 @@ def test_wide_shows_every_column_at_full_width(
     assert "memory bandwidth GB/s" in found and "shared mem per block" in found
     assert "…" not in out and "more column(s)" not in out
     assert KNOWN_CLASSES[0].source in out  # the longest cell, on one line
+
+
+def test_best_and_pull_mark_a_config_from_a_cancelled_job(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("TUNEFLEET_SERVER", raising=False)
+    url = f"sqlite:///{tmp_path}/cancelled.db"
+    database = Database(url)
+    database.ensure_schema()
+    job = service.submit_job(
+        database, JobSpec.from_mapping({"kernel": "matmul", "problems": [SMALL]})
+    )
+    add_study(database, job, SMALL, [("ok", 2.0), ("ok", 0.7)])
+    service.cancel_job(database, job)
+    out = run(capsys, ["best", "matmul", "--db", url])
+    assert_fits(out)
+    (row,) = [line for line in out.splitlines() if "M=16" in line]
+    assert f"{job}*" in row
+    note = " ".join(out.split("2 more column(s)")[-1].split())
+    assert f"* from cancelled job {job}: its fastest trial so far, not re-timed" in note
+    assert f"`tunefleet resume {job}` finishes it" in note
+    (best,) = json.loads(run(capsys, ["best", "matmul", "--db", url, "--json"]))["best"]
+    assert best["cancelled_job"] is True and best["job"] == job
+    with pytest.raises(SystemExit) as done:
+        main(["pull", "matmul", "--out", str(tmp_path / "bundle"), "--db", url])
+    out, err = capsys.readouterr()
+    assert done.value.code in (0, None) and out.strip().endswith(".json"), err
+    assert err.startswith(f"note: * from cancelled job {job}") and err.count("\n") == 1

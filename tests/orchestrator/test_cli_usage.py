@@ -7,6 +7,7 @@ without editing this file. Every case fails while parsing, so no command body ru
 from __future__ import annotations
 
 import enum
+import json
 import pathlib
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ import typer
 
 from orchestrator.cli import build_app, main
 from tests.gpu import has_gpu
+from tests.orchestrator.conftest import H200
 
 
 def run(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str, str]:
@@ -194,7 +196,15 @@ def test_walk_covers_every_option_kind() -> None:
         ),
         (
             ["trial", "matmul", "-p", "M=32,N=32,K=32,dtype=float16", "--device", "replay:x"],
-            "replayed devices answer tune jobs",
+            "landscape file x does not exist",
+        ),
+        (
+            ["trial", "matmul", "-p", "M=32,N=32,K=32,dtype=float16", "--device", "gpu"],
+            "unknown device 'gpu'; use auto, cuda, rocm, interpreter or replay:file",
+        ),
+        (
+            ["tune", "matmul", "-p", "M=32,N=32,K=32,dtype=float16", "--device", "gpu"],
+            "unknown device 'gpu'; use auto, cuda, rocm, interpreter or replay:file",
         ),
         (
             ["trial", "matmul", "-p", "M=32,M=64,N=32,K=32,dtype=float16"],
@@ -210,11 +220,51 @@ def test_device_and_problem_hints_name_real_options(
     assert "--backend" not in err
 
 
-def test_job_devices_say_what_a_job_takes() -> None:
-    from orchestrator.errors import JobSpecError
+def test_trial_and_tune_take_one_device_value_set(
+    capsys: pytest.CaptureFixture[str], landscapes: dict[str, list[pathlib.Path]]
+) -> None:
+    """Both say the same in their help, both parse through the one DeviceSource; trial answers a
+    replayed device from its landscape, record (it measures this machine) refuses one."""
+    from orchestrator.commands._common import DEVICE_HELP
     from orchestrator.jobs import DeviceSource
 
-    with pytest.raises(
-        JobSpecError, match=r"a job's workers take auto .* interpreter or replay:FILE"
-    ):
-        DeviceSource.parse("cuda")
+    def device_help(command: str) -> str:
+        (option,) = [p for p in LEAVES_BY_PATH[(command,)].params if p.name == "device"]
+        return str(option.help)
+
+    assert device_help("trial").startswith(DEVICE_HELP)
+    assert device_help("tune").startswith(DEVICE_HELP)
+    assert device_help("record").startswith(DEVICE_HELP)
+    replay = f"replay:{landscapes[H200][0]}"
+    for value in ("auto", "cuda", "rocm", "interpreter", replay):
+        assert str(DeviceSource.parse(value)).startswith(value.split(":")[0])
+    problem = "M=256,N=256,K=256,dtype=float16"
+    code, out, err = run(capsys, ["trial", "matmul", "-p", problem, "--device", replay, "--json"])
+    assert code == 0, err
+    answered = json.loads(out)
+    assert answered["backend"] == "replay" and answered["outcome"] == "ok"
+    assert answered["device_class"] == f"replay:{H200}" and answered["median_ms"] > 0
+    args = ["record", "matmul", "-p", problem, "--device", replay, "--out", "x.json"]
+    err = _one_error_line(*run(capsys, args))
+    assert "measures this machine's device" in err and "use auto, cuda, rocm or interpreter" in err
+
+
+def test_every_option_a_message_names_is_an_option_of_the_cli() -> None:
+    """Hints say what to do with real options: each ``--name`` written in the packages' source
+    is an option of some command (or one of another program: ``ray start --head``)."""
+    import re
+
+    commands = [ROOT, *(command for _, command in LEAVES)]
+    options = {"--help"} | {
+        o for command in commands for p in command.params for o in p.opts if o.startswith("--")
+    }
+    others = {"--head", "--flag"}  # `ray start --head`; capture's example of an app's own flag
+    root = pathlib.Path(__file__).resolve().parents[2]
+    named = {
+        (m.group(1), str(path.relative_to(root)))
+        for package in ("orchestrator", "workers", "search_spaces", "db")
+        for path in (root / package).rglob("*.py")
+        for m in re.finditer(r"(?<![\w-])(--[a-z][a-z-]+)", path.read_text())
+    }
+    unknown = sorted((o, where) for o, where in named if o not in options | others)
+    assert not unknown, unknown

@@ -12,12 +12,13 @@ import sqlalchemy as sa
 
 from db import Database, JobStatus, repository
 from db.models import Trial
-from orchestrator import samplers
+from orchestrator import samplers, service
 from orchestrator.driver import Driver, plan_job, submit_job
 from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.worker import WorkerPlan
+from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from tests.orchestrator.conftest import A100, H200
 
@@ -66,8 +67,8 @@ def test_a_job_runs_every_study_promotes_and_a_second_job_reuses_it_all(
     with database.session(readonly=True) as s:
         best = repository.get_best(s, "matmul", kernel_version=get_spec("matmul").version_hash())
     assert sorted(b.device_class_key for b in best) == sorted([H200_CLASS, A100_CLASS] * 2)
-    for config, time_ms, promoted in first.winners.values():
-        assert promoted and time_ms > 0 and config
+    for winner in first.winners.values():
+        assert winner.promoted and winner.time_ms > 0 and winner.config
 
     before = calls(pool)
     second = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
@@ -99,6 +100,39 @@ def test_stop_hands_the_job_back_queued_with_in_flight_trials_recorded_and_resum
     trials = rows(database, job_id)
     assert len(trials) == 2 * 10 == calls(pool)  # the budget, nothing measured twice
     assert all(n == 1 for n in Counter((t.study_id, t.config_key) for t in trials).values())
+
+
+def test_a_cancelled_job_promotes_its_fastest_trials_marked_and_resume_replaces_them(
+    pool: LocalPool, database: Database
+) -> None:
+    job_id = submit_job(database, spec(trials=10, device_classes=[H200_CLASS]), pool)
+
+    def cancel_after_five() -> bool:  # as `tunefleet cancel` does, while the job runs
+        if len(rows(database, job_id)) >= 5:
+            with database.session() as s:
+                repository.request_cancel(s, job_id)
+        return False
+
+    cancelled = Driver(database, pool, poll_s=0.0, stop=cancel_after_five).run(job_id)
+    assert cancelled.status is JobStatus.CANCELLED and len(cancelled.winners) == 2
+    assert all(not w.retimed and w.speedup_vs_default is None for w in cancelled.winners.values())
+    trials = rows(database, job_id)
+    bests = service.best_configs(database, kernel="matmul", device_class=H200_CLASS)
+    assert len(bests) == 2 and all(b.job_id == job_id and b.cancelled_job for b in bests)
+    for b in bests:  # each study's fastest ok trial, at its trial time
+        key = problem_key(b.problem)
+        ok = [t.median_ms for t in trials if t.problem_key == key and t.median_ms]
+        assert b.time_ms == min(ok)
+
+    resumed = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(job_id)
+    assert resumed.status is JobStatus.DONE
+    trials = rows(database, job_id)
+    assert len(trials) == 2 * 10
+    bests = service.best_configs(database, kernel="matmul", device_class=H200_CLASS)
+    assert len(bests) == 2 and not any(b.cancelled_job for b in bests)
+    for b in bests:  # noise-free replay: the re-timed winner is the fastest trial of all
+        key = problem_key(b.problem)
+        assert b.time_ms == min(t.median_ms for t in trials if t.problem_key == key and t.median_ms)
 
 
 def test_a_sampler_that_does_not_fit_the_space_is_refused_before_anything_is_written(

@@ -168,6 +168,23 @@ def test_cancel_under_a_live_an_expired_and_no_lease(db: Database) -> None:
         service.cancel_job(db, queued)
 
 
+def test_cancelling_a_job_nobody_runs_promotes_its_fastest_ok_trials_marked(db: Database) -> None:
+    job_id = service.submit_job(db, spec(team="red"))
+    add_study(db, job_id, SMALL, [("ok", 2.0), ("ok", 0.7), ("crash", 0.1), ("ok", 1.5)])
+    other = service.submit_job(db, spec())
+    store_best(db, other, "cpu", BIG)
+    service.cancel_job(db, job_id)
+    (best,) = service.best_configs(db, kernel="matmul", problem="M=16,N=16,K=16,dtype=float16")
+    assert (best.job_id, best.team, best.time_ms) == (job_id, "red", 0.7)
+    assert best.config == {**CONFIG, "BLOCK_K": 32} and best.cancelled_job
+    wire = json.loads(json.dumps(best.to_dict()))
+    assert service.BestView.from_dict(wire) == best
+    del wire["cancelled_job"]  # a server of an older version does not send it
+    assert not service.BestView.from_dict(wire).cancelled_job
+    (kept,) = service.best_configs(db, kernel="matmul", problem="M=64,N=64,K=64,dtype=float16")
+    assert kept.job_id == other and not kept.cancelled_job
+
+
 def test_run_refuses_a_live_lease_and_a_done_job_before_ray(db: Database) -> None:
     job_id = service.submit_job(db, spec())
     with db.session() as s:

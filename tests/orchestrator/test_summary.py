@@ -1,61 +1,101 @@
-"""Honest speedups in a job's summary: the best config's own trial against the median ok trial
-and the default's trial of the same study; a job whose best is the default reports 1.00x."""
+"""Honest speedups in a job's summary: the winner, the default config and the study's median
+config timed side by side in the one final re-timing (replayed with noise, so a re-timing is
+never a trial's time again); a job whose only config was the default is not re-timed and reports
+1.00x; a study of a cancelled job has no speedups."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from db import Database, JobStatus, repository
-from orchestrator.bundle_export import default_config
+from orchestrator import service
 from orchestrator.driver import Driver, submit_job
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
-from orchestrator.summary import collect
+from orchestrator.worker import PoolOptions, WorkerPlan
 from search_spaces.registry import get_spec
 from search_spaces.space import config_key
+from tests.orchestrator.conftest import H200
 
 SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
 
 
 @pytest.fixture
-def pool(h200_pool: LocalPool) -> LocalPool:
-    return h200_pool
+def pool(landscapes: dict[str, list[Path]]) -> Iterator[LocalPool]:
+    """One replay worker of the H200 landscapes whose every timing carries 5% noise."""
+    plan = WorkerPlan("replay", tuple(str(p) for p in landscapes[H200]))
+    local = LocalPool([plan], PoolOptions(replay_noise=0.05, replay_seed=3))
+    yield local
+    local.shutdown()
 
 
-def _run(database: Database, pool: LocalPool, trials: int) -> dict[str, Any]:
+def _run(
+    database: Database, pool: LocalPool, trials: int
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The job's one study in its summary, and its trials' times by config key."""
     spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [SMALL], "trials": trials})
-    result = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
+    result = Driver(database, pool, retime_rounds=3, poll_s=0.0).run(
         submit_job(database, spec, pool)
     )
     assert result.status is JobStatus.DONE
-    return collect(database, result.job_id)
-
-
-def test_speedups_compare_trials_with_trials(pool: LocalPool, database: Database) -> None:
-    summary = _run(database, pool, trials=12)
+    summary = service.job_summary(database, result.job_id, winners=result.winners).to_dict()
     (study,) = summary["studies"]
     with database.session(readonly=True) as s:
-        (row,) = repository.studies_for_job(s, int(summary["job"]))
-        trials = repository.trials_for_study(s, row.id)
-        default_key = config_key(default_config(get_spec("matmul"), row.device_class))
-    ok = {t.config_key: t.median_ms for t in trials if t.median_ms}
-    own = ok[config_key(study["best"]["config"])]
-    assert study["best_trial_ms"] == own
-    assert study["speedup_vs_median"] == pytest.approx(statistics.median(ok.values()) / own)
-    assert study["speedup_vs_default"] == pytest.approx(ok[default_key] / own)
+        (row,) = repository.studies_for_job(s, result.job_id)
+        trials_ms: dict[str, float] = {
+            t.config_key: t.median_ms
+            for t in repository.trials_for_study(s, row.id)
+            if t.median_ms is not None
+        }
+    return study, trials_ms
+
+
+def test_speedups_come_from_one_retiming_of_winner_default_and_median(
+    pool: LocalPool, database: Database
+) -> None:
+    study, trials_ms = _run(database, pool, trials=12)
+    retimed = study["retimed"]
+    assert retimed["retimed"] and retimed["promoted"]
+    assert study["best"]["time_ms"] == retimed["time_ms"]
+    assert study["speedup_vs_default"] == retimed["default_ms"] / retimed["time_ms"]
+    assert study["speedup_vs_median"] == retimed["median_ms"] / retimed["time_ms"]
+    default = get_spec("matmul").default_for(pool.workers()[0].limits)
+    median_ms = statistics.median_low(trials_ms.values())
+    # Re-timed, not read back from a trial: noise makes a fresh timing differ from the trial's.
+    assert retimed["default_ms"] != trials_ms[config_key(default)]
+    assert retimed["median_ms"] != median_ms
+    assert retimed["time_ms"] not in trials_ms.values()
 
 
 def test_a_job_whose_best_is_the_default_reports_no_speedup_over_it(
     pool: LocalPool, database: Database
 ) -> None:
-    summary = _run(database, pool, trials=1)  # the default is measured first
-    (study,) = summary["studies"]
-    with database.session(readonly=True) as s:
-        (row,) = repository.studies_for_job(s, int(summary["job"]))
-    default = default_config(get_spec("matmul"), row.device_class)
+    study, _ = _run(database, pool, trials=1)  # the default is measured first
+    default = get_spec("matmul").default_for(pool.workers()[0].limits)
     assert config_key(study["best"]["config"]) == config_key(default)
-    assert study["default_time_ms"] == study["best_trial_ms"]
+    assert study["retimed"]["retimed"] is False  # one config: nothing to choose, not re-timed
+    assert study["retimed"]["default_ms"] == study["retimed"]["time_ms"] == study["best"]["time_ms"]
     assert study["speedup_vs_default"] == 1.0 and study["speedup_vs_median"] == 1.0
+
+
+def test_a_study_not_retimed_has_no_speedups(pool: LocalPool, database: Database) -> None:
+    spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [SMALL], "trials": 12})
+    job_id = submit_job(database, spec, pool)
+
+    def cancel_after_first() -> bool:
+        with database.session() as s:
+            if repository.outcome_counts(s, repository.studies_for_job(s, job_id)[0].id):
+                repository.request_cancel(s, job_id)
+        return False
+
+    result = Driver(database, pool, poll_s=0.0, stop=cancel_after_first).run(job_id)
+    assert result.status is JobStatus.CANCELLED
+    summary = service.job_summary(database, job_id, winners=result.winners).to_dict()
+    (study,) = summary["studies"]
+    assert study["best"] is not None and study["retimed"]["retimed"] is False
+    assert study["speedup_vs_default"] is None and study["speedup_vs_median"] is None
