@@ -213,7 +213,8 @@ def show_best(
         Column("time (ms)", justify="right"),
         Column("job", justify="right"),
         Column("team", essential=False),
-        Column("revalidated"),
+        # Essential once any row was revalidated; a column of "-" otherwise.
+        Column("revalidated", essential=any(b.revalidation for b in rows_in)),
     ]
     # ", " lets problems and configs wrap between fields, so dtype=bfloat16 stays whole.
     rows = [
