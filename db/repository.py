@@ -764,6 +764,32 @@ def find_measured(
     return _record(TrialRecord, trial) if trial is not None else None
 
 
+def measured_keys(
+    s: Session,
+    kernel_id: int,
+    problem_key: str,
+    device_class_id: int,
+    objective: Objective = Objective.KERNEL,
+    after_id: int = 0,
+) -> tuple[set[str], int]:
+    """The config keys with a verdict (see :func:`find_measured`) on this key and objective in a
+    trial row newer than ``after_id``, and the newest such row's id (``after_id`` if none): what
+    a study checks before it looks one config up. Read from ``ix_tf_trials_measured`` alone."""
+    rows = s.execute(
+        sa.select(Trial.config_key, sa.func.max(Trial.id))
+        .where(
+            Trial.kernel_id == kernel_id,
+            Trial.problem_key == problem_key,
+            Trial.device_class_id == device_class_id,
+            Trial.objective == objective,
+            Trial.id > after_id,
+            *_VERDICT,
+        )
+        .group_by(Trial.config_key)
+    ).all()
+    return {key for key, _ in rows}, max((last for _, last in rows), default=after_id)
+
+
 def measured_for_key(
     s: Session,
     kernel_id: int,

@@ -11,6 +11,7 @@ is not retried and leaves to the caller.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -102,6 +103,39 @@ def _measured(
 
 def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
+
+
+#: How stale a study's set of configs measured by any job may be (seconds) before a new config's
+#: reuse check reads what was written since: one query per study per interval instead of one
+#: per new config. A config another job measured within it is measured again, as when two
+#: jobs ask for it at once.
+REUSE_REFRESH_S = 0.2
+
+
+class _MeasuredKeys:
+    """The config keys with a verdict on one study's key (any job), read incrementally by row
+    id. A row committed after a newer id was read is not seen: its config is measured again."""
+
+    def __init__(self, database: Database, kernel_id: int, rows: StudyRows, objective: Objective):
+        self._database = database
+        self._where = (kernel_id, rows.plan.problem_key, rows.class_id, objective)
+        self._keys: set[str] = set()
+        self._last_id = 0
+        self._read_at = -math.inf
+
+    def may_hold(self, key: str) -> bool:
+        """False if no job had measured ``key`` by the last read (read again when stale)."""
+        if key in self._keys:
+            return True
+        now = time.monotonic()
+        if now - self._read_at < REUSE_REFRESH_S:
+            return False
+        keys, self._last_id = self._database.run_with_retry(
+            lambda s: repository.measured_keys(s, *self._where, self._last_id), readonly=True
+        )
+        self._keys |= keys
+        self._read_at = now
+        return key in self._keys
 
 
 def create_job(database: Database, spec: JobSpec) -> int:
@@ -214,7 +248,9 @@ class Ledger:
 
     def reuse(self, rows: StudyRows) -> Reuse:
         """The study's reuse hook: a config measured for the same key by any job is recorded
-        again for this job as a ``reused`` row (counting toward its budget) and answered."""
+        again for this job as a ``reused`` row (counting toward its budget) and answered. Only a
+        config among the key's measured keys (read at most every ``REUSE_REFRESH_S``) is looked
+        up."""
 
         def write(s: Session, config: Config, key: str) -> tuple[TrialRecord, int] | None:
             plan = rows.plan
@@ -242,7 +278,11 @@ class Ledger:
             )
             return prior, row_id
 
+        measured = _MeasuredKeys(self.database, self._kernel_id, rows, self._objective)
+
         def answer(config: Config, key: str) -> Answer | None:
+            if not measured.may_hold(key):
+                return None
             found = self.database.run_with_retry(lambda s: write(s, config, key))
             if found is None:
                 return None

@@ -355,6 +355,18 @@ class TestStorage:
             assert (found.id, found.outcome) == (wrong, TrialOutcome.WRONG)
             assert repo.find_measured(s, ids["kernel"], '{"M":128}', ids["dc"], args[3]) is None
 
+    def test_measured_keys_reads_verdicts_newer_than_an_id(self, db: Database) -> None:
+        ids = _setup(db)
+        args = (ids["kernel"], '{"M":64}', ids["dc"], Objective.KERNEL)
+        with db.session() as s:
+            _trial(s, ids, "infra", config_key='{"BLOCK":16}')
+            _trial(s, ids, "ok", config_key='{"BLOCK":16}', objective=Objective.GRAPH)
+            wrong = _trial(s, ids, "wrong")
+            assert repo.measured_keys(s, *args) == ({'{"BLOCK":64}'}, wrong)
+            ok = _trial(s, ids, "ok", config_key='{"BLOCK":32}')
+            assert repo.measured_keys(s, *args, after_id=wrong) == ({'{"BLOCK":32}'}, ok)
+            assert repo.measured_keys(s, *args, after_id=ok) == (set(), ok)
+
     @pytest.mark.parametrize("outcome", ["crash", "compile_timeout", "run_timeout"])
     def test_provisional_verdict_is_never_a_permanent_answer(
         self, db: Database, outcome: str
