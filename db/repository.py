@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -604,33 +604,38 @@ def _coerce(enum_type: type[_E], value: object, what: str) -> _E:
         raise InvalidRecord(f"unknown {what} {value!r}; one of {allowed}") from None
 
 
-def record_trial(
-    s: Session,
-    *,
-    kernel_id: int,
-    problem_key: str,
-    device_class_id: int,
-    config: Mapping[str, Any],
-    config_key: str,
-    outcome: TrialOutcome | str,
-    job_id: int | None = None,
-    study_id: int | None = None,
-    environment_id: int | None = None,
-    samples_ms: list[float] | None = None,
-    median_ms: float | None = None,
-    iqr_ms: float | None = None,
-    max_rel_error: float | None = None,
-    compile_s: float | None = None,
-    run_s: float | None = None,
-    error: str | None = None,
-    worker: str | None = None,
-    host: str | None = None,
-    reused: bool = False,
-    objective: Objective | str = Objective.KERNEL,
-    provisional: bool = False,
-) -> int:
+class _TrialKey(TypedDict):
+    kernel_id: int
+    problem_key: str
+    device_class_id: int
+    config: Mapping[str, Any]
+    config_key: str
+    outcome: TrialOutcome | str
+
+
+class TrialFields(_TrialKey, total=False):
+    """One trial row's fields: its key and verdict (required), then what was measured."""
+
+    job_id: int | None
+    study_id: int | None
+    environment_id: int | None
+    samples_ms: list[float] | None
+    median_ms: float | None
+    iqr_ms: float | None
+    max_rel_error: float | None
+    compile_s: float | None
+    run_s: float | None
+    error: str | None
+    worker: str | None
+    host: str | None
+    reused: bool
+    objective: Objective | str
+    provisional: bool
+
+
+def record_trial(s: Session, **fields: Unpack[TrialFields]) -> int:
     """Write one trial and return its id; ``outcome`` is an Outcome value (``"ok"``, ``"infra"``, ...),
-    ``objective`` what its times mean.
+    ``objective`` what its times mean (default ``kernel``).
 
     ``provisional=True`` marks a verdict that may not be the config's fault (an outcome of
     :data:`db.models.RETRYABLE_OUTCOMES`): kept for the record, never reused by
@@ -638,95 +643,49 @@ def record_trial(
     ``config_key`` must be the caller's canonical JSON of ``config`` (search_spaces.space.config_key).
     The row is flushed, and committed when the caller's session block ends.
     """
-    trial = _new_trial(
-        kernel_id=kernel_id,
-        problem_key=problem_key,
-        device_class_id=device_class_id,
-        config=config,
-        config_key=config_key,
-        outcome=outcome,
-        job_id=job_id,
-        study_id=study_id,
-        environment_id=environment_id,
-        samples_ms=samples_ms,
-        median_ms=median_ms,
-        iqr_ms=iqr_ms,
-        max_rel_error=max_rel_error,
-        compile_s=compile_s,
-        run_s=run_s,
-        error=error,
-        worker=worker,
-        host=host,
-        reused=reused,
-        objective=objective,
-        provisional=provisional,
-    )
-    s.add(trial)
-    s.flush()
-    return trial.id
+    return record_trials(s, [fields])[0]
 
 
-def record_trials(s: Session, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Write several trials (each mapping: :func:`record_trial`'s keyword arguments) in one
-    flush (one batched INSERT on PostgreSQL); their ids, in order."""
-    trials = [_new_trial(**row) for row in rows]
+def record_trials(s: Session, rows: Sequence[TrialFields]) -> list[int]:
+    """Write several trials (each: :func:`record_trial`'s fields) in one flush (one batched
+    INSERT on PostgreSQL); their ids, in order."""
+    trials = [_new_trial(row) for row in rows]
     s.add_all(trials)
     s.flush()
     return [t.id for t in trials]
 
 
-def _new_trial(
-    *,
-    kernel_id: int,
-    problem_key: str,
-    device_class_id: int,
-    config: Mapping[str, Any],
-    config_key: str,
-    outcome: TrialOutcome | str,
-    job_id: int | None = None,
-    study_id: int | None = None,
-    environment_id: int | None = None,
-    samples_ms: list[float] | None = None,
-    median_ms: float | None = None,
-    iqr_ms: float | None = None,
-    max_rel_error: float | None = None,
-    compile_s: float | None = None,
-    run_s: float | None = None,
-    error: str | None = None,
-    worker: str | None = None,
-    host: str | None = None,
-    reused: bool = False,
-    objective: Objective | str = Objective.KERNEL,
-    provisional: bool = False,
-) -> Trial:
+def _new_trial(f: TrialFields) -> Trial:
     """A checked, unsaved trial row (see :func:`record_trial`)."""
-    verdict = _coerce(TrialOutcome, outcome, "trial outcome")
+    verdict = _coerce(TrialOutcome, f["outcome"], "trial outcome")
+    provisional = f.get("provisional", False)
     if provisional and verdict not in RETRYABLE_OUTCOMES:
         allowed = ", ".join(sorted(o.value for o in RETRYABLE_OUTCOMES))
         raise InvalidRecord(
             f"only a retryable outcome ({allowed}) can be provisional, not {verdict.value}"
         )
+    samples = f.get("samples_ms")
     return Trial(
-        job_id=job_id,
-        study_id=study_id,
-        kernel_id=kernel_id,
-        problem_key=problem_key,
-        device_class_id=device_class_id,
-        environment_id=environment_id,
-        config=dict(config),
-        config_key=config_key,
+        job_id=f.get("job_id"),
+        study_id=f.get("study_id"),
+        kernel_id=f["kernel_id"],
+        problem_key=f["problem_key"],
+        device_class_id=f["device_class_id"],
+        environment_id=f.get("environment_id"),
+        config=dict(f["config"]),
+        config_key=f["config_key"],
         outcome=verdict,
-        objective=_coerce(Objective, objective, "objective"),
-        samples_ms=list(samples_ms) if samples_ms is not None else None,
-        median_ms=median_ms,
-        iqr_ms=iqr_ms,
-        max_rel_error=max_rel_error,
-        compile_s=compile_s,
-        run_s=run_s,
-        error=error,
-        worker=worker,
-        host=host,
-        reused=reused,
+        objective=_coerce(Objective, f.get("objective", Objective.KERNEL), "objective"),
+        samples_ms=list(samples) if samples is not None else None,
+        median_ms=f.get("median_ms"),
+        iqr_ms=f.get("iqr_ms"),
+        max_rel_error=f.get("max_rel_error"),
+        compile_s=f.get("compile_s"),
+        run_s=f.get("run_s"),
+        error=f.get("error"),
+        worker=f.get("worker"),
+        host=f.get("host"),
+        reused=f.get("reused", False),
         provisional=provisional,
     )
 

@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy.orm import Session
 
@@ -361,9 +361,9 @@ class Ledger:
         outcome: TrialOutcome | str,
         environment_id: int | None,
         **fields: Any,
-    ) -> dict[str, Any]:
+    ) -> repository.TrialFields:
         """``record_trial``'s arguments with this job's, study's and key's ids filled in."""
-        return dict(
+        row = dict(
             kernel_id=self._kernel_id,
             problem_key=rows.plan.problem_key,
             device_class_id=rows.class_id,
@@ -376,6 +376,7 @@ class Ledger:
             objective=self._objective,
             **fields,
         )
+        return cast("repository.TrialFields", row)
 
     def cancel_requested(self) -> bool:
         return self.database.run_with_retry(
