@@ -125,6 +125,14 @@ def serve(
         bool,
         typer.Option("--no-scheduler", help="Serve the API only (a replica); run no jobs here."),
     ] = False,
+    jobs_per_class: Annotated[
+        int,
+        typer.Option(
+            "--jobs-per-class",
+            min=1,
+            help="Jobs that share one device class's workers at once (slots fair by team).",
+        ),
+    ] = 8,
     allow_kernel_module: Annotated[
         list[str] | None,
         typer.Option(
@@ -159,7 +167,12 @@ def serve(
         # A stable owner: restarted on this host and port, the server resumes its jobs at once.
         owner = f"{socket.gethostname()}:{sock.getsockname()[1]}"
         scheduler = Scheduler(
-            database, ray_address=ray_address, devices=sources, owner=owner, kernel_modules=modules
+            database,
+            ray_address=ray_address,
+            devices=sources,
+            owner=owner,
+            kernel_modules=modules,
+            jobs_per_class=jobs_per_class,
         )
     app = create_app(
         database,
