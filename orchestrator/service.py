@@ -530,22 +530,10 @@ def drive(
     reporter: Reporter | None = None,
     *,
     stop: Callable[[], bool] | None = None,
-) -> JobStatus:
-    """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
-    stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner)."""
-    return _drive(database, pool, job_id, keeper, reporter, stop=stop).status
-
-
-def _drive(
-    database: Database,
-    pool: Pool,
-    job_id: int,
-    keeper: LeaseKeeper,
-    reporter: Reporter | None = None,
-    *,
-    stop: Callable[[], bool] | None = None,
 ) -> JobResult:
-    """:func:`drive`, with the driver's result (its winners give the summary's speedups)."""
+    """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
+    stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner); the
+    driver's result (its status, and the winners that give the summary's speedups)."""
     from orchestrator.driver import Driver
 
     def stopping() -> bool:
@@ -594,7 +582,7 @@ def tune(
             repository.acquire_lease(s, job_id, owner, LEASE_S)
         with LeaseKeeper(database, job_id, owner, LEASE_S) as keeper:
             _announce(reporter, job_id, spec)
-            result = _drive(database, pool, job_id, keeper, reporter)
+            result = drive(database, pool, job_id, keeper, reporter)
     # The caller named this kernel: a module:attribute of theirs may be imported for the summary.
     modules = (spec.kernel,) if ":" in spec.kernel else ()
     return job_summary(database, job_id, modules, result.winners)
@@ -637,7 +625,7 @@ def run_job(
         _ray_pool(spec, ray_address, keep_workers) as pool,
     ):
         _announce(reporter, job_id, spec)
-        result = _drive(database, pool, job_id, keeper, reporter)
+        result = drive(database, pool, job_id, keeper, reporter)
     return job_summary(database, job_id, kernel_modules, result.winners)
 
 

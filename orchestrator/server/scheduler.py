@@ -496,7 +496,7 @@ class Scheduler:
                 views.append(self._view(g, options, job))
             status = service.drive(
                 self.database, PoolSet(views), job.id, job.keeper, stop=self._stopping.is_set
-            )
+            ).status
             log.info("job %d: %s", job.id, status.value)
         except JOB_ERRORS as exc:
             self._fail(job, str(exc).splitlines()[0] if str(exc) else repr(exc))
