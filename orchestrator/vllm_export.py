@@ -23,6 +23,7 @@ which tunes and reads the down projection separately.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -53,9 +54,19 @@ Entry = tuple[Mapping[str, object], Mapping[str, object]]
 """One tuned result: (fused_moe problem, its best config)."""
 
 
+#: What a device part of a vLLM file name may hold (the name comes from a database row).
+DEVICE_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.()+-]{0,199}")
+
+
 def vllm_device_name(device_name: str) -> str:
-    """The device part of vLLM's file name: spaces as ``_``, the H200 family as ``NVIDIA_H200``."""
+    """The device part of vLLM's file name: spaces as ``_``, the H200 family as ``NVIDIA_H200``;
+    BundleExportError for a name that could leave the output folder or is not a plain file name."""
     name = device_name.strip().replace(" ", "_")
+    if not DEVICE_NAME_PATTERN.fullmatch(name) or ".." in name:
+        raise BundleExportError(
+            f"device name {device_name!r} cannot be part of a vLLM file name "
+            f"(allowed: {DEVICE_NAME_PATTERN.pattern}, no '..')"
+        )
     return "NVIDIA_H200" if "H200" in name.split("_") else name
 
 

@@ -148,3 +148,9 @@ def test_a_problem_without_gemm_is_the_up_projection_and_others_are_refused() ->
         vllm_config([(_problem(1), _config(16)), ({**_problem(2), "gemm": "down"}, _config(16))])
     with pytest.raises(BundleExportError, match="gemm='gate'"):
         vllm_config([({**_problem(1), "gemm": "gate"}, _config(16))])
+
+
+@pytest.mark.parametrize("name", ["../../etc/x", "a/b", "..", "NVIDIA H200\\x", ""])
+def test_a_device_name_that_could_leave_the_folder_is_refused(name: str) -> None:
+    with pytest.raises(BundleExportError, match="cannot be part of a vLLM file name"):
+        vllm_file_name(8, 14336, name, None)
