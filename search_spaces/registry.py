@@ -11,9 +11,9 @@ import io
 import os
 import sys
 from collections.abc import Collection
-from importlib.metadata import entry_points
 from types import ModuleType
 
+from search_spaces import plugins
 from search_spaces.errors import RegistryError
 from search_spaces.spec import KernelSpec
 
@@ -29,7 +29,7 @@ BUILTINS: dict[str, str] = {
 
 
 def _entry_points() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {name: ep.value for name, ep in plugins.group(ENTRY_POINT_GROUP).items()}
 
 
 def _import_quietly(module_name: str, ref: str) -> ModuleType:

@@ -18,10 +18,11 @@ import importlib.util
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import JobSpecError
+from search_spaces import plugins
 from search_spaces.space import DeviceLimits, Space
 from search_spaces.spec import KernelSpec
 
@@ -200,7 +201,7 @@ def register(
 
 
 def _entry_points() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return plugins.group(ENTRY_POINT_GROUP)
 
 
 def _load(ep: EntryPoint) -> SamplerEntry:
