@@ -3,6 +3,7 @@ stderr with what to do, exit 2; help (also for a bare group) on stdout, exit 0."
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
@@ -10,6 +11,8 @@ import typer
 
 # Typer (pinned to 0.29 in pyproject) bundles its own click; its exceptions live here.
 from typer._click import exceptions as click_errors
+
+from orchestrator.errors import Terminated
 
 #: Our error types at the package boundaries: (module, class). Only modules already imported are
 #: consulted (an error of a package never imported cannot have been raised), so the CLI does not
@@ -23,6 +26,7 @@ USER_ERRORS = (
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + 15  # SIGTERM, as a shell reports a process it ended
 PROG = "tunefleet"
 
 
@@ -104,7 +108,8 @@ def is_user_error(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script; exits with 0, 2 (bad input) or 130 (interrupted)."""
+    """Entry point of the console script; exits with 0, 2 (bad input), 130 (interrupted) or
+    143 (SIGTERM)."""
     command = typer.main.get_command(build_app())
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -122,6 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         print("interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    except Terminated:
+        # The job is recorded and Ray is shut down; after a signal inside a blocking Ray call,
+        # Ray's core library aborts the interpreter's finalization (SIGABRT), so skip it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_TERMINATED)
     except Exception as exc:
         if not is_user_error(exc):
             raise

@@ -409,15 +409,15 @@ class WorkerPool:
         return {h.info.worker: log for h, log in zip(live, logs, strict=True)}
 
     def shutdown(self, grace_s: float = 10.0) -> None:
-        """Close every runner (ending its child process), then stop the actors; kept workers
-        are left running."""
+        """Close every runner (ending its child process, waiting up to ``grace_s``; none at
+        0), then stop the actors; kept workers are left running."""
         if self.options.keep:
             for h in self._handles:
                 h.dead = True
             self._by_ref.clear()
             return
         live = [h for h in self._handles if not h.dead]
-        if live:
+        if live and grace_s > 0:
             ray.wait([h.actor.close.remote() for h in live], num_returns=len(live), timeout=grace_s)
         for h in self._handles:
             if not h.dead:

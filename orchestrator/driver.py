@@ -28,8 +28,8 @@ re-times and promotes (orchestrator.promotion); or it ends early: the database's
 hook (back to ``queued`` for a new owner, nothing promoted); whenever dispatch stops so, the
 trials in flight are waited for and recorded. Ctrl-C (KeyboardInterrupt) marks the job
 ``cancelled``, promoting as a cancel does, and SIGTERM (SystemExit, as Ray's handler raises it)
-leaves it ``queued`` for ``resume``; both then leave ``run`` (the trials in flight are not
-waited for: their configs are measured again on resume).
+leaves it ``queued`` for ``resume`` and raises :class:`Terminated`; both then leave ``run``
+(the trials in flight are not waited for: their configs are measured again on resume).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import optuna
 
 from db import RETRYABLE_OUTCOMES, Database, DatabaseLost, JobStatus
 from orchestrator import samplers
-from orchestrator.errors import JobStateError, NoWorkersError
+from orchestrator.errors import JobStateError, NoWorkersError, Terminated
 from orchestrator.jobs import JobSpec
 from orchestrator.ledger import Ledger, OpenJob, Result, StudyRows, create_job
 from orchestrator.planning import StudyPlan, plan_job
@@ -223,7 +223,7 @@ class Driver:
                 f"terminated: job {job_id} is left queued; `tunefleet resume {job_id}` continues it"
             )
             ledger.close(JobStatus.QUEUED, None, rows)
-            raise
+            raise Terminated(job_id) from None
         except BaseException as exc:
             error = str(exc).splitlines()[0] if str(exc) else repr(exc)
             ledger.close(JobStatus.FAILED, error, rows)

@@ -4,6 +4,11 @@ The CLI prints ``error: <message>`` and exits 2 for any :class:`OrchestratorErro
 """
 
 
+class Terminated(BaseException):
+    """The process got SIGTERM while it drove a job; the job was left queued to resume. Not an
+    Exception, so nothing that handles errors swallows it."""
+
+
 class OrchestratorError(Exception):
     """Base class: a job, its workers or its outputs cannot be handled as asked."""
 

@@ -34,6 +34,7 @@ from orchestrator.errors import (
     NotFound,
     OrchestratorError,
     PermissionDenied,
+    Terminated,
 )
 from orchestrator.jobs import ALL_CLASSES, JobSpec
 from search_spaces.errors import SpecError
@@ -511,13 +512,17 @@ def _ray_pool(spec: JobSpec, ray_address: str | None, keep: bool) -> Iterator[Wo
     ours = not ray.is_initialized()
     ensure_ray(cluster_address(ray_address) if keep else ray_address)
     pool = None
+    grace_s = 10.0
     try:
         options = pool_options(spec, keep)
         pool = WorkerPool(plans_for(spec.devices, options), options)
         yield pool
+    except Terminated:
+        grace_s = 0.0  # after a signal inside a blocking Ray call, Ray aborts on the next wait
+        raise
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(grace_s)
         if ours:
             ray.shutdown()
 
