@@ -126,6 +126,54 @@ def copy_gbps() -> float:
     return 2 * n * 2 / ms / 1e6
 
 
+def candidate_launchers(
+    spec: Any, inputs: dict[str, Any], candidates: Sequence[dict[str, Any]], broken: set[int]
+) -> dict[str, Callable[[], Any]]:
+    """``c<i>`` -> the spec's launcher of candidate i over ``inputs``, for those that compiled."""
+    return {
+        f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
+    }
+
+
+def fastest_candidate(med: dict[str, float]) -> str:
+    """The label of the fastest candidate (``c<i>``) among the medians."""
+    return min((k for k in med if k[0] == "c" and k[1:].isdigit()), key=med.__getitem__)
+
+
+def winner_on_fresh(spec: Any, problem: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Fresh inputs after one launch of ``config`` into a NaN-poisoned ``out``."""
+    fresh = spec.build_inputs(problem, device())
+    fresh["out"].fill_(float("nan"))
+    spec.make_launcher(fresh, config)()
+    return fresh
+
+
+def winner_row(
+    spec: Any,
+    problem: dict[str, Any],
+    med: dict[str, float],
+    candidates: Sequence[dict[str, Any]],
+    best: str,
+    err: float,
+) -> dict[str, Any]:
+    """The fields every sweep's row has: the medians, the winner and its check; frees the GPU's
+    cached blocks for the next problem."""
+    if on_gpu():
+        import torch
+
+        torch.cuda.empty_cache()
+    return {
+        "problem": problem,
+        "ms": med,
+        "best": best,
+        "best_config": candidates[int(best[1:])],
+        "best_ms": med[best],
+        "default_ms": med.get("c0"),
+        "winner_max_rel_error": err,
+        "tolerance": spec.tolerance(problem),
+    }
+
+
 def add_runnable(entries: dict[str, Any], fns: dict[str, Callable[[], Any]]) -> dict[str, str]:
     """Run each of ``fns`` once; add those that ran to ``entries``. Label -> the first line of the
     RuntimeError of each that refused (e.g. an SDPA backend that does not take the problem)."""

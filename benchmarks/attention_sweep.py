@@ -27,13 +27,17 @@ from typing import Any
 
 from _sweep import (  # this folder
     add_runnable,
+    candidate_launchers,
     compile_all,
     device,
+    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
     on_gpu,
+    winner_on_fresh,
+    winner_row,
 )
 from _vendor import BACKENDS, packed_sdpa
 
@@ -175,44 +179,29 @@ def _specialization(text: str) -> str:
 
 def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], rounds: int) -> dict:
     """One problem: each working candidate and each SDPA backend, interleaved over ``rounds``."""
-    import torch
-
     from search_spaces import get_spec
     from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("flash_attention")
     problem = spec.parse_problem(text)
     inputs = spec.build_inputs(problem, device())
-    entries: dict[str, Any] = {}
-    for i, config in enumerate(candidates):
-        if i not in broken:
-            entries[f"c{i}"] = spec.make_launcher(inputs, config)
+    entries = candidate_launchers(spec, inputs, candidates, broken)
     not_run = add_runnable(entries, {b: packed_sdpa(inputs, problem, b) for b in BACKENDS})
     times = interleaved(entries, rounds)
     med = medians(times)
-    tried = [n for n in med if n.startswith("c")]
-    best = min(tried, key=med.__getitem__)
+    best = fastest_candidate(med)
     ran = [b for b in BACKENDS if b in med]
     fastest = min(ran, key=med.__getitem__)
-    # The winner on fresh inputs, poisoned output, against the vendor path's output.
-    fresh = spec.build_inputs(problem, device())
-    fresh["out"].fill_(float("nan"))
-    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    # The winner on fresh inputs, against the vendor path's output.
+    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
     ref_backend = "CUDNN_ATTENTION" if "CUDNN_ATTENTION" in med else fastest
     ref = packed_sdpa(fresh, problem, ref_backend)().transpose(1, 2).reshape(fresh["out"].shape)
     err = max_rel_error(fresh["out"], ref)
     flops = spec.flops(problem)
-    del inputs, fresh, entries
-    if on_gpu():
-        torch.cuda.empty_cache()
+    del inputs, fresh, entries, ref
     return {
-        "problem": problem,
-        "ms": med,
+        **winner_row(spec, problem, med, candidates, best, err),
         "rounds": times,
-        "best": best,
-        "best_config": candidates[int(best[1:])],
-        "best_ms": med[best],
-        "default_ms": med.get("c0"),
         "fastest_backend": fastest,
         "fastest_backend_ms": med[fastest],
         "vs_fastest_backend": med[fastest] / med[best],
@@ -221,8 +210,6 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
         "backend_tflops": flops / med[fastest] / 1e9,
         "backends_not_run": not_run,
         "winner_error_vs": ref_backend,
-        "winner_max_rel_error": err,
-        "tolerance": spec.tolerance(problem),
     }
 
 

@@ -21,7 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _sweep import compile_all, device, finish, geomean, interleaved, medians, on_gpu
+from _sweep import (
+    candidate_launchers,
+    compile_all,
+    device,
+    fastest_candidate,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    winner_on_fresh,
+    winner_row,
+)
 
 
 def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
@@ -96,32 +107,21 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     spec = get_spec("matmul")
     problem = spec.validate_problem(problem)
     inputs = spec.build_inputs(problem, device())
-    entries: dict[str, Any] = {
-        f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
-    }
+    entries = candidate_launchers(spec, inputs, candidates, broken)
     a, b, out = inputs["a"], inputs["b"], inputs["out"]
     entries["cublas"] = lambda: torch.matmul(a, b, out=out)
     med = medians(interleaved(entries, rounds))
-    tried = [k for k in med if k != "cublas"]
-    best = min(tried, key=med.__getitem__)
-    fresh = spec.build_inputs(problem, device())
-    fresh["out"].fill_(float("nan"))
-    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    best = fastest_candidate(med)
+    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
     err = max_rel_error(fresh["out"], spec.reference(fresh))
+    tried = [k for k in med if k != "cublas"]
     split = [k for k in tried if not candidates[int(k[1:])]["STREAM_K"]]
     stream = [k for k in tried if candidates[int(k[1:])]["STREAM_K"]]
     del inputs, fresh, entries
-    if on_gpu():
-        torch.cuda.empty_cache()
     best_split = min(split, key=med.__getitem__)
     best_stream = min(stream, key=med.__getitem__) if stream else None
     return {
-        "problem": problem,
-        "ms": med,
-        "best": best,
-        "best_config": candidates[int(best[1:])],
-        "best_ms": med[best],
-        "default_ms": med.get("c0"),
+        **winner_row(spec, problem, med, candidates, best, err),
         "cublas_ms": med["cublas"],
         "vs_cublas": med["cublas"] / med[best],
         "best_without_stream_k": best_split,
@@ -130,8 +130,6 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         "vs_cublas_stream_k_only": med["cublas"] / med[best_stream] if best_stream else None,
         "tflops": spec.flops(problem) / med[best] / 1e9,
         "gbps": spec.bytes_moved(problem) / med[best] / 1e6,
-        "winner_max_rel_error": err,
-        "tolerance": spec.tolerance(problem),
     }
 
 

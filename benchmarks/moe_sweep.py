@@ -32,13 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from _sweep import (  # this folder
+    candidate_launchers,
     compile_all,
     device,
+    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
-    on_gpu,
+    winner_on_fresh,
+    winner_row,
 )
 from _vendor import grouped_mm_path
 
@@ -106,17 +109,13 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
 
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
             rounds: int) -> dict[str, Any]:  # fmt: skip
-    import torch
-
     from search_spaces import get_spec
     from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("fused_moe")
     problem = spec.validate_problem(problem)
     inputs = spec.build_inputs(problem, device())
-    entries: dict[str, Any] = {
-        f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
-    }
+    entries = candidate_launchers(spec, inputs, candidates, broken)
     vendor, gemm_only = grouped_mm_path(inputs, problem)
     vendor_note = None
     try:
@@ -127,26 +126,14 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         vendor_note = str(exc).splitlines()[0][:200]
         vendor_err = None
     med = medians(interleaved(entries, rounds))
-    tried = [k for k in med if k.startswith("c")]
-    best = min(tried, key=med.__getitem__)
-    fresh = spec.build_inputs(problem, device())
-    fresh["out"].fill_(float("nan"))
-    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    best = fastest_candidate(med)
+    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
     err = max_rel_error(fresh["out"], spec.reference(fresh))
     del inputs, fresh, entries, vendor, gemm_only
-    if on_gpu():
-        torch.cuda.empty_cache()
     row: dict[str, Any] = {
-        "problem": problem,
-        "ms": med,
-        "best": best,
-        "best_config": candidates[int(best[1:])],
-        "best_ms": med[best],
-        "default_ms": med.get("c0"),
+        **winner_row(spec, problem, med, candidates, best, err),
         "tflops": spec.flops(problem) / med[best] / 1e9,
         "gbps": spec.bytes_moved(problem) / med[best] / 1e6,
-        "winner_max_rel_error": err,
-        "tolerance": spec.tolerance(problem),
         "grouped_mm_max_rel_error": vendor_err,
         "grouped_mm_not_run": vendor_note,
     }

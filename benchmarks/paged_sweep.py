@@ -24,14 +24,18 @@ from typing import Any
 
 from _sweep import (
     add_runnable,
+    candidate_launchers,
     compile_all,
     copy_gbps,
     device,
+    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
     on_gpu,
+    winner_on_fresh,
+    winner_row,
 )
 from _vendor import BACKENDS, contiguous_sdpa
 
@@ -75,43 +79,28 @@ GRIDS: dict[str, list[str]] = {
 
 def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], rounds: int,
             copy: float) -> dict[str, Any]:  # fmt: skip
-    import torch
-
     from search_spaces import get_spec
     from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("paged_attention")
     problem = spec.parse_problem(text)
     inputs = spec.build_inputs(problem, device())
-    entries: dict[str, Any] = {
-        f"c{i}": spec.make_launcher(inputs, c) for i, c in enumerate(candidates) if i not in broken
-    }
+    entries = candidate_launchers(spec, inputs, candidates, broken)
     not_run = add_runnable(entries, {b: contiguous_sdpa(inputs, problem, b) for b in BACKENDS})
     med = medians(interleaved(entries, rounds))
-    best = min((k for k in med if k.startswith("c")), key=med.__getitem__)
+    best = fastest_candidate(med)
     ran = [b for b in BACKENDS if b in med]
     fastest = min(ran, key=med.__getitem__) if ran else None
-    fresh = spec.build_inputs(problem, device())
-    fresh["out"].fill_(float("nan"))
-    spec.make_launcher(fresh, candidates[int(best[1:])])()
+    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
     err = max_rel_error(fresh["out"], spec.reference(fresh))
     nbytes = spec.bytes_moved(problem)
     del inputs, fresh, entries
-    if on_gpu():
-        torch.cuda.empty_cache()
     row: dict[str, Any] = {
-        "problem": problem,
-        "ms": med,
-        "best": best,
-        "best_config": candidates[int(best[1:])],
-        "best_ms": med[best],
-        "default_ms": med.get("c0"),
+        **winner_row(spec, problem, med, candidates, best, err),
         "bytes": nbytes,
         "gbps": nbytes / med[best] / 1e6,
         "pct_of_copy": 100 * nbytes / med[best] / 1e6 / copy,
         "backends_not_run": not_run,
-        "winner_max_rel_error": err,
-        "tolerance": spec.tolerance(problem),
     }
     if fastest is not None:
         row.update(
