@@ -181,7 +181,21 @@ def group_geomeans(kernel: str, rows: list[dict[str, Any]]) -> dict[str, dict[st
     return out
 
 
+def print_row(row: dict[str, Any]) -> None:
+    """One measured problem: tuned, default and vendor times, the speedup over the fastest."""
+    p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k not in ("dtype",))
+    base = "  ".join(f"{k} {b['ms']:.4f}" for k, b in row["baselines"].items())
+    print(
+        f"  {p:<70} tuned {row['tuned_ms']:.4f} ms default {row['default_ms']:.4f}  "
+        f"{base}  x{row['speedup_vs_fastest_baseline'] or float('nan'):.2f} vs "
+        f"{row['fastest_baseline']}  err {row['tuned_max_rel_error_fresh_inputs']:.1e}",
+        flush=True,
+    )
+
+
 def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every problem of the kernel's suite with a winner in ``best``, each row printed as soon as
+    it is measured (a run cut short keeps the rows it printed); then the portability matrix."""
     from search_spaces import get_spec, problem_key
     from search_spaces.accuracy import max_rel_error
 
@@ -240,6 +254,7 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "gbps": spec.bytes_moved(problem) / ms["tuned"] / 1e6,
             }
         )
+        print_row(rows[-1])
         del inputs, fresh, tuned_out, makers
     subset = [
         text
@@ -332,15 +347,6 @@ def main() -> None:
             print(
                 f"  {name}: geomean {g['geomean']:.3f}x, min {g['min']:.3f}x over "
                 f"{g['problems']} problems",
-                flush=True,
-            )
-        for row in r["rows"]:
-            p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k not in ("dtype",))
-            base = "  ".join(f"{k} {b['ms']:.4f}" for k, b in row["baselines"].items())
-            print(
-                f"  {p:<70} tuned {row['tuned_ms']:.4f} ms default {row['default_ms']:.4f}  "
-                f"{base}  x{row['speedup_vs_fastest_baseline'] or float('nan'):.2f} vs "
-                f"{row['fastest_baseline']}  err {row['tuned_max_rel_error_fresh_inputs']:.1e}",
                 flush=True,
             )
 
