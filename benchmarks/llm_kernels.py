@@ -2,7 +2,7 @@
 
 Usage (GPU machine, repo root):
     python benchmarks/llm_kernels.py --out-dir DIR [--kernels flash_attention paged_attention
-        fused_moe] [--trials 16] [--in-flight 12]
+        fused_moe] [--trials 16] [--in-flight 12] [--flash-grid GRID]
 Per kernel: one `python -m orchestrator tune JOB.json --json` job over the kernel's suite (local
 Ray, one worker per GPU, compile pool, TPE); the winners are what `tunefleet pull` exports from its
 database (the deployment path; with --best-db/--best-landscape, the fastest stored times instead).
@@ -11,7 +11,9 @@ default config and every vendor path that runs, timed interleaved (ROUNDS rounds
 per round in a rotated order, the workers' timer: CUDA events, L2 flushed before each rep, warm-up,
 median of 25; the median over rounds); the tuned config once more on fresh inputs against the spec's
 reference; and the portability matrix (each problem's best config run on every other problem of a
-subset). Writes DIR/llm_kernels.json; prints a table per kernel.
+subset). Writes DIR/llm_kernels.json; prints a table per kernel. ``--flash-grid GRID`` tunes
+flash_attention over one of attention_sweep.py's grids instead of its suite here; flash_attention's
+geomeans are also given per group (seq >= 4096, each head size, causal or not).
 
 Vendor paths: flash_attention -> torch SDPA with each of the cuDNN, flash and efficient backends
 on the [batch, heads, seq, head_dim] views of the packed tensors (uniform lengths, so exact; GQA
@@ -147,7 +149,53 @@ def as_out(kernel: str, result: Any, out: Any) -> Any:
     return result.reshape(out.shape)
 
 
+#: flash_attention's groups: name -> whether a problem belongs to it.
+FLASH_GROUPS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "seq>=4096": lambda p: int(p["max_seqlen"]) >= 4096,
+    "head_dim=64": lambda p: int(p["head_dim"]) == 64,
+    "head_dim=128": lambda p: int(p["head_dim"]) == 128,
+    "head_dim=128,seq>=4096": lambda p: int(p["head_dim"]) == 128 and int(p["max_seqlen"]) >= 4096,
+    "causal": lambda p: bool(p["causal"]),
+    "full": lambda p: not p["causal"],
+}
+
+
+def group_geomeans(kernel: str, rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per group of FLASH_GROUPS (flash_attention only; none for other kernels): the geomean and
+    min of the tuned speedup over the fastest vendor path, and the problems counted."""
+    if kernel != "flash_attention":
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for name, member in FLASH_GROUPS.items():
+        speedups = [
+            r["speedup_vs_fastest_baseline"]
+            for r in rows
+            if r["fastest_baseline"] and member(r["problem"])
+        ]
+        if speedups:
+            out[name] = {
+                "geomean": geomean(speedups),
+                "min": min(speedups),
+                "problems": len(speedups),
+            }
+    return out
+
+
+def print_row(row: dict[str, Any]) -> None:
+    """One measured problem: tuned, default and vendor times, the speedup over the fastest."""
+    p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k not in ("dtype",))
+    base = "  ".join(f"{k} {b['ms']:.4f}" for k, b in row["baselines"].items())
+    print(
+        f"  {p:<70} tuned {row['tuned_ms']:.4f} ms default {row['default_ms']:.4f}  "
+        f"{base}  x{row['speedup_vs_fastest_baseline'] or float('nan'):.2f} vs "
+        f"{row['fastest_baseline']}  err {row['tuned_max_rel_error_fresh_inputs']:.1e}",
+        flush=True,
+    )
+
+
 def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every problem of the kernel's suite with a winner in ``best``, each row printed as soon as
+    it is measured (a run cut short keeps the rows it printed); then the portability matrix."""
     from search_spaces import get_spec, problem_key
     from search_spaces.accuracy import max_rel_error
 
@@ -206,6 +254,7 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "gbps": spec.bytes_moved(problem) / ms["tuned"] / 1e6,
             }
         )
+        print_row(rows[-1])
         del inputs, fresh, tuned_out, makers
     subset = [
         text
@@ -248,6 +297,7 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "min_speedup_vs_fastest_baseline": min(
             r["speedup_vs_fastest_baseline"] for r in rows if r["fastest_baseline"]
         ),
+        "groups": group_geomeans(kernel, rows),
         "geomean_speedup_vs_default": geomean([r["speedup_vs_default"] for r in rows]),
         "all_tuned_within_tolerance": all(
             r["tuned_max_rel_error_fresh_inputs"] <= r["tolerance"] for r in rows
@@ -263,7 +313,17 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     add_job_args(parser, list(SUITES), trials=16)
+    parser.add_argument(
+        "--flash-grid",
+        help="tune flash_attention over this grid of attention_sweep.py (e.g. issue-b1-8)",
+    )
     args = parser.parse_args()
+    if args.flash_grid:
+        from attention_sweep import GRIDS  # this folder
+
+        if args.flash_grid not in GRIDS:
+            raise SystemExit(f"--flash-grid: one of {', '.join(GRIDS)}")
+        SUITES["flash_attention"] = list(GRIDS[args.flash_grid])
     if args.smoke:
         SUITES.update(SMOKE)
         PORTABILITY.update({k: [0, 1] for k in SMOKE})
@@ -283,13 +343,10 @@ def main() -> None:
             f"{r['max_portability_loss']}",
             flush=True,
         )
-        for row in r["rows"]:
-            p = ",".join(f"{k}={v}" for k, v in row["problem"].items() if k not in ("dtype",))
-            base = "  ".join(f"{k} {b['ms']:.4f}" for k, b in row["baselines"].items())
+        for name, g in r["groups"].items():
             print(
-                f"  {p:<70} tuned {row['tuned_ms']:.4f} ms default {row['default_ms']:.4f}  "
-                f"{base}  x{row['speedup_vs_fastest_baseline'] or float('nan'):.2f} vs "
-                f"{row['fastest_baseline']}  err {row['tuned_max_rel_error_fresh_inputs']:.1e}",
+                f"  {name}: geomean {g['geomean']:.3f}x, min {g['min']:.3f}x over "
+                f"{g['problems']} problems",
                 flush=True,
             )
 

@@ -168,7 +168,8 @@ SPACE = Space(
     ),
 )
 
-#: NVIDIA (and the interpreter): 80 KiB of shared memory at head_dim 128, within every NVIDIA class.
+#: NVIDIA (and the interpreter): 80 KiB of shared memory at head_dim 128, within every NVIDIA class
+#: (what default_for gives where TMA_DEFAULT does not apply).
 DEFAULT: Config = {
     "BLOCK_M": 64,
     "BLOCK_N": 64,
@@ -179,6 +180,11 @@ DEFAULT: Config = {
     "HEAVY_FIRST": False,
     "WARP_SPECIALIZE": False,
 }
+#: NVIDIA sm_90+ (Hopper and later) where it fits: the H200 sweep's most frequent winner over the
+#: issue's 192 problems (88 of 192, and 29 of the 48 fp16 d=128 ones; 112 KiB of shared memory at
+#: head_dim 128): TMA loads 1.095x and a third stage 1.07x over DEFAULT there
+#: (benchmarks/results/attention_sweep/2026-12-01-h200/). Measured on the H200 only.
+TMA_DEFAULT: Config = {**DEFAULT, "num_stages": 3, "TMA": True}
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.
 AMD_DEFAULT: Config = {
@@ -252,6 +258,16 @@ class FlashAttentionSpec(KernelSpec):
         if vendor is Vendor.AMD:
             return {**vendor_default(AMD_DEFAULT, SPACE, vendor), "waves_per_eu": AMD_WAVES_PER_EU}
         return vendor_default(DEFAULT, SPACE, vendor)
+
+    def default_for(self, limits: DeviceLimits) -> Config:
+        """TMA_DEFAULT on NVIDIA classes of sm_90+ whose limits admit it; elsewhere (older NVIDIA
+        classes, a class whose shared memory does not hold it, AMD, the interpreter) the vendor's
+        default_config."""
+        if limits.vendor is Vendor.NVIDIA and nvidia_sm(limits) >= TMA_MIN_SM:
+            config = vendor_default(TMA_DEFAULT, SPACE, limits.vendor)
+            if SPACE.violation(config, limits) is None:
+                return config
+        return self.default_config(limits.vendor)
 
     def lengths(self, problem: Problem) -> list[int]:
         """Per-sequence lengths of ``problem`` (fixed by its pattern, batch and max_seqlen)."""

@@ -156,7 +156,9 @@ def test_space_holds_the_studys_450_configs() -> None:
     assert len(study) == 450
     assert all(int(c["BLOCK_M"]) >= int(c["BLOCK_N"]) for c in study)
     assert {int(c["num_stages"]) for c in study} == {1, 2, 4, 6, 8}
-    assert SPEC.default_for(UNLIMITED) in study
+    # The vendor default is one of the study's; sm_90's (3 stages, TMA) is not.
+    assert SPEC.default_config(Vendor.NVIDIA) in study
+    assert SPEC.default_for(UNLIMITED) not in study
     # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, 6 stage values instead of 5, TMA and
     # HEAVY_FIRST both ways, WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8).
     assert len(configs) == 450 * 25 // 15 * 6 // 5 * 4 * 4 // 3
@@ -251,6 +253,25 @@ def test_defaults_are_valid(
     for limits in (h200_limits, mi300x_limits, cpu_limits):
         SPEC.space.validate(SPEC.default_for(limits), limits)
     assert SPEC.default_config(Vendor.AMD)["waves_per_eu"] == 2
+
+
+def test_hopper_classes_default_to_the_tma_tile(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    """sm_90+ with room for it: 64x64, 4 warps, 3 stages, TMA; sm_80, a class whose shared memory
+    cannot hold it, AMD and the interpreter: the vendor's default."""
+    from dataclasses import replace
+
+    from workers.device_table import lookup
+
+    hopper = SPEC.default_for(h200_limits)
+    assert hopper == {**SPEC.default_config(Vendor.NVIDIA), "num_stages": 3, "TMA": True}
+    assert SPEC.default_for(lookup("A100").limits) == SPEC.default_config(Vendor.NVIDIA)
+    small = replace(h200_limits, arch="sm_120", shared_mem_per_block=101376)
+    assert SPEC.space.violation(hopper, small) is not None
+    assert SPEC.default_for(small) == SPEC.default_config(Vendor.NVIDIA)
+    assert SPEC.default_for(mi300x_limits) == SPEC.default_config(Vendor.AMD)
+    assert SPEC.default_for(cpu_limits) == SPEC.default_config(Vendor.CPU)
 
 
 def test_reference_matches_torch_sdpa() -> None:

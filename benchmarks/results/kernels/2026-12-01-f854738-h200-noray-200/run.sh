@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Device call 1: kernels.py matmul over the whole suite (Llama-3-8B, -70B, Mixtral experts), tuned
+# without Ray (tune -> pull -> bundle), then tuned vs cuBLAS interleaved.
+set -u
+R=/tmp/res; mkdir -p $R/k
+B=.dev/kern3/benchmarks
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $R/gpu.txt
+python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> $R/gpu.txt
+nproc >> $R/gpu.txt
+pack() { tar czf $OUT/results.tgz -C $R --exclude='*.db' --exclude='*.db-*' . ; }
+timeout 560 python3 $B/kernels.py --out-dir $R/k --kernels matmul --no-ray --trials 200 \
+  --in-flight 16 --minutes 6.25 > $R/k/log.txt 2>&1
+echo "kernels rc=$?" | tee -a $R/k/log.txt
+gzip -kf $R/k/kernels.db 2>/dev/null; pack
+cat $R/gpu.txt; grep -v "^  M=" $R/k/log.txt | tail -14; grep "^  M=" $R/k/log.txt | cut -c1-150
