@@ -95,16 +95,20 @@ class LocalPool:
     def retime(
         self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
     ) -> list[list[list[float]] | None]:
-        """Each job on the first worker of its class, one after another (``timeout_s`` unused:
-        a local call cannot be abandoned)."""
-        out: list[list[list[float]] | None] = []
-        for class_key, kernel, problem, configs in jobs:
-            live = [n for n, info in enumerate(self.workers()) if info.class_key == class_key]
-            if not live or not configs:
-                out.append(None)
-                continue
-            (medians,) = self._workers[live[0]].retime([(kernel, problem, configs)], rounds)
-            out.append(medians)
+        """A class's jobs in one call to its first worker (one fresh trial process for all of
+        them, one job after another); ``timeout_s`` unused: a local call cannot be abandoned."""
+        first: dict[str, int] = {}
+        for n, info in enumerate(self.workers()):
+            first.setdefault(info.class_key, n)
+        shares: dict[int, list[int]] = {}
+        for j, (class_key, _kernel, _problem, configs) in enumerate(jobs):
+            if class_key in first and configs:
+                shares.setdefault(first[class_key], []).append(j)
+        out: list[list[list[float]] | None] = [None] * len(jobs)
+        for n, share in shares.items():
+            medians = self._workers[n].retime([jobs[j][1:] for j in share], rounds)
+            for j, job_medians in zip(share, medians, strict=True):
+                out[j] = job_medians
         return out
 
     def call_logs(self) -> dict[str, list[str]]:
