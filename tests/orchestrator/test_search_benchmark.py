@@ -165,6 +165,27 @@ def test_warm_rows_are_held_to_the_warm_target() -> None:
     )
 
 
+def test_the_learned_table_marks_a_target_whose_rows_did_not_run_with_a_dash() -> None:
+    from benchmarks.search_prior import learned_table
+
+    def row(sampler: str, median: float, p90: float) -> dict[str, object]:
+        return {
+            "landscape": "l",
+            "space": 100,
+            "sampler": sampler,
+            "trials_to_2pct": {"median": median, "p90": p90},
+        }
+
+    cold = learned_table([row("local", 20, 40), row("learned", 10, 30)])
+    line = next(x for x in cold.splitlines() if x.startswith("| l |"))
+    assert line.endswith("| 0.50 | yes | - | yes |")
+    assert "prior target on 0 of 0" in cold and "no-prior target on 1 of 1" in cold
+    both = learned_table([row("local", 20, 40), row("learned", 30, 30), row("learned+prior", 3, 9)])
+    assert next(x for x in both.splitlines() if x.startswith("| l |")).endswith(
+        "| 1.50 | no | yes | no |"
+    )
+
+
 H200_4096 = _PATH.parent / "landscapes" / "h200" / "matmul_M4096_N4096_K4096_bfloat16.json.gz"
 
 
