@@ -1,4 +1,5 @@
-"""``learned``: a Gaussian-process cost model over config features, with a prior from other problems.
+"""``learned``: ``local``'s moves and a Gaussian-process cost model over config features, with a
+prior from other problems.
 
 The model (numpy only). Configs are featurized on the study's problem: each parameter's value
 (log2 of a power of two, an int as it is, a flag 0/1, a categorical one-hot) plus the derived
