@@ -25,12 +25,11 @@ proposal is the config of largest expected improvement over the best measured lo
 random subset of the unasked configs and all those within ``LOCAL_RADIUS`` index steps of the
 fastest and of the fastest one in another region), the others are ``local``'s move
 (:class:`~orchestrator.samplers.local.LocalSearchSampler`: the unasked neighbour of the best
-configs that its additive model predicts fastest). The moves climb where the model's jumps stall
-(the GP alone trailed ``local`` on four matmul landscapes), the EI proposals jump where the model
-expects gains. Pending configs count as measured at their predicted mean (kriging believer), so
-a batch spreads out. The prior is fitted
-once per study (first proposal); each proposal refits only the GP over at most ``MAX_TRAIN`` own
-trials (its length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
+configs that its additive model predicts fastest). The moves climb where the model's jumps stall,
+the EI proposals jump where the model expects gains. Pending configs count as measured at their
+predicted mean (kriging believer), so a batch spreads out. The prior is fitted once per study
+(first proposal); each EI pick refits only the GP over at most ``MAX_TRAIN`` own trials (its
+length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
 ``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
 """
 
@@ -439,8 +438,8 @@ class LearnedSampler(BaseSampler):
                 moved = self._move.sample_relative(study, trial, search_space)
                 if moved:
                     return moved
-            near = self._near(self._parents(sorted(done, key=done.__getitem__)), fresh)
             if unseen.size > MAX_CANDIDATES:
+                near = self._near(self._parents(sorted(done, key=done.__getitem__)), fresh)
                 fresh[self._rng.choice(unseen, unseen.size - MAX_CANDIDATES, replace=False)] = False
                 fresh[near] = True
                 candidates = np.flatnonzero(fresh)
@@ -451,7 +450,7 @@ class LearnedSampler(BaseSampler):
         return {} if out is None else out
 
     def _parents(self, ranked: Sequence[int]) -> list[int]:
-        """``ranked`` (own trials, fastest first) as the local step's parents: the fastest, then
+        """``ranked`` (own trials, fastest first) as the EI pick's parents: the fastest, then
         the fastest ones more than ``SPREAD_PARENTS`` index steps from every parent before them
         (distinct regions), ``LOCAL_PARENTS`` in all."""
         if not SPREAD_PARENTS or not ranked:
