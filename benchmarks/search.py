@@ -334,7 +334,7 @@ def sampler_table() -> dict[str, tuple[SamplerFactory, bool]]:
 class SeedRun:
     """One seed: the value of each trial in order (None: no valid time), the asks made, how many
     of them broke a constraint (rejected) or hit a known or pending config (cached), how many
-    configs were drawn at random after the sampler stalled, seconds."""
+    configs were drawn at random after the sampler stalled, seconds, and each trial's config."""
 
     trace: list[float | None]
     asks: int
@@ -342,6 +342,7 @@ class SeedRun:
     cached: int
     drawn: int
     wall_s: float
+    configs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_seed(
@@ -353,10 +354,12 @@ def run_seed(
     horizon: float = 1.0,
     warm: Sequence[Mapping[str, Any]] = (),
     prior: Sequence[PriorTrial] = (),
+    stop_early: bool = True,
 ) -> SeedRun:
     """One seed of the product's :class:`Study` against the landscape (``warm`` configs queued
-    first; ``prior``: the sampler's database prior), until the best is within 2% and 25% of the space is spent (or the optimum is found),
-    or the horizon or the space ends."""
+    first; ``prior``: the sampler's database prior), until the best is within 2% and 25% of the
+    space is spent or the optimum is found (only with ``stop_early``), or the horizon or the
+    space ends."""
     started = time.perf_counter()
     budget = max(1, math.ceil(horizon * bench.size))
     encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
@@ -377,6 +380,7 @@ def run_seed(
     study.warm_start([dict(c) for c in warm])
     max_asks = MAX_ASKS_PER_CONFIG * bench.size
     trace: list[float | None] = []
+    asked: list[dict[str, Any]] = []
     min_trials = math.ceil(max(FRACTIONS) * bench.size)
     goal = bench.optimum * (1 + min(THRESHOLDS))
     best = math.inf
@@ -392,12 +396,19 @@ def run_seed(
         for config in pending:
             value = bench.times.get(config_key(config))
             trace.append(value)
+            asked.append(config)
             best = min(best, value if value is not None else math.inf)
             study.tell(config, Answer(value))
-        if best <= bench.optimum or (best <= goal and len(trace) >= min_trials):
+        if stop_early and (best <= bench.optimum or (best <= goal and len(trace) >= min_trials)):
             break  # the metrics cannot change any more
     return SeedRun(
-        trace, study.asks, study.rejected, study.cached, search.drawn, time.perf_counter() - started
+        trace,
+        study.asks,
+        study.rejected,
+        study.cached,
+        search.drawn,
+        time.perf_counter() - started,
+        asked,
     )
 
 
@@ -484,13 +495,18 @@ def summarize(
 
 
 def _one(
-    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]], tuple[str, ...]],
+    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]], tuple[str, ...], int],
 ) -> SeedRun:
-    path, observed, sampler, seed, batch, horizon, warm, prior = args
+    path, observed, sampler, seed, batch, horizon, warm, prior, sparse = args
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     factory, numeric = sampler_table()[sampler]
     bench = _cached_bench(path, observed)
-    trials = _cached_prior(path, observed, prior) if prior else ()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    if sparse:
+        trials: Sequence[PriorTrial] = sparse_prior(
+            bench.kernel, bench.problem, prior, observed, seed, batch, sparse
+        )
+    else:
+        trials = _cached_prior(path, observed, prior) if prior else ()
     return run_seed(bench, factory, numeric, seed, batch, horizon, warm, trials)
 
 
@@ -508,7 +524,44 @@ def _cached_prior(path: str, observed: bool, paths: tuple[str, ...]) -> tuple[Pr
     return tuple(prior_trials(bench.kernel, bench.problem, paths))
 
 
-@functools.lru_cache(maxsize=4)
+def sparse_prior(
+    kernel: str,
+    problem: Problem,
+    paths: Sequence[str],
+    observed: bool,
+    seed: int,
+    batch: int,
+    trials: int,
+) -> list[PriorTrial]:
+    """The sparse database prior of a leave-one-problem-out run (``learned+sparse``): of each
+    landscape in ``paths`` of ``kernel`` on a problem other than ``problem``, the ok trials among
+    the first ``trials`` that ``local`` measured there (seed ``seed``, batches of ``batch``,
+    ``observed`` as ``--space observed``), as an earlier job with that budget would have left
+    them in a database."""
+    out = []
+    for other_path in paths:
+        other = _cached_bench(other_path, observed)
+        if other.kernel != kernel or other.problem == problem:
+            continue
+        run = _local_history(other_path, observed, seed, batch, trials)
+        out += [
+            PriorTrial(dict(other.problem), other.device_class, dict(config), value)
+            for config, value in zip(run.configs, run.trace, strict=True)
+            if value is not None
+        ]
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _local_history(path: str, observed: bool, seed: int, batch: int, trials: int) -> SeedRun:
+    """The first ``trials`` trials of ``local`` on a landscape (once per process and seed)."""
+    bench = _cached_bench(path, observed)
+    factory, numeric = sampler_table()[samplers.DEFAULT]
+    horizon = min(1.0, trials / bench.size)
+    return run_seed(bench, factory, numeric, seed, batch, horizon, stop_early=False)
+
+
+@functools.lru_cache(maxsize=64)
 def _cached_bench(path: str, observed: bool) -> Bench:
     """:func:`load_bench`, once per process and file (seeds share its space and valid configs)."""
     return load_bench(path, observed)
@@ -602,9 +655,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         "its database prior (leave one problem out: learned+prior)",
     )
     parser.add_argument(
+        "--sparse-prior",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --prior-from, also run `learned` with a sparse prior: of each of those "
+        "landscapes, only the first N trials of `local` with the same seed (learned+sparse)",
+    )
+    parser.add_argument(
         "--start",
         nargs="+",
-        choices=("", "+warm", "+prior", "+prior+warm"),
+        choices=("", "+warm", "+prior", "+prior+warm", "+sparse"),
         help="run only these starts (row suffixes; '' is cold); default: every one the "
         "--warm-from and --prior-from options give",
     )
@@ -639,19 +700,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         mapper = pool.map if args.jobs > 1 else map
         for path in args.landscape:
             bench = load_bench(path, observed)
-            starts: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {"": ([], ())}
+            # suffix -> (warm configs, prior landscapes, sparse prior's trials per landscape)
+            starts: dict[str, tuple[list[dict[str, Any]], tuple[str, ...], int]] = {"": ([], (), 0)}
             if args.warm_from is not None:
-                starts["+warm"] = (warm_configs(path, args.warm_from), ())
+                starts["+warm"] = (warm_configs(path, args.warm_from), (), 0)
             if args.prior_from is not None:
                 prior_paths = tuple(str(p) for p in args.prior_from)
-                starts["+prior"] = ([], prior_paths)
+                starts["+prior"] = ([], prior_paths, 0)
                 if args.warm_from is not None:
-                    starts["+prior+warm"] = (starts["+warm"][0], prior_paths)
-            for sampler, (suffix, (warm, prior)) in itertools.product(args.sampler, starts.items()):
+                    starts["+prior+warm"] = (starts["+warm"][0], prior_paths, 0)
+                if args.sparse_prior:
+                    starts["+sparse"] = ([], prior_paths, args.sparse_prior)
+            for sampler, (suffix, (warm, prior, sparse)) in itertools.product(
+                args.sampler, starts.items()
+            ):
                 if (prior and sampler != "learned") or (args.start and suffix not in args.start):
                     continue  # only the learned sampler takes a prior
                 tasks = [
-                    (str(path), observed, sampler, s, args.batch, args.horizon, warm, prior)
+                    (str(path), observed, sampler, s, args.batch, args.horizon, warm, prior, sparse)
                     for s in range(args.seeds)
                 ]
                 runs = list(mapper(_one, tasks))

@@ -175,8 +175,9 @@ BUILTINS: tuple[SamplerEntry, ...] = (
     SamplerEntry(
         "learned",
         _learned,
-        "a Gaussian-process cost model over config features, with a prior from the kernel's "
-        "trials on other problems and device classes",
+        "local's moves, with every fourth proposal from a Gaussian-process cost model over "
+        "config features whose prior comes from the kernel's trials on other problems and "
+        "device classes",
         prior=True,
     ),
 )

@@ -1,4 +1,5 @@
-"""``learned``: a Gaussian-process cost model over config features, with a prior from other problems.
+"""``learned``: ``local``'s moves and a Gaussian-process cost model over config features, with a
+prior from other problems.
 
 The model (numpy only). Configs are featurized on the study's problem: each parameter's value
 (log2 of a power of two, an int as it is, a flag 0/1, a categorical one-hot) plus the derived
@@ -19,13 +20,16 @@ Without a prior ``mu0 = 0``: a plain GP after ``STARTUP`` random valid configs.
 
 Proposals, always a valid config no trial asked (pending ones included): with a prior, the first
 batch probes the prior's best and the fastest config of each prior problem, nearest first, and
-the spec's default follows; then the config of largest expected improvement over the best measured log time, every other time
-among the configs within ``LOCAL_RADIUS`` index steps of the fastest and of the fastest one in
-another region (so the search climbs near the best, and in a second basin, as well as jumping
-where the model expects gains). Pending configs count as
-measured at their predicted mean (kriging believer), so a batch spreads out. The prior is fitted
-once per study (first proposal); each proposal refits only the GP over at most ``MAX_TRAIN`` own
-trials (its length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
+the spec's default follows. After that the sampler is a portfolio: every ``EI_EVERY``-th
+proposal is the config of largest expected improvement over the best measured log time (among a
+random subset of the unasked configs and all those within ``LOCAL_RADIUS`` index steps of the
+fastest and of the fastest one in another region), the others are ``local``'s move
+(:class:`~orchestrator.samplers.local.LocalSearchSampler`: the unasked neighbour of the best
+configs that its additive model predicts fastest). The moves climb where the model's jumps stall,
+the EI proposals jump where the model expects gains. Pending configs count as measured at their
+predicted mean (kriging believer), so a batch spreads out. The prior is fitted once per study
+(first proposal); each EI pick refits only the GP over at most ``MAX_TRAIN`` own trials (its
+length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
 ``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
 """
 
@@ -43,6 +47,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.encoding import Encoding, valid_configs
+from orchestrator.samplers.local import LocalSearchSampler
 from search_spaces.problem import Problem
 from search_spaces.space import Config, Param, ParamKind, Value, config_key
 
@@ -91,10 +96,12 @@ NUGGET = 1e-3
 MAX_TRAIN = 128
 #: Valid configs scored per proposal at most (those near the best, then a random subset).
 MAX_CANDIDATES = 512
-#: Every LOCAL_EVERY-th proposal is the best of the configs within LOCAL_RADIUS index steps of
-#: the LOCAL_PARENTS fastest measured ones (0: never; none left there: the nearest unasked
-#: ones), so the search also climbs near the best.
-LOCAL_EVERY = 2
+#: Every EI_EVERY-th proposal (counting from the study's first) is the EI pick; the others are
+#: ``local``'s moves (the EI pick where no move is left).
+EI_EVERY = 4
+#: The EI pick always scores the configs within LOCAL_RADIUS index steps of the LOCAL_PARENTS
+#: fastest measured ones (none left there: the nearest unasked ones), so it also looks near the
+#: best.
 LOCAL_RADIUS = 2
 LOCAL_PARENTS = 2
 #: Each parent after the first is more than this many index steps from the parents before it
@@ -343,6 +350,16 @@ class LearnedSampler(BaseSampler):
         self._near_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, dtype=int))
         self._pos = np.zeros((0, 0), dtype=int)  # index of each parameter's value, per config
         self._length: tuple[int, float] | None = None  # own trials when last chosen, the length
+        # local's moves (no startup of its own: this sampler's comes first), over the same
+        # valid configs
+        self._move = LocalSearchSampler(self._distributions, seed, 0, self._valid_params)
+
+    def _valid_params(self) -> list[dict[str, Any]]:
+        """The Optuna params of every valid config (for the moves)."""
+        if not self._ready:
+            self._prepare()
+        out = (self._encoding.encode(c) for c in self._configs)
+        return [p for p in out if p is not None]
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
@@ -417,10 +434,12 @@ class LearnedSampler(BaseSampler):
         elif self._prior is None and len(done) < self._startup:
             pick = int(self._rng.choice(unseen))
         else:
-            near = self._near(self._parents(sorted(done, key=done.__getitem__)), fresh)
-            if near.size and LOCAL_EVERY and self._asked % LOCAL_EVERY == 0:
-                candidates = near
-            elif unseen.size > MAX_CANDIDATES:
+            if done and self._asked % EI_EVERY != EI_EVERY - 1:
+                moved = self._move.sample_relative(study, trial, search_space)
+                if moved:
+                    return moved
+            if unseen.size > MAX_CANDIDATES:
+                near = self._near(self._parents(sorted(done, key=done.__getitem__)), fresh)
                 fresh[self._rng.choice(unseen, unseen.size - MAX_CANDIDATES, replace=False)] = False
                 fresh[near] = True
                 candidates = np.flatnonzero(fresh)
@@ -431,7 +450,7 @@ class LearnedSampler(BaseSampler):
         return {} if out is None else out
 
     def _parents(self, ranked: Sequence[int]) -> list[int]:
-        """``ranked`` (own trials, fastest first) as the local step's parents: the fastest, then
+        """``ranked`` (own trials, fastest first) as the EI pick's parents: the fastest, then
         the fastest ones more than ``SPREAD_PARENTS`` index steps from every parent before them
         (distinct regions), ``LOCAL_PARENTS`` in all."""
         if not SPREAD_PARENTS or not ranked:

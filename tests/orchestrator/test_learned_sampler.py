@@ -216,3 +216,32 @@ def test_with_a_prior_the_spec_default_follows_the_priors_probes(
             assert asked[len(probes) - 1] == expected and asked[0] != expected, asked
         else:
             assert probes == (), probes
+
+
+def test_past_its_startup_it_proposes_locals_moves_between_its_model_picks() -> None:
+    """Given the same four measured configs, the learned sampler's first two proposals are the
+    moves ``local`` (same seed, no startup) proposes; every fourth proposal is the model's."""
+    from optuna.trial import create_trial
+
+    from orchestrator.samplers.learned import EI_EVERY
+    from orchestrator.samplers.local import LocalSearchSampler
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec, limits = get_spec("rmsnorm"), lookup(H200).limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    dists = encoding.distributions()
+    samplers = [
+        LearnedSampler(encoding, seed=3),
+        LocalSearchSampler(dists, 3, 0, encoding.valid_params),
+    ]
+    studies = [optuna.create_study(sampler=s) for s in samplers]
+    for i, params in enumerate(encoding.valid_params()[:4]):
+        for study in studies:
+            study.add_trial(create_trial(params=params, distributions=dists, value=1.0 + i))
+    assert EI_EVERY == 4
+    for step in range(2):
+        learned, local = (study.ask(dists) for study in studies)
+        assert learned.params, "no proposal"
+        assert learned.params == local.params, step
+        for study, trial in zip(studies, (learned, local), strict=True):
+            study.tell(trial, 0.5 - 0.1 * step)

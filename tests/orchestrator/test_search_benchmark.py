@@ -165,6 +165,28 @@ def test_warm_rows_are_held_to_the_warm_target() -> None:
     )
 
 
+def test_the_learned_table_marks_a_target_whose_rows_did_not_run_with_a_dash() -> None:
+    from benchmarks.search_prior import learned_table
+
+    def row(sampler: str, median: float, p90: float) -> dict[str, object]:
+        return {
+            "landscape": "l",
+            "space": 100,
+            "sampler": sampler,
+            "trials_to_2pct": {"median": median, "p90": p90},
+        }
+
+    cold = learned_table([row("local", 20, 40), row("learned", 10, 30)])
+    line = next(x for x in cold.splitlines() if x.startswith("| l |"))
+    assert line.endswith("| 0.50 | yes | - | - | yes |")
+    assert "prior target on 0 of 0" in cold and "no-prior target on 1 of 1" in cold
+    rows = [row("local", 20, 40), row("learned", 30, 30), row("learned+prior", 3, 9)]
+    both = learned_table([*rows, row("learned+sparse", 6, 9)])
+    assert next(x for x in both.splitlines() if x.startswith("| l |")).endswith(
+        "| 1.50 | no | yes | no | no |"
+    )
+
+
 H200_4096 = _PATH.parent / "landscapes" / "h200" / "matmul_M4096_N4096_K4096_bfloat16.json.gz"
 
 
@@ -275,3 +297,16 @@ def test_the_cut_space_replays_the_numbers_recorded_in_the_older_space() -> None
     runs = [bench_mod.run_seed(bench, factory, False, seed) for seed in range(20)]
     row = bench_mod.summarize(bench, "local", runs, 1.0)
     assert row["trials_to_2pct"] == {"median": 28.0, "p90": 45.1, "reached": 20}
+
+
+def test_the_sparse_benchmark_prior_is_locals_first_trials_on_the_other_problems(
+    landscapes: dict[str, list[Path]],
+) -> None:
+    small, large = (str(p) for p in landscapes["NVIDIA H200"])
+    target = dict(read_landscape(large).problem)
+    prior = bench_mod.sparse_prior("matmul", target, [small, large], False, 2, 4, 12)
+    times = {config_key(r.config): r.time_ms for r in read_landscape(small).results}
+    assert 0 < len(prior) <= 12 and all(t.problem != target for t in prior)
+    assert len({config_key(t.config) for t in prior}) == len(prior)
+    assert all(times[config_key(t.config)] == t.time_ms for t in prior)
+    assert bench_mod.sparse_prior("matmul", target, [small], False, 2, 4, 12) == prior
