@@ -35,8 +35,8 @@ N is the number of valid configs (spec) or of configs in the file (cut spec, obs
 Metrics over seeds (median, p90): trials until the best found is within 2% / 5% of the landscape's
 optimum (a seed that does not get there within ``horizon * N`` trials, or whose study ends first,
 counts as N), and the best found after 5%, 10%, 25% of N trials as a ratio to the optimum.
-Samplers: every sampler of the registry (``local``, the default: a neighbourhood search around the
-best configs; tpe = multivariate + constant liar, gp, random, cmaes; and any installed through the
+Samplers: every sampler of the registry (``learned``, the default; ``local``: a neighbourhood search
+around the best configs; tpe = multivariate + constant liar, gp, random, cmaes; and any installed through the
 ``tunefleet.samplers`` entry points) except ``grid`` (over the Cartesian grid it is random order
 without replacement, and it is too slow on this space to benchmark), plus variants that exist only
 here: TPE variants (tpe-indep: not multivariate; tpe-noliar: no constant liar) and ``cmaes+novel``
@@ -556,7 +556,7 @@ def sparse_prior(
 def _local_history(path: str, observed: bool, seed: int, batch: int, trials: int) -> SeedRun:
     """The first ``trials`` trials of ``local`` on a landscape (once per process and seed)."""
     bench = _cached_bench(path, observed)
-    factory, numeric = sampler_table()[samplers.DEFAULT]
+    factory, numeric = sampler_table()["local"]
     horizon = min(1.0, trials / bench.size)
     return run_seed(bench, factory, numeric, seed, batch, horizon, stop_early=False)
 

@@ -4,8 +4,8 @@ and the search benchmark's list come.
 A sampler is a :class:`SamplerEntry`: its name, a factory ``(SamplerContext) ->
 optuna.samplers.BaseSampler`` (the context: seed, budget, the study's encoding, its kernel spec,
 problem and device class), one line of help, whether it needs every parameter encoded as a
-number, which spaces it fits, and the modules it needs. Built-ins: ``local`` (the default),
-``tpe``, ``gp``, ``random``, ``grid``, ``cmaes``. A team adds one without forking, like a kernel:
+number, which spaces it fits, and the modules it needs. Built-ins: ``learned`` (the default),
+``local``, ``tpe``, ``gp``, ``random``, ``grid``, ``cmaes``. A team adds one without forking, like a kernel:
 an entry point of the group ``tunefleet.samplers`` whose value is ``module:ATTRIBUTE`` naming a
 ``SamplerEntry`` (in pyproject.toml: ``[project.entry-points."tunefleet.samplers"]`` ``mine =
 "my_pkg.sampler:ENTRY"``), or :func:`register` in-process. Names come only from this table: a
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # Optuna loads when a sampler is made, not when a job spec is
     from orchestrator.samplers.learned import PriorTrial
 
 ENTRY_POINT_GROUP = "tunefleet.samplers"
-DEFAULT = "local"
+DEFAULT = "learned"
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ BUILTINS: tuple[SamplerEntry, ...] = (
     SamplerEntry(
         "local",
         _local,
-        "random startup, then unasked neighbours of the best configs (the default)",
+        "random startup, then unasked neighbours of the best configs",
     ),
     SamplerEntry("tpe", _tpe, "Optuna's TPE, multivariate, constant liar"),
     SamplerEntry("gp", _gp, "Optuna's Gaussian process"),
@@ -177,7 +177,7 @@ BUILTINS: tuple[SamplerEntry, ...] = (
         _learned,
         "local's moves, with every fourth proposal from a Gaussian-process cost model over "
         "config features whose prior comes from the kernel's trials on other problems and "
-        "device classes",
+        "device classes (the default)",
         prior=True,
     ),
 )

@@ -36,7 +36,7 @@ from starlette.responses import Response, StreamingResponse
 
 from db import Database, JobStatus, Objective, repository
 from db.models import TokenScope, utcnow
-from orchestrator import service
+from orchestrator import samplers, service
 from orchestrator.bundle_export import BundleFormat
 from orchestrator.errors import PermissionDenied
 from orchestrator.jobs import JobSpec, SourceKind
@@ -89,7 +89,7 @@ class JobRequest(BaseModel):
     devices: Names = "auto"
     trials: StrictInt = Field(30, ge=1, le=1_000_000)
     minutes: StrictFloat | StrictInt | None = Field(None, gt=0, le=60 * 24 * 30)
-    sampler: StrictStr = Field("local", max_length=64)
+    sampler: StrictStr = Field(samplers.DEFAULT, max_length=64)
     seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
     objective: Objective = Objective.KERNEL
     team: StrictStr | None = Field(None, max_length=64)

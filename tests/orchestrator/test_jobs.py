@@ -16,7 +16,7 @@ def test_defaults_and_round_trip() -> None:
     spec = JobSpec.from_mapping(GOOD)
     assert spec.problems == ({"M": 64, "N": 64, "K": 64, "dtype": "float16"},)
     assert spec.device_classes == (ALL_CLASSES,) and spec.all_classes
-    assert (spec.sampler, spec.trials, spec.top_k, spec.in_flight) == ("local", 30, 3, None)
+    assert (spec.sampler, spec.trials, spec.top_k, spec.in_flight) == ("learned", 30, 3, None)
     assert JobSpec.from_mapping(spec.to_dict()) == spec
 
 

@@ -83,7 +83,7 @@ def toy_plugin(on_path: Path) -> Path:
 
 
 def test_builtins_are_listed_default_first_with_their_help() -> None:
-    assert samplers.names() == ["local", "cmaes", "gp", "grid", "learned", "random", "tpe"]
+    assert samplers.names() == ["learned", "cmaes", "gp", "grid", "local", "random", "tpe"]
     assert (
         JobSpec.from_mapping(
             {"kernel": "matmul", "problems": ["M=64,N=64,K=64,dtype=float16"]}
@@ -99,7 +99,7 @@ def test_an_unknown_sampler_is_refused_in_one_line_naming_the_choices() -> None:
         JobSpec.from_mapping(
             {"kernel": "matmul", "problems": ["M=64,N=64,K=64,dtype=float16"], "sampler": "x"}
         )
-    assert str(info.value).startswith("unknown sampler 'x'; choose one of local, cmaes")
+    assert str(info.value).startswith("unknown sampler 'x'; choose one of learned, cmaes")
     assert "\n" not in str(info.value)
 
 
