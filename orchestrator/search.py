@@ -14,7 +14,11 @@ driver managed 20 trials/s on replayed trials, in memory 404
 near 10 trials/s (benchmarks/results/scaling/2026-11-30-08e6ee2-h200x2/). Constraint-rejected
 asks are not rebuilt: asked again after a resume, they are rejected again for free. Tells go
 through Optuna's ``_tell_with_warning``: ``Study.tell`` without the deep copy of the told trial
-that ``tell`` returns (a fifth of a driver's time when most asks are rejected configs).
+that ``tell`` returns (a fifth of a driver's time when most asks are rejected configs). An enqueue
+skips params that a trial of the study already has, as Optuna's ``skip_if_exists`` does, from a
+set of the trials' params kept up to date incrementally: Optuna compares each enqueue with every
+trial (``numpy.isclose`` per parameter), which made a warm start of a few hundred configs take
+tens of seconds of CPU.
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ IDLE_LIMIT = 100
 IDLE_LIMIT_AFTER_DRAW = 10
 
 
+def _params_key(params: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    """Hashable form of Optuna params, equal for equal params (names and values)."""
+    return tuple(sorted(params.items()))
+
+
 class SearchStudy:
     """Ask/tell over one Optuna study, speaking configs of the space instead of Optuna params."""
 
@@ -64,6 +73,8 @@ class SearchStudy:
         self.drawn = 0  # configs queued by unstick
         self._rng = rng or random.Random(study.study_name)
         self._valid: list[tuple[str, Config]] | None = None
+        self._params_seen: set[tuple[tuple[str, object], ...]] = set()  # of the trials scanned
+        self._scanned = 0  # trials whose params are in ``_params_seen``
 
     @classmethod
     def create(
@@ -108,11 +119,24 @@ class SearchStudy:
         return True
 
     def enqueue(self, config: Mapping[str, Value]) -> bool:
-        """Queue ``config`` to be asked next (warm start); False if it is outside the space."""
+        """Queue ``config`` to be asked next (warm start), unless a trial of the study (asked,
+        told, queued or from history) already has its params; False if it is outside the
+        space."""
         params = self.encoding.encode(config)
         if params is None:
             return False
-        self.study.enqueue_trial(params, skip_if_exists=True)
+        # The storage's trials only grow, and a trial's params are final once ``ask`` or
+        # ``add_trial`` returns: scan the new ones only.
+        trials = self.study.get_trials(deepcopy=False)
+        for trial in trials[self._scanned :]:
+            given = trial.system_attrs.get("fixed_params", trial.params)
+            self._params_seen.add(_params_key(given))
+        self._scanned = len(trials)
+        key = _params_key(params)
+        if key not in self._params_seen:
+            self.study.enqueue_trial(params)
+            self._params_seen.add(key)
+            self._scanned += 1
         return True
 
     def note(self, *, new: bool) -> None:
