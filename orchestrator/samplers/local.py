@@ -41,14 +41,20 @@ class LocalSearchSampler(BaseSampler):
         seed: int,
         startup: int,
         valid: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
+        *,
+        positions: Callable[[], np.ndarray] | None = None,
     ) -> None:
-        """``valid`` returns the space's valid points; it is called once, when first needed."""
+        """``valid`` returns the space's valid points; ``positions`` (instead of ``valid``)
+        returns them as index positions, one row per point, columns in the order of
+        ``distributions`` (an array it does not change, which may be shared between studies).
+        Either is called once, when first needed."""
         self._distributions = dict(distributions)
         self._names = list(self._distributions)
         self._rng = random.Random(seed)
         self._random = RandomSampler(seed=seed)
         self._startup = startup
         self._load_valid = valid
+        self._load_positions = positions
         self._valid: np.ndarray | None = None  # valid points as index positions, one per row
         self._sizes = [_size(d) for d in self._distributions.values()]
         self._offsets = np.cumsum([0, *self._sizes[:-1]])
@@ -147,7 +153,9 @@ class LocalSearchSampler(BaseSampler):
                 x = self._trial_position(t)
                 if x is not None:
                     done.append((x, float(t.value)))
-        if self._valid is None and self._load_valid is not None:
+        if self._valid is None and self._load_positions is not None:
+            self._valid = self._load_positions()
+        elif self._valid is None and self._load_valid is not None:
             points = [self._position(p) for p in self._load_valid()]
             valid = np.array([x for x in points if x is not None], dtype=np.int64)
             self._valid = valid.reshape(-1, len(self._names))
