@@ -749,6 +749,43 @@ def measured_keys(
     return {key for key, _ in rows}, max((last for _, last in rows), default=after_id)
 
 
+#: A study's key in the trials: (kernel id, problem key, device class id, objective).
+StudyKey = tuple[int, str, int, Objective]
+
+
+def verdicts_after(s: Session, after_id: int) -> tuple[dict[StudyKey, set[str]], int]:
+    """The config keys with a verdict (see :func:`find_measured`) in trial rows newer than
+    ``after_id``, by study key, and the newest such row's id (``after_id`` if none). Reads only
+    the new rows (a range of the primary key)."""
+    rows = s.execute(
+        sa.select(
+            Trial.kernel_id,
+            Trial.problem_key,
+            Trial.device_class_id,
+            Trial.objective,
+            Trial.config_key,
+            sa.func.max(Trial.id),
+        )
+        .where(Trial.id > after_id, *_VERDICT)
+        .group_by(
+            Trial.kernel_id,
+            Trial.problem_key,
+            Trial.device_class_id,
+            Trial.objective,
+            Trial.config_key,
+        )
+    ).all()
+    out: dict[StudyKey, set[str]] = {}
+    for kernel_id, pkey, class_id, objective, ckey, _ in rows:
+        out.setdefault((kernel_id, pkey, class_id, objective), set()).add(ckey)
+    return out, max((row[5] for row in rows), default=after_id)
+
+
+def last_trial_id(s: Session) -> int:
+    """The newest trial row's id (0 if there is none)."""
+    return int(s.scalar(sa.select(sa.func.max(Trial.id))) or 0)
+
+
 def measured_for_key(
     s: Session,
     kernel_id: int,

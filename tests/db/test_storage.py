@@ -367,6 +367,29 @@ class TestStorage:
             assert repo.measured_keys(s, *args, after_id=wrong) == ({'{"BLOCK":32}'}, ok)
             assert repo.measured_keys(s, *args, after_id=ok) == (set(), ok)
 
+    def test_verdicts_after_an_id_come_by_study_key_from_the_new_rows_only(
+        self, db: Database
+    ) -> None:
+        ids = _setup(db)
+        key = (ids["kernel"], '{"M":64}', ids["dc"], Objective.KERNEL)
+        graph = (*key[:3], Objective.GRAPH)
+        with db.session() as s:
+            assert repo.last_trial_id(s) == 0
+            first = _trial(s, ids, "ok", config_key='{"BLOCK":16}')
+            _trial(s, ids, "infra", config_key='{"BLOCK":8}')
+            _trial(s, ids, "wrong", config_key='{"BLOCK":32}', objective=Objective.GRAPH)
+            last = _trial(s, ids, "ok", config_key='{"BLOCK":64}')
+            assert repo.last_trial_id(s) == last
+            assert repo.verdicts_after(s, 0) == (
+                {key: {'{"BLOCK":16}', '{"BLOCK":64}'}, graph: {'{"BLOCK":32}'}},
+                last,
+            )
+            assert repo.verdicts_after(s, first) == (
+                {key: {'{"BLOCK":64}'}, graph: {'{"BLOCK":32}'}},
+                last,
+            )
+            assert repo.verdicts_after(s, last) == ({}, last)
+
     @pytest.mark.parametrize("outcome", ["crash", "compile_timeout", "run_timeout"])
     def test_provisional_verdict_is_never_a_permanent_answer(
         self, db: Database, outcome: str
