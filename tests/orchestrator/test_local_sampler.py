@@ -154,3 +154,30 @@ def test_a_sampler_given_positions_draws_what_one_given_params_draws() -> None:
             study.tell(trial, 1.0 + (i * 7919) % 13)
         asked.append(run)
     assert asked[0] == asked[1]
+
+
+def test_what_the_sampler_knows_of_the_trials_is_what_a_full_scan_finds() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec, limits = get_spec("rmsnorm"), lookup("H200").limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    dists = encoding.distributions()
+    sampler = LocalSearchSampler(dists, 5, 4, positions=encoding.valid_positions)
+    study = optuna.create_study(sampler=sampler)
+    for config in spec.space.enumerate(limits)[::40][:3]:
+        study.enqueue_trial(encoding.encode(config) or {})  # queued: no params until asked
+    pending: list[Trial] = []
+    for i in range(60):
+        pending.append(study.ask(dict(dists)))
+        if i % 7 == 3:
+            study.tell(pending.pop(), state=optuna.trial.TrialState.PRUNED)
+        while len(pending) > i % 5:  # told out of order, some left running
+            study.tell(pending.pop(i % len(pending)), 1.0 + (i * 7919) % 11)
+        trials = study.get_trials(deepcopy=False)
+        sampler._look(trials)
+        placed = [(t, sampler._position(t.params)) for t in trials]
+        assert sampler._seen == {x for _, x in placed if x is not None}
+        assert sampler._done == {
+            t.number: (x, t.value)
+            for t, x in placed
+            if t.state is optuna.trial.TrialState.COMPLETE and x is not None
+        }
