@@ -367,6 +367,45 @@ class TestStorage:
             assert repo.measured_keys(s, *args, after_id=wrong) == ({'{"BLOCK":32}'}, ok)
             assert repo.measured_keys(s, *args, after_id=ok) == (set(), ok)
 
+    def test_record_trials_writes_a_batch_and_gives_each_rows_id_in_order(
+        self, db: Database
+    ) -> None:
+        ids = _setup(db)
+        rows: list[repo.TrialFields] = [
+            {
+                "kernel_id": ids["kernel"],
+                "problem_key": '{"M":64}',
+                "device_class_id": ids["dc"],
+                "config": {"BLOCK": 2**i},
+                "config_key": f'{{"BLOCK":{2**i}}}',
+                "outcome": "ok" if i % 3 else "wrong",
+                "samples_ms": [1.0 + i, 2.0 + i] if i % 3 else None,
+                "median_ms": 1.5 + i if i % 3 else None,
+                "study_id": ids["study"],
+            }
+            for i in range(12)
+        ]
+        with db.session() as s:
+            written = repo.record_trials(s, rows)
+            assert repo.record_trials(s, []) == []
+        assert len(set(written)) == 12
+        with db.session(readonly=True) as s:
+            stored = {t.id: t for t in repo.trials_for_study(s, ids["study"])}
+        for row, row_id in zip(rows, written, strict=True):
+            t = stored[row_id]
+            assert (t.config, t.config_key, t.outcome.value) == (
+                row["config"],
+                row["config_key"],
+                row["outcome"],
+            )
+            assert (t.samples_ms, t.median_ms, t.reused, t.provisional) == (
+                row["samples_ms"],
+                row["median_ms"],
+                False,
+                False,
+            )
+            assert t.objective is Objective.KERNEL and t.created_at is not None
+
     def test_verdicts_after_an_id_come_by_study_key_from_the_new_rows_only(
         self, db: Database
     ) -> None:
