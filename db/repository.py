@@ -395,6 +395,15 @@ def get_job(s: Session, job_id: int) -> JobRecord:
     return _job_record(*row)
 
 
+def cancel_requested(s: Session, job_id: int) -> bool:
+    """Whether a cancel of job ``job_id`` was asked for (the one column a running driver polls);
+    raises NotFound if there is no such job."""
+    found = s.scalar(sa.select(Job.cancel_requested).where(Job.id == job_id))
+    if found is None:
+        raise NotFound(f"no job {job_id}; list jobs with `tunefleet jobs`")
+    return bool(found)
+
+
 def _job_filters(
     query: _Q, team: str | None, status: JobStatus | str | None, kernel: str | None
 ) -> _Q:

@@ -430,7 +430,7 @@ class Ledger:
 
     def cancel_requested(self) -> bool:
         return self.database.run_with_retry(
-            lambda s: repository.get_job(s, self.job_id).cancel_requested, readonly=True
+            lambda s: repository.cancel_requested(s, self.job_id), readonly=True
         )
 
     def promote(

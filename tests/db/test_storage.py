@@ -224,10 +224,14 @@ class TestStorage:
             assert resumed.status is JobStatus.RUNNING
             assert (resumed.error, resumed.finished_at, resumed.started_at) == (None, None, started)
             assert resumed.cancel_requested is False
+            assert repo.cancel_requested(s, job) is False
             repo.set_job_status(s, job, JobStatus.RUNNING)
             repo.request_cancel(s, job)
         with db.session() as s:
             assert repo.get_job(s, job).cancel_requested is True
+            assert repo.cancel_requested(s, job) is True
+            with pytest.raises(NotFound):
+                repo.cancel_requested(s, 999)
             repo.set_job_status(s, job, JobStatus.CANCELLED)
             repo.set_job_status(s, job, JobStatus.RUNNING)
             repo.set_job_status(s, job, JobStatus.DONE)
