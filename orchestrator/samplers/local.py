@@ -150,6 +150,21 @@ class LocalSearchSampler(BaseSampler):
         self._model = (len(done), coef)
         return coef
 
+    def sample_trial(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
+        """Every parameter of a new ``trial`` (not yet in the study), as Optuna's ``ask`` with
+        this sampler's distributions fixed makes them: the relative sample, and for each
+        parameter it leaves out (or out of range) an independent draw, in distribution order.
+        One call instead of Optuna's per-parameter suggest (its checks and copies of the trial
+        were a third of a driver's CPU)."""
+        relative = self.sample_relative(study, trial, self._distributions)
+        out: dict[str, Any] = {}
+        for name, dist in self._distributions.items():
+            value = relative.get(name)
+            if name not in relative or not dist._contains(dist.to_internal_repr(value)):
+                value = self.sample_independent(study, trial, name, dist)
+            out[name] = dist.to_external_repr(dist.to_internal_repr(value))
+        return out
+
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:

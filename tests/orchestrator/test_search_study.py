@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+from optuna.trial import Trial
 
 from orchestrator.samplers import startup_trials
 from orchestrator.search import SearchStudy
@@ -97,3 +98,30 @@ def test_a_warm_start_of_hundreds_of_configs_enqueues_in_well_under_a_second() -
         study.enqueue(config)
     assert time.perf_counter() - t0 < 0.5  # Optuna's own check: tens of seconds
     assert len(study.study.get_trials(deepcopy=False)) == len(configs)
+
+
+def test_asks_of_the_local_sampler_are_optunas_asks_made_in_one_write() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    configs = SPACE.enumerate(LIMITS)
+    ours = SearchStudy.create("twin", SPACE, LIMITS, "local", seed=3, budget=60)
+    ref = SearchStudy.create("twin", SPACE, LIMITS, "local", seed=3, budget=60)
+    for s in (ours, ref):
+        s.add_history(configs[5], 2.0)
+        s.enqueue(configs[900])  # a queued config is asked first, through Optuna's ask
+    pending: list[tuple[Trial, Trial]] = []
+    for i in range(60):
+        a = ours.ask()[0]
+        b = ref.study.ask(fixed_distributions=ref._distributions)
+        assert (a.number, a.params) == (b.number, b.params)
+        assert a.distributions == b.distributions
+        pending.append((a, b))
+        while len(pending) > i % 4:  # some told later, some pruned
+            a, b = pending.pop(0)
+            if i % 5 == 0:
+                ours.tell_bad(a, "no valid time")
+                ref.tell_bad(b, "no valid time")
+            else:
+                ours.tell_ok(a, 1.0 + (i * 31) % 7)
+                ref.tell_ok(b, 1.0 + (i * 31) % 7)
+    got = [(t.number, t.state, t.params, t.value) for t in ours.study.get_trials()]
+    assert got == [(t.number, t.state, t.params, t.value) for t in ref.study.get_trials()]
