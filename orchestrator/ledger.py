@@ -429,9 +429,11 @@ class Ledger:
         return cast("repository.TrialFields", row)
 
     def cancel_requested(self) -> bool:
-        return self.database.run_with_retry(
-            lambda s: repository.cancel_requested(s, self.job_id), readonly=True
-        )
+        """Whether a cancel of the job was asked for, read in a write transaction that writes
+        nothing, so that it checks what :meth:`db.Database.check_alive` checks (the database
+        is there and takes writes: on SQLite the same file, writable, its write lock taken):
+        a driver's poll is one transaction, not two."""
+        return self.database.run_with_retry(lambda s: repository.cancel_requested(s, self.job_id))
 
     def promote(
         self, job: OpenJob, rows: StudyRows, config: Config, time_ms: float, row: int
