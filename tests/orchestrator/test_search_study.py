@@ -123,5 +123,7 @@ def test_asks_of_the_local_sampler_are_optunas_asks_made_in_one_write() -> None:
             else:
                 ours.tell_ok(a, 1.0 + (i * 31) % 7)
                 ref.tell_ok(b, 1.0 + (i * 31) % 7)
+    stored = ours.study.get_trials(deepcopy=False)[-1].distributions
+    assert all(stored[n] is d for n, d in ours._distributions.items())  # shared, not copied
     got = [(t.number, t.state, t.params, t.value) for t in ours.study.get_trials()]
     assert got == [(t.number, t.state, t.params, t.value) for t in ref.study.get_trials()]
