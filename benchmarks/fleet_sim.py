@@ -17,7 +17,10 @@ per team every ``--every-s`` seconds until ``--duration-s``; then the servers ge
 stop, trials in flight are recorded). A reader polls the API (job lists, job detail, best configs,
 device classes) throughout. Results: the trial rate (per second, from the trial rows), claim
 durations (timed inside the servers), queue wait by team (``started_at - created_at``), the busy
-share of the simulated workers, API latency p50/p99 by route, database rows and bytes.
+share of the simulated workers, API latency p50/p99 by route, database rows and bytes, and the
+CPU seconds of each component in the steady window (each server and its threads by role, each
+server's PostgreSQL backends, the clients, the rest of the machine: benchmarks/fleet/cpu_meter.py)
+as cores and as ms per trial.
 """
 
 from __future__ import annotations
