@@ -17,7 +17,10 @@ per team every ``--every-s`` seconds until ``--duration-s``; then the servers ge
 stop, trials in flight are recorded). A reader polls the API (job lists, job detail, best configs,
 device classes) throughout. Results: the trial rate (per second, from the trial rows), claim
 durations (timed inside the servers), queue wait by team (``started_at - created_at``), the busy
-share of the simulated workers, API latency p50/p99 by route, database rows and bytes.
+share of the simulated workers, API latency p50/p99 by route, database rows and bytes, and the
+CPU seconds of each component in the steady window (each server and its threads by role, each
+server's PostgreSQL backends, the clients, the rest of the machine: benchmarks/fleet/cpu_meter.py)
+as cores and as ms per trial.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fleet.cpu_meter import CpuMeter, machine_busy_s, stat_cpu_s, window  # noqa: E402
 from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import busy_share, landscape_problems  # noqa: E402
 from db import Database, repository  # noqa: E402
@@ -90,9 +94,11 @@ def _start_servers(args: argparse.Namespace, url: str, out: Path) -> list[dict[s
         port_file = out / f"server{i}.port"
         port_file.unlink(missing_ok=True)
         (out / f"server{i}.stats.json").unlink(missing_ok=True)
+        # Named so that the CPU meter finds the server's PostgreSQL backends.
+        named = sa.make_url(url).update_query_dict({"application_name": f"fleet-server{i}"})
         cmd = [
             "nice", "-n", "10", sys.executable, str(ROOT / "benchmarks" / "fleet" / "serve_sim.py"),
-            "--db", url, "--port-file", str(port_file),
+            "--db", named.render_as_string(hide_password=False), "--port-file", str(port_file),
             "--workers", str(args.workers // args.servers), "--classes", ",".join(labels),
             "--nodes", str(max(1, args.nodes // args.servers)), "--slots", str(args.slots),
             "--overhead-s", str(args.overhead_s), "--scale", str(args.scale),
@@ -120,6 +126,45 @@ def _start_servers(args: argparse.Namespace, url: str, out: Path) -> list[dict[s
                 raise SystemExit(f"a server did not answer /healthz; see {s['log'].name}")
             time.sleep(0.2)
     return servers
+
+
+def _cpu_probe(servers: list[dict[str, Any]], url: str) -> Any:
+    """The CPU meter's probe: each server process, its PostgreSQL backends (by application
+    name), PostgreSQL's background processes, this process (the API clients and the
+    submitter), the whole machine's busy seconds."""
+    admin = sa.create_engine(sa.make_url(url), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    me = os.getpid()
+
+    def probe() -> dict[str, dict[Any, float]]:
+        out: dict[str, dict[Any, float]] = defaultdict(dict)
+        for i, s in enumerate(servers):
+            cpu = stat_cpu_s(f"/proc/{s['proc'].pid}/stat")
+            if cpu is not None:
+                out[f"server{i}"][s["proc"].pid] = cpu
+        try:
+            with admin.connect() as conn:
+                backends = conn.execute(
+                    sa.text("SELECT pid, application_name, backend_type FROM pg_stat_activity")
+                ).all()
+        except sa.exc.SQLAlchemyError:
+            backends = []
+        for pid, app, kind in backends:
+            if app and app.startswith("fleet-server"):
+                component = f"postgres for {app.removeprefix('fleet-')}"
+            elif kind != "client backend":
+                component = "postgres background"
+            else:
+                continue
+            cpu = stat_cpu_s(f"/proc/{pid}/stat")
+            if cpu is not None:
+                out[component][pid] = cpu
+        cpu = stat_cpu_s(f"/proc/{me}/stat")
+        if cpu is not None:
+            out["fleet_sim clients"][me] = cpu
+        out["machine busy"][0] = machine_busy_s()
+        return out
+
+    return probe
 
 
 def _collect(servers: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
@@ -174,6 +219,8 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
         _, admin = repository.create_token(s, "ops", "admin")
     problems = landscape_problems(LANDSCAPES)
     servers = _start_servers(args, url, out)
+    meter = CpuMeter(_cpu_probe(servers, url))
+    meter.start()
     rec = Recorder()
     submitted: list[dict[str, Any]] = []
     stop = threading.Event()
@@ -228,8 +275,34 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     stop.set()
     for r in readers:
         r.join(30)
+    meter.stop()
     stats = _collect(servers, out)
-    return _report(args, database, stats, rec, submitted, t0, t_end, t0_wall, t_end_wall, t_burst)
+    report = _report(args, database, stats, rec, submitted, t0, t_end, t0_wall, t_end_wall, t_burst)
+    report["cpu"] = _cpu(meter.series(), stats, t0 + args.warmup_s, t_end, report)
+    return report
+
+
+def _cpu(
+    series: list[Any], stats: list[dict[str, Any]], start: float, end: float, r: dict[str, Any]
+) -> dict[str, Any]:
+    """CPU seconds in the steady window by component (processes, and each server's threads by
+    role), as cores busy and as ms per trial at the window's trial rate."""
+    elapsed, by_process = window(series, start, end)
+    components = dict(by_process)
+    for i, st in enumerate(stats):
+        _, roles = window([(t, c) for t, c in st.get("cpu", [])], start, end)
+        components.update({f"server{i} {role}": s for role, s in roles.items()})
+    known = sum(v for k, v in by_process.items() if k != "machine busy")
+    components["rest of the machine"] = round(by_process.get("machine busy", 0.0) - known, 3)
+    rate = r["trials_per_s_steady"]
+    return {
+        "window_s": elapsed,
+        "cpu_s": components,
+        "cores": {k: round(v / max(elapsed, 1e-9), 3) for k, v in components.items()},
+        "ms_per_trial": {
+            k: round(1e3 * v / max(elapsed * rate, 1e-9), 3) for k, v in components.items()
+        },
+    }
 
 
 def _report(
@@ -347,6 +420,16 @@ def _markdown(r: dict[str, Any]) -> str:
         f"- DB rows {r['db_rows']}; bytes {r['db_bytes']}; "
         f"{r['trial_bytes_per_row']} bytes per trial row (table + indexes)",
         f"- load average at the end: {r['load_at_end']}",
+        "",
+        f"CPU in the steady window ({r['cpu']['window_s']} s; ms per trial at "
+        f"{r['trials_per_s_steady']} trials/s):",
+        "",
+        "| component | CPU s | cores | ms per trial |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| {k} | {v} | {r['cpu']['cores'][k]} | {r['cpu']['ms_per_trial'][k]} |"
+            for k, v in r["cpu"]["cpu_s"].items()
+        ),
         "",
         "| API route | calls | p50 ms | p99 ms | errors |",
         "|---|---:|---:|---:|---:|",

@@ -395,6 +395,15 @@ def get_job(s: Session, job_id: int) -> JobRecord:
     return _job_record(*row)
 
 
+def cancel_requested(s: Session, job_id: int) -> bool:
+    """Whether a cancel of job ``job_id`` was asked for (the one column a running driver polls);
+    raises NotFound if there is no such job."""
+    found = s.scalar(sa.select(Job.cancel_requested).where(Job.id == job_id))
+    if found is None:
+        raise NotFound(f"no job {job_id}; list jobs with `tunefleet jobs`")
+    return bool(found)
+
+
 def _job_filters(
     query: _Q, team: str | None, status: JobStatus | str | None, kernel: str | None
 ) -> _Q:
@@ -647,16 +656,18 @@ def record_trial(s: Session, **fields: Unpack[TrialFields]) -> int:
 
 
 def record_trials(s: Session, rows: Sequence[TrialFields]) -> list[int]:
-    """Write several trials (each: :func:`record_trial`'s fields) in one flush (one batched
-    INSERT on PostgreSQL); their ids, in order."""
-    trials = [_new_trial(row) for row in rows]
-    s.add_all(trials)
-    s.flush()
-    return [t.id for t in trials]
+    """Write several trials (each: :func:`record_trial`'s fields) in one statement (one
+    batched ``INSERT ... RETURNING``, no ORM objects); their ids, in order."""
+    if not rows:
+        return []
+    values = [_trial_values(row) for row in rows]
+    table = cast(sa.Table, Trial.__table__)
+    insert = sa.insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return list(s.execute(insert, values).scalars())
 
 
-def _new_trial(f: TrialFields) -> Trial:
-    """A checked, unsaved trial row (see :func:`record_trial`)."""
+def _trial_values(f: TrialFields) -> dict[str, Any]:
+    """A checked trial row's column values (see :func:`record_trial`)."""
     verdict = _coerce(TrialOutcome, f["outcome"], "trial outcome")
     provisional = f.get("provisional", False)
     if provisional and verdict not in RETRYABLE_OUTCOMES:
@@ -665,29 +676,30 @@ def _new_trial(f: TrialFields) -> Trial:
             f"only a retryable outcome ({allowed}) can be provisional, not {verdict.value}"
         )
     samples = f.get("samples_ms")
-    return Trial(
-        job_id=f.get("job_id"),
-        study_id=f.get("study_id"),
-        kernel_id=f["kernel_id"],
-        problem_key=f["problem_key"],
-        device_class_id=f["device_class_id"],
-        environment_id=f.get("environment_id"),
-        config=dict(f["config"]),
-        config_key=f["config_key"],
-        outcome=verdict,
-        objective=_coerce(Objective, f.get("objective", Objective.KERNEL), "objective"),
-        samples_ms=list(samples) if samples is not None else None,
-        median_ms=f.get("median_ms"),
-        iqr_ms=f.get("iqr_ms"),
-        max_rel_error=f.get("max_rel_error"),
-        compile_s=f.get("compile_s"),
-        run_s=f.get("run_s"),
-        error=f.get("error"),
-        worker=f.get("worker"),
-        host=f.get("host"),
-        reused=f.get("reused", False),
-        provisional=provisional,
-    )
+    return {
+        "job_id": f.get("job_id"),
+        "study_id": f.get("study_id"),
+        "kernel_id": f["kernel_id"],
+        "problem_key": f["problem_key"],
+        "device_class_id": f["device_class_id"],
+        "environment_id": f.get("environment_id"),
+        "config": dict(f["config"]),
+        "config_key": f["config_key"],
+        "outcome": verdict,
+        "objective": _coerce(Objective, f.get("objective", Objective.KERNEL), "objective"),
+        "samples_ms": list(samples) if samples is not None else None,
+        "median_ms": f.get("median_ms"),
+        "iqr_ms": f.get("iqr_ms"),
+        "max_rel_error": f.get("max_rel_error"),
+        "compile_s": f.get("compile_s"),
+        "run_s": f.get("run_s"),
+        "error": f.get("error"),
+        "worker": f.get("worker"),
+        "host": f.get("host"),
+        "reused": f.get("reused", False),
+        "provisional": provisional,
+        "created_at": utcnow(),
+    }
 
 
 #: A trial row that is a config's own verdict, reusable by later jobs.
@@ -747,6 +759,43 @@ def measured_keys(
         .group_by(Trial.config_key)
     ).all()
     return {key for key, _ in rows}, max((last for _, last in rows), default=after_id)
+
+
+#: A study's key in the trials: (kernel id, problem key, device class id, objective).
+StudyKey = tuple[int, str, int, Objective]
+
+
+def verdicts_after(s: Session, after_id: int) -> tuple[dict[StudyKey, set[str]], int]:
+    """The config keys with a verdict (see :func:`find_measured`) in trial rows newer than
+    ``after_id``, by study key, and the newest such row's id (``after_id`` if none). Reads only
+    the new rows (a range of the primary key)."""
+    rows = s.execute(
+        sa.select(
+            Trial.kernel_id,
+            Trial.problem_key,
+            Trial.device_class_id,
+            Trial.objective,
+            Trial.config_key,
+            sa.func.max(Trial.id),
+        )
+        .where(Trial.id > after_id, *_VERDICT)
+        .group_by(
+            Trial.kernel_id,
+            Trial.problem_key,
+            Trial.device_class_id,
+            Trial.objective,
+            Trial.config_key,
+        )
+    ).all()
+    out: dict[StudyKey, set[str]] = {}
+    for kernel_id, pkey, class_id, objective, ckey, _ in rows:
+        out.setdefault((kernel_id, pkey, class_id, objective), set()).add(ckey)
+    return out, max((row[5] for row in rows), default=after_id)
+
+
+def last_trial_id(s: Session) -> int:
+    """The newest trial row's id (0 if there is none)."""
+    return int(s.scalar(sa.select(sa.func.max(Trial.id))) or 0)
 
 
 def measured_for_key(

@@ -19,7 +19,7 @@ killed from outside, a loaded node) is, the first time for its config in the stu
 ``provisional``, neither told nor counted, and measured once more (on a fresh trial process: the
 runner replaces a crashed or timed-out one); that second verdict stands. A resumed job re-measures
 the provisional configs that have no final row yet. The database is checked every poll
-(``Database.check_alive``); once it is lost (``DatabaseLost``: the SQLite file deleted, replaced
+(the cancel flag is read in a write transaction: ``Ledger.cancel_requested``); once it is lost (``DatabaseLost``: the SQLite file deleted, replaced
 or read-only) the driver dispatches and records nothing more and the error leaves ``run``.
 Every write is retried on transient errors (orchestrator.ledger). The job ends when every
 study is finished (budget spent or every valid config known) or the time budget is spent, then
@@ -243,8 +243,7 @@ class Driver:
             now = time.monotonic()
             if not stopping and now >= next_poll:
                 next_poll = now + self.poll_s
-                self.database.check_alive()
-                if ledger.cancel_requested():
+                if ledger.cancel_requested():  # also checks the database takes writes
                     early = JobStatus.CANCELLED
                     self.reporter.note("cancel requested: stopping dispatch")
                 elif self._stop is not None and self._stop():

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from search_spaces.space import Config, DeviceLimits, Param, Space, Value
@@ -53,6 +54,13 @@ class Encoding:
         out = (self.encode(c) for c in valid_configs(self.space, self.limits))
         return [p for p in out if p is not None]
 
+    def valid_positions(self) -> np.ndarray:
+        """Every valid config of the space on the device as a row of value indices (column
+        ``j``: the index of the config's value in ``self.params[j].values``), which is each
+        parameter's position in its distribution. Cached per (space, limits) for the process,
+        read-only: every study of a kernel on a device shares one array."""
+        return _valid_positions(self.space, self.limits)
+
     def encode(self, config: Mapping[str, Value]) -> dict[str, Any] | None:
         """Optuna params for ``config``, or None if it has a value outside the space."""
         out: dict[str, Any] = {}
@@ -68,3 +76,16 @@ class Encoding:
 def valid_configs(space: Space, limits: DeviceLimits) -> tuple[Config, ...]:
     """Every valid config of ``space`` on ``limits`` (cached: do not mutate them)."""
     return tuple(space.iter_valid(limits))
+
+
+@functools.lru_cache(maxsize=16)
+def _valid_positions(space: Space, limits: DeviceLimits) -> np.ndarray:
+    params = space.params_for(limits.vendor)
+    index = [{(type(v), v): i for i, v in enumerate(p.values)} for p in params]
+    rows = [
+        [index[j][type(c[p.name]), c[p.name]] for j, p in enumerate(params)]
+        for c in valid_configs(space, limits)
+    ]
+    out = np.array(rows, dtype=np.int64).reshape(-1, len(params))
+    out.setflags(write=False)
+    return out

@@ -11,7 +11,9 @@ is not retried and leaves to the caller.
 from __future__ import annotations
 
 import math
+import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -105,37 +107,81 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-#: How stale a study's set of configs measured by any job may be (seconds) before a new config's
-#: reuse check reads what was written since: one query per study per interval instead of one
-#: per new config. A config another job measured within it is measured again, as when two
-#: jobs ask for it at once.
+#: How stale the sets of configs measured by any job may be (seconds) before a new config's
+#: reuse check reads what was written since: one query per process per interval, for every
+#: study key its drivers check, instead of one per new config (or per study). A config another
+#: job measured within it is measured again, as when two jobs ask for it at once.
 REUSE_REFRESH_S = 0.2
 
 
-class _MeasuredKeys:
-    """The config keys with a verdict on one study's key (any job), read incrementally by row
-    id. A row committed after a newer id was read is not seen: its config is measured again."""
+class MeasuredKeys:
+    """For each study key that a driver of this process checks reuse on, the config keys with
+    a verdict on it (any job). A key is read whole when first held; then every key held is
+    brought up to date by one read of the trial rows newer than the newest read so far, at most
+    every ``REUSE_REFRESH_S``, by whichever check finds the sets stale. A row committed after a
+    newer id was read is not seen: its config is measured again. Thread-safe; one per
+    :class:`~db.Database` (:meth:`of`)."""
 
-    def __init__(self, database: Database, kernel_id: int, rows: StudyRows, objective: Objective):
+    def __init__(self, database: Database) -> None:
         self._database = database
-        self._where = (kernel_id, rows.plan.problem_key, rows.class_id, objective)
-        self._keys: set[str] = set()
-        self._last_id = 0
+        self._lock = threading.Lock()
+        self._keys: dict[repository.StudyKey, set[str]] = {}
+        self._holders: dict[repository.StudyKey, int] = {}
+        self._last_id: int | None = None
         self._read_at = -math.inf
 
-    def may_hold(self, key: str) -> bool:
-        """False if no job had measured ``key`` by the last read (read again when stale)."""
-        if key in self._keys:
-            return True
-        now = time.monotonic()
-        if now - self._read_at < REUSE_REFRESH_S:
-            return False
-        keys, self._last_id = self._database.run_with_retry(
-            lambda s: repository.measured_keys(s, *self._where, self._last_id), readonly=True
-        )
-        self._keys |= keys
-        self._read_at = now
-        return key in self._keys
+    @classmethod
+    def of(cls, database: Database) -> MeasuredKeys:
+        """The process's instance for ``database``."""
+        with _MEASURED_LOCK:
+            found = _MEASURED.get(database)
+            if found is None:
+                found = _MEASURED[database] = cls(database)
+            return found
+
+    def hold(self, key: repository.StudyKey) -> None:
+        """Keep ``key``'s set from now on until as many :meth:`release` calls (read whole on
+        the first hold)."""
+        with self._lock:
+            self._holders[key] = self._holders.get(key, 0) + 1
+            if self._holders[key] > 1:
+                return
+
+            def read(s: Session) -> tuple[set[str], int]:
+                last = repository.last_trial_id(s) if self._last_id is None else self._last_id
+                return repository.measured_keys(s, *key)[0], last
+
+            self._keys[key], self._last_id = self._database.run_with_retry(read, readonly=True)
+
+    def release(self, key: repository.StudyKey) -> None:
+        with self._lock:
+            self._holders[key] -= 1
+            if self._holders[key] == 0:
+                del self._holders[key], self._keys[key]
+
+    def may_hold(self, key: repository.StudyKey, config: str) -> bool:
+        """False if no job had measured ``config`` on ``key`` (held) by the last read (read
+        again when stale)."""
+        with self._lock:
+            known = self._keys[key]
+            if config in known:
+                return True
+            now = time.monotonic()
+            if now - self._read_at < REUSE_REFRESH_S:
+                return False
+            after = self._last_id or 0
+            found, self._last_id = self._database.run_with_retry(
+                lambda s: repository.verdicts_after(s, after), readonly=True
+            )
+            for study_key, configs in found.items():
+                if study_key in self._keys:
+                    self._keys[study_key] |= configs
+            self._read_at = now
+            return config in known
+
+
+_MEASURED: weakref.WeakKeyDictionary[Database, MeasuredKeys] = weakref.WeakKeyDictionary()
+_MEASURED_LOCK = threading.Lock()
 
 
 def create_job(database: Database, spec: JobSpec) -> int:
@@ -250,7 +296,7 @@ class Ledger:
         """The study's reuse hook: a config measured for the same key by any job is recorded
         again for this job as a ``reused`` row (counting toward its budget) and answered. Only a
         config among the key's measured keys (read at most every ``REUSE_REFRESH_S``) is looked
-        up."""
+        up. The study key's set is kept (:class:`MeasuredKeys`) while the hook lives."""
 
         def write(s: Session, config: Config, key: str) -> tuple[TrialRecord, int] | None:
             plan = rows.plan
@@ -278,10 +324,12 @@ class Ledger:
             )
             return prior, row_id
 
-        measured = _MeasuredKeys(self.database, self._kernel_id, rows, self._objective)
+        measured = MeasuredKeys.of(self.database)
+        study_key = (self._kernel_id, rows.plan.problem_key, rows.class_id, self._objective)
+        measured.hold(study_key)
 
         def answer(config: Config, key: str) -> Answer | None:
-            if not measured.may_hold(key):
+            if not measured.may_hold(study_key, key):
                 return None
             found = self.database.run_with_retry(lambda s: write(s, config, key))
             if found is None:
@@ -291,6 +339,8 @@ class Ledger:
                 return Answer(prior.median_ms, row_id)
             return Answer(None)
 
+        # The key is let go with the hook (when its study is gone, however the job ended).
+        weakref.finalize(answer, measured.release, study_key)
         return answer
 
     def record(self, results: Sequence[Result]) -> list[Answer]:
@@ -379,9 +429,11 @@ class Ledger:
         return cast("repository.TrialFields", row)
 
     def cancel_requested(self) -> bool:
-        return self.database.run_with_retry(
-            lambda s: repository.get_job(s, self.job_id).cancel_requested, readonly=True
-        )
+        """Whether a cancel of the job was asked for, read in a write transaction that writes
+        nothing, so that it checks what :meth:`db.Database.check_alive` checks (the database
+        is there and takes writes: on SQLite the same file, writable, its write lock taken):
+        a driver's poll is one transaction, not two."""
+        return self.database.run_with_retry(lambda s: repository.cancel_requested(s, self.job_id))
 
     def promote(
         self, job: OpenJob, rows: StudyRows, config: Config, time_ms: float, row: int

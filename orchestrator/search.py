@@ -14,7 +14,14 @@ driver managed 20 trials/s on replayed trials, in memory 404
 near 10 trials/s (benchmarks/results/scaling/2026-11-30-08e6ee2-h200x2/). Constraint-rejected
 asks are not rebuilt: asked again after a resume, they are rejected again for free. Tells go
 through Optuna's ``_tell_with_warning``: ``Study.tell`` without the deep copy of the told trial
-that ``tell`` returns (a fifth of a driver's time when most asks are rejected configs).
+that ``tell`` returns (a fifth of a driver's time when most asks are rejected configs). An ask of
+the ``local`` sampler with no queued trial creates the trial with every parameter in one storage
+write (:meth:`LocalSearchSampler.sample_trial` gives them as Optuna's ask would), not one
+suggest per parameter (each a copy of the trial and distribution checks in Optuna). An enqueue
+skips params that a trial of the study already has, as Optuna's ``skip_if_exists`` does, from a
+set of the trials' params kept up to date incrementally: Optuna compares each enqueue with every
+trial (``numpy.isclose`` per parameter), which made a warm start of a few hundred configs take
+tens of seconds of CPU.
 """
 
 from __future__ import annotations
@@ -23,14 +30,17 @@ import hashlib
 import random
 import warnings
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import optuna
+from optuna.distributions import BaseDistribution
 from optuna.study._tell import _tell_with_warning
-from optuna.trial import Trial, TrialState
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from orchestrator import samplers
 from orchestrator.encoding import Encoding, valid_configs
+from orchestrator.samplers.local import LocalSearchSampler
 from search_spaces.space import Config, DeviceLimits, Space, Value, config_key
 from search_spaces.spec import KernelSpec
 
@@ -50,6 +60,20 @@ IDLE_LIMIT = 100
 IDLE_LIMIT_AFTER_DRAW = 10
 
 
+class _Shared(dict[str, BaseDistribution]):
+    """A trial's distributions whose deep copy (the storage copies a template trial deeply)
+    shares the distribution objects, as Optuna's own suggest does (it stores the very objects
+    it is given): copying them was most of the cost of creating a trial."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, BaseDistribution]:
+        return dict(self)
+
+
+def _params_key(params: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    """Hashable form of Optuna params, equal for equal params (names and values)."""
+    return tuple(sorted(params.items()))
+
+
 class SearchStudy:
     """Ask/tell over one Optuna study, speaking configs of the space instead of Optuna params."""
 
@@ -64,6 +88,8 @@ class SearchStudy:
         self.drawn = 0  # configs queued by unstick
         self._rng = rng or random.Random(study.study_name)
         self._valid: list[tuple[str, Config]] | None = None
+        self._params_seen: set[tuple[tuple[str, object], ...]] = set()  # of the trials scanned
+        self._scanned = 0  # trials whose params are in ``_params_seen``
 
     @classmethod
     def create(
@@ -108,11 +134,24 @@ class SearchStudy:
         return True
 
     def enqueue(self, config: Mapping[str, Value]) -> bool:
-        """Queue ``config`` to be asked next (warm start); False if it is outside the space."""
+        """Queue ``config`` to be asked next (warm start), unless a trial of the study (asked,
+        told, queued or from history) already has its params; False if it is outside the
+        space."""
         params = self.encoding.encode(config)
         if params is None:
             return False
-        self.study.enqueue_trial(params, skip_if_exists=True)
+        # The storage's trials only grow, and a trial's params are final once ``ask`` or
+        # ``add_trial`` returns: scan the new ones only.
+        trials = self.study.get_trials(deepcopy=False)
+        for trial in trials[self._scanned :]:
+            given = trial.system_attrs.get("fixed_params", trial.params)
+            self._params_seen.add(_params_key(given))
+        self._scanned = len(trials)
+        key = _params_key(params)
+        if key not in self._params_seen:
+            self.study.enqueue_trial(params)
+            self._params_seen.add(key)
+            self._scanned += 1
         return True
 
     def note(self, *, new: bool) -> None:
@@ -140,10 +179,41 @@ class SearchStudy:
 
     def ask(self) -> tuple[Trial, Config]:
         """The next trial and its config (enqueued configs come first)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trial = self.study.ask(fixed_distributions=self._distributions)
+        sampler = self.study.sampler
+        if isinstance(sampler, LocalSearchSampler) and not self.study.get_trials(
+            deepcopy=False, states=(TrialState.WAITING,)
+        ):
+            trial = self._ask_whole(sampler)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                trial = self.study.ask(fixed_distributions=self._distributions)
         return trial, self.encoding.decode(trial.params)
+
+    def _ask_whole(self, sampler: LocalSearchSampler) -> Trial:
+        """``study.ask`` for a sampler that gives every parameter at once: the trial is
+        created with its params (one storage write, as ``add_trial`` does) instead of one
+        suggest per parameter."""
+
+        def running(params: dict[str, object]) -> FrozenTrial:
+            return FrozenTrial(
+                number=-1,
+                state=TrialState.RUNNING,
+                value=None,
+                datetime_start=datetime.now(),
+                datetime_complete=None,
+                params=params,
+                distributions=_Shared(self._distributions) if params else {},
+                user_attrs={},
+                system_attrs={},
+                intermediate_values={},
+                trial_id=-1,
+            )
+
+        params = sampler.sample_trial(self.study, running({}))
+        storage = self.study._storage
+        trial_id = storage.create_new_trial(self.study._study_id, template_trial=running(params))
+        return optuna.Trial(self.study, trial_id)
 
     def tell_ok(self, trial: Trial, time_ms: float) -> None:
         _tell_with_warning(self.study, trial, time_ms, TrialState.COMPLETE)

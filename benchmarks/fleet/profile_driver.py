@@ -4,7 +4,8 @@ API), on a fresh PostgreSQL schema (or SQLite file), under cProfile.
     nice python3 benchmarks/fleet/profile_driver.py --workers 200 --overhead-s 0.05 \
         --problems 4 --trials 300 [--sqlite] [--no-profile]
 
-Prints the trial count, the trial phase (first to last trial row) and the 35 most expensive
+Prints the trial count, the trial phase (first to last trial row), the process's CPU time per
+trial (the driver and the simulated pool; PostgreSQL's is apart) and the 35 most expensive
 calls by cumulative time (cProfile roughly doubles the driver's own time; the shares are what
 matter). ``--no-profile``: the same run without cProfile, for the driver's own rate.
 """
@@ -71,12 +72,14 @@ def main() -> int:
         )
         job = submit_job(database, spec, pool)
         profile = cProfile.Profile()
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         if not args.no_profile:
             profile.enable()
         result = Driver(database, pool).run(job)
         profile.disable()
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0  # this process: the driver and the simulated pool
         with database.engine.connect() as conn:
             n, first, last = conn.execute(
                 sa.text("SELECT count(*), min(created_at), max(created_at) FROM tf_trials")
@@ -89,7 +92,8 @@ def main() -> int:
         print(
             f"{result.status.value}: {n} trials, driver wall {wall:.1f} s, trial phase "
             f"{phase:.1f} s = {n / max(phase, 1e-9):.1f} trials/s"
-            f"{'' if args.no_profile else ' under cProfile'} "
+            f"{'' if args.no_profile else ' under cProfile'}, "
+            f"{1e3 * cpu / max(n, 1):.2f} ms of CPU per trial "
             f"({'sqlite' if args.sqlite else 'postgresql'}; load {os.getloadavg()[0]:.1f})"
         )
         if not args.no_profile:

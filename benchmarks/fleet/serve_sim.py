@@ -9,8 +9,9 @@ Only the pool factory differs from ``tunefleet serve``: ``orchestrator.dispatch`
 ``ensure_ray`` (no Ray), ``plans_for`` (one plan per simulated class) and ``WorkerPool`` (a
 SimPool) are replaced in this process before the scheduler starts. SIGUSR1 makes it write
 ``--stats``; SIGTERM stops the scheduler and the server as ``tunefleet serve``'s handler does. The
-stats: each claim's duration, each
-class's busy share from its first to its last trial, the trials each pool ran.
+stats: each claim's duration, each class's busy share from its first to its last trial, the
+trials each pool ran, and the process's CPU seconds by thread role (:func:`thread_role`) sampled
+every 0.5 s (``cpu``: ``[monotonic time, {role: cumulative s}]``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fleet.cpu_meter import CpuMeter, threads_by_role  # noqa: E402
 from benchmarks.fleet.sim_pool import ClassPlan, SimPool, SimTiming, class_plans  # noqa: E402
 from db import Database, repository  # noqa: E402
 from orchestrator import dispatch  # noqa: E402
 from orchestrator.worker import PoolOptions, WorkerPlan  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("*.json.gz"))
+
+
+def thread_role(name: str) -> str:
+    """What a thread of this process does, from its name: ``drivers`` (a job's thread),
+    ``api`` (uvicorn runs in the main thread), ``scheduler`` (claims), ``leases``, ``other``."""
+    if name.startswith("job-"):
+        return "drivers"
+    if name.startswith("lease-"):
+        return "leases"
+    return {"MainThread": "api", "scheduler": "scheduler"}.get(name, "other")
 
 
 class Fleet:
@@ -136,7 +148,13 @@ def main(argv: list[str] | None = None) -> int:
 
     _stop_gracefully(server, scheduler)  # SIGTERM as `tunefleet serve` takes it
     # SIGUSR1: write the stats now (the run's window ends; the stop may take long).
-    signal.signal(signal.SIGUSR1, lambda *_: args.stats.write_text(json.dumps(fleet.stats())))
+    meter = CpuMeter(lambda: threads_by_role(thread_role))
+
+    def write_stats(*_: Any) -> None:
+        args.stats.write_text(json.dumps({**fleet.stats(), "cpu": meter.series()}))
+
+    signal.signal(signal.SIGUSR1, write_stats)
+    meter.start()
     scheduler.start()
     args.port_file.write_text(str(sock.getsockname()[1]))
     try:

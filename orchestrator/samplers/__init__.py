@@ -106,7 +106,7 @@ def _local(c: SamplerContext) -> BaseSampler:
 
     enc = c.encoding
     return LocalSearchSampler(
-        enc.distributions(), c.seed, startup_trials(c.budget), enc.valid_params
+        enc.distributions(), c.seed, startup_trials(c.budget), positions=enc.valid_positions
     )
 
 

@@ -42,14 +42,20 @@ class LocalSearchSampler(BaseSampler):
         seed: int,
         startup: int,
         valid: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
+        *,
+        positions: Callable[[], np.ndarray] | None = None,
     ) -> None:
-        """``valid`` returns the space's valid points; it is called once, when first needed."""
+        """``valid`` returns the space's valid points; ``positions`` (instead of ``valid``)
+        returns them as index positions, one row per point, columns in the order of
+        ``distributions`` (an array it does not change, which may be shared between studies).
+        Either is called once, when first needed."""
         self._distributions = dict(distributions)
         self._names = list(self._distributions)
         self._rng = random.Random(seed)
         self._random = RandomSampler(seed=seed)
         self._startup = startup
         self._load_valid = valid
+        self._load_positions = positions
         self._valid: np.ndarray | None = None  # valid points as index positions, one per row
         self._sizes = [_size(d) for d in self._distributions.values()]
         self._offsets = np.cumsum([0, *self._sizes[:-1]])
@@ -59,6 +65,13 @@ class LocalSearchSampler(BaseSampler):
         self._neighbour_cache: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         self._model: tuple[int, np.ndarray] = (-1, np.zeros(sum(self._sizes)))
         self._positions: dict[int, tuple[int, ...]] = {}
+        # What sample_relative knows of the study's trials, brought up to date per call by
+        # looking only at the trials that are new or may have changed (see _look).
+        self._scanned = 0  # trials (by number) looked at
+        self._seen: set[tuple[int, ...]] = set()  # positions of the trials looked at
+        self._unplaced: set[int] = set()  # looked at, without params yet (queued, being asked)
+        self._open: set[int] = set()  # looked at, not finished yet
+        self._done: dict[int, tuple[tuple[int, ...], float]] = {}  # complete with a value
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
@@ -138,21 +151,34 @@ class LocalSearchSampler(BaseSampler):
         self._model = (len(done), coef)
         return coef
 
+    def sample_trial(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
+        """Every parameter of a new ``trial`` (not yet in the study), as Optuna's ``ask`` with
+        this sampler's distributions fixed makes them: the relative sample, and for each
+        parameter it leaves out (or out of range) an independent draw, in distribution order.
+        One call instead of Optuna's per-parameter suggest (its checks and copies of the trial
+        were a third of a driver's CPU)."""
+        relative = self.sample_relative(study, trial, self._distributions)
+        out: dict[str, Any] = {}
+        for name, dist in self._distributions.items():
+            value = relative.get(name)
+            if name not in relative or not dist._contains(dist.to_internal_repr(value)):
+                value = self.sample_independent(study, trial, name, dist)
+            out[name] = dist.to_external_repr(dist.to_internal_repr(value))
+        return out
+
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         trials = study.get_trials(deepcopy=False)
-        done = []
-        for t in trials:
-            if t.state is TrialState.COMPLETE and t.value is not None:
-                x = self._trial_position(t)
-                if x is not None:
-                    done.append((x, float(t.value)))
-        if self._valid is None and self._load_valid is not None:
+        self._look(trials)
+        done = [self._done[n] for n in sorted(self._done)]
+        if self._valid is None and self._load_positions is not None:
+            self._valid = self._load_positions()
+        elif self._valid is None and self._load_valid is not None:
             points = [self._position(p) for p in self._load_valid()]
             valid = np.array([x for x in points if x is not None], dtype=np.int64)
             self._valid = valid.reshape(-1, len(self._names))
-        seen = {self._trial_position(t) for t in trials if t.number != trial.number}
+        seen = self._seen
         if len(done) < self._startup:
             return self._startup_draw(seen)
         coef = self._fit(done)
@@ -173,7 +199,32 @@ class LocalSearchSampler(BaseSampler):
                 break
         return {} if best is None else self._params(best[1])
 
-    def _startup_draw(self, seen: set[tuple[int, ...] | None]) -> dict[str, Any]:
+    def _look(self, trials: Sequence[FrozenTrial]) -> None:
+        """Bring ``_seen`` (the positions of every trial with params) and ``_done`` (the
+        position and value of every complete trial, by number) up to date with ``trials``
+        (the study's, by number): the new trials are looked at, then those without params or
+        not finished when last looked at. A trial's params, once set, and a finished trial
+        never change."""
+        for t in trials[self._scanned :]:
+            self._unplaced.add(t.number)
+            self._open.add(t.number)
+        self._scanned = len(trials)
+        for n in list(self._unplaced):
+            x = self._trial_position(_numbered(trials, n))
+            if x is not None:
+                self._seen.add(x)
+                self._unplaced.discard(n)
+        for n in list(self._open):
+            t = _numbered(trials, n)
+            if not t.state.is_finished():
+                continue
+            self._open.discard(n)
+            if t.state is TrialState.COMPLETE and t.value is not None:
+                x = self._trial_position(t)
+                if x is not None:
+                    self._done[n] = (x, float(t.value))
+
+    def _startup_draw(self, seen: set[tuple[int, ...]]) -> dict[str, Any]:
         """A uniform draw from the valid points not asked yet: the distribution rejection
         sampling of the product space gives, without the rejected asks (random draws of a
         constrained space such as matmul's break a rule most of the time). ``{}`` (Optuna's
@@ -199,6 +250,14 @@ class LocalSearchSampler(BaseSampler):
         param_distribution: BaseDistribution,
     ) -> Any:
         return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+
+def _numbered(trials: Sequence[FrozenTrial], number: int) -> FrozenTrial:
+    """Trial ``number`` of a study's trials (in number order: its index, in Optuna's
+    storages)."""
+    if number < len(trials) and trials[number].number == number:
+        return trials[number]
+    return next(t for t in trials if t.number == number)
 
 
 def _size(dist: BaseDistribution) -> int:

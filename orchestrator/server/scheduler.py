@@ -28,6 +28,7 @@ import fcntl
 import logging
 import os
 import threading
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,20 +211,24 @@ class Scheduler:
     def stop(self, timeout_s: float = 60.0) -> None:
         """Stop claiming, stop every driver through its ``stop`` hook (trials in flight are
         recorded, the jobs go back to ``queued``), release every lease, the workers and Ray
-        (if this scheduler started it). Waits up to ``timeout_s`` for the drivers."""
+        (if this scheduler started it). Waits up to ``timeout_s`` in all for the claiming
+        thread and the drivers (every driver sees the stop at once; they are waited for
+        together, against one deadline)."""
+        deadline = time.monotonic() + timeout_s
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout_s)
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             jobs = list(self._claimed.values())
-        alive: set[int] = set()
         for job in jobs:
             if job.thread is not None:
-                job.thread.join(timeout_s)
-                if job.thread.is_alive():
-                    alive.add(job.id)
-                    log.warning("job %d: its driver did not stop within %.0f s", job.id, timeout_s)
+                job.thread.join(max(0.0, deadline - time.monotonic()))
+        alive: set[int] = set()
+        for job in jobs:
+            if job.thread is not None and job.thread.is_alive():
+                alive.add(job.id)
+                log.warning("job %d: its driver did not stop within %g s", job.id, timeout_s)
         with self._lock:
             for job in list(self._claimed.values()):
                 if job.thread is None:  # claimed but not started

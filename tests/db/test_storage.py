@@ -224,10 +224,14 @@ class TestStorage:
             assert resumed.status is JobStatus.RUNNING
             assert (resumed.error, resumed.finished_at, resumed.started_at) == (None, None, started)
             assert resumed.cancel_requested is False
+            assert repo.cancel_requested(s, job) is False
             repo.set_job_status(s, job, JobStatus.RUNNING)
             repo.request_cancel(s, job)
         with db.session() as s:
             assert repo.get_job(s, job).cancel_requested is True
+            assert repo.cancel_requested(s, job) is True
+            with pytest.raises(NotFound):
+                repo.cancel_requested(s, 999)
             repo.set_job_status(s, job, JobStatus.CANCELLED)
             repo.set_job_status(s, job, JobStatus.RUNNING)
             repo.set_job_status(s, job, JobStatus.DONE)
@@ -366,6 +370,68 @@ class TestStorage:
             ok = _trial(s, ids, "ok", config_key='{"BLOCK":32}')
             assert repo.measured_keys(s, *args, after_id=wrong) == ({'{"BLOCK":32}'}, ok)
             assert repo.measured_keys(s, *args, after_id=ok) == (set(), ok)
+
+    def test_record_trials_writes_a_batch_and_gives_each_rows_id_in_order(
+        self, db: Database
+    ) -> None:
+        ids = _setup(db)
+        rows: list[repo.TrialFields] = [
+            {
+                "kernel_id": ids["kernel"],
+                "problem_key": '{"M":64}',
+                "device_class_id": ids["dc"],
+                "config": {"BLOCK": 2**i},
+                "config_key": f'{{"BLOCK":{2**i}}}',
+                "outcome": "ok" if i % 3 else "wrong",
+                "samples_ms": [1.0 + i, 2.0 + i] if i % 3 else None,
+                "median_ms": 1.5 + i if i % 3 else None,
+                "study_id": ids["study"],
+            }
+            for i in range(12)
+        ]
+        with db.session() as s:
+            written = repo.record_trials(s, rows)
+            assert repo.record_trials(s, []) == []
+        assert len(set(written)) == 12
+        with db.session(readonly=True) as s:
+            stored = {t.id: t for t in repo.trials_for_study(s, ids["study"])}
+        for row, row_id in zip(rows, written, strict=True):
+            t = stored[row_id]
+            assert (t.config, t.config_key, t.outcome.value) == (
+                row["config"],
+                row["config_key"],
+                row["outcome"],
+            )
+            assert (t.samples_ms, t.median_ms, t.reused, t.provisional) == (
+                row["samples_ms"],
+                row["median_ms"],
+                False,
+                False,
+            )
+            assert t.objective is Objective.KERNEL and t.created_at is not None
+
+    def test_verdicts_after_an_id_come_by_study_key_from_the_new_rows_only(
+        self, db: Database
+    ) -> None:
+        ids = _setup(db)
+        key = (ids["kernel"], '{"M":64}', ids["dc"], Objective.KERNEL)
+        graph = (*key[:3], Objective.GRAPH)
+        with db.session() as s:
+            assert repo.last_trial_id(s) == 0
+            first = _trial(s, ids, "ok", config_key='{"BLOCK":16}')
+            _trial(s, ids, "infra", config_key='{"BLOCK":8}')
+            _trial(s, ids, "wrong", config_key='{"BLOCK":32}', objective=Objective.GRAPH)
+            last = _trial(s, ids, "ok", config_key='{"BLOCK":64}')
+            assert repo.last_trial_id(s) == last
+            assert repo.verdicts_after(s, 0) == (
+                {key: {'{"BLOCK":16}', '{"BLOCK":64}'}, graph: {'{"BLOCK":32}'}},
+                last,
+            )
+            assert repo.verdicts_after(s, first) == (
+                {key: {'{"BLOCK":64}'}, graph: {'{"BLOCK":32}'}},
+                last,
+            )
+            assert repo.verdicts_after(s, last) == ({}, last)
 
     @pytest.mark.parametrize("outcome", ["crash", "compile_timeout", "run_timeout"])
     def test_provisional_verdict_is_never_a_permanent_answer(

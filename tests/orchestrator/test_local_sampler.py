@@ -121,3 +121,63 @@ def test_the_product_sampler_takes_the_spec_space_valid_points() -> None:
     params = encoding.valid_params()
     assert len(params) == spec.space.count(limits)
     assert all(spec.space.violation(encoding.decode(p), limits) is None for p in params[:50])
+
+
+def test_the_valid_positions_are_the_valid_params_positions_shared_by_every_study() -> None:
+    spec, limits = get_spec("matmul"), lookup("H200").limits
+    for numeric in (False, True):
+        encoding = Encoding(spec.space, limits, numeric_only=numeric)
+        by_params = LocalSearchSampler(encoding.distributions(), 0, 5, encoding.valid_params)
+        expected = [by_params._position(p) for p in encoding.valid_params()]
+        positions = encoding.valid_positions()
+        assert [tuple(int(i) for i in row) for row in positions] == expected
+        assert not positions.flags.writeable
+    again = Encoding(spec.space, limits, numeric_only=False).valid_positions()
+    assert again is positions  # one array per (space, limits) in the process
+
+
+def test_a_sampler_given_positions_draws_what_one_given_params_draws() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec, limits = get_spec("rmsnorm"), lookup("H200").limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    dists = encoding.distributions()
+    asked = []
+    for sampler in (
+        LocalSearchSampler(dists, 4, 6, encoding.valid_params),
+        LocalSearchSampler(dists, 4, 6, positions=encoding.valid_positions),
+    ):
+        study = optuna.create_study(sampler=sampler)
+        run = []
+        for i in range(20):
+            trial = study.ask(dict(dists))
+            run.append(dict(trial.params))
+            study.tell(trial, 1.0 + (i * 7919) % 13)
+        asked.append(run)
+    assert asked[0] == asked[1]
+
+
+def test_what_the_sampler_knows_of_the_trials_is_what_a_full_scan_finds() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec, limits = get_spec("rmsnorm"), lookup("H200").limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    dists = encoding.distributions()
+    sampler = LocalSearchSampler(dists, 5, 4, positions=encoding.valid_positions)
+    study = optuna.create_study(sampler=sampler)
+    for config in spec.space.enumerate(limits)[::40][:3]:
+        study.enqueue_trial(encoding.encode(config) or {})  # queued: no params until asked
+    pending: list[Trial] = []
+    for i in range(60):
+        pending.append(study.ask(dict(dists)))
+        if i % 7 == 3:
+            study.tell(pending.pop(), state=optuna.trial.TrialState.PRUNED)
+        while len(pending) > i % 5:  # told out of order, some left running
+            study.tell(pending.pop(i % len(pending)), 1.0 + (i * 7919) % 11)
+        trials = study.get_trials(deepcopy=False)
+        sampler._look(trials)
+        placed = [(t, sampler._position(t.params)) for t in trials]
+        assert sampler._seen == {x for _, x in placed if x is not None}
+        assert sampler._done == {
+            t.number: (x, t.value)
+            for t, x in placed
+            if t.state is optuna.trial.TrialState.COMPLETE and x is not None
+        }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+from optuna.trial import Trial
 
 from orchestrator.samplers import startup_trials
 from orchestrator.search import SearchStudy
@@ -57,3 +58,72 @@ def test_the_grid_sampler_asks_every_valid_config_once_and_never_stops_the_study
         else:
             study.tell_bad(trial, "breaks a constraint")
     assert len(set(asked)) == len(asked) and valid <= set(asked)
+
+
+def test_enqueue_skips_params_any_trial_has_as_optunas_skip_if_exists_does() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    configs = SPACE.enumerate(LIMITS)[::53][:40]
+    ours = SearchStudy.create("ours", SPACE, LIMITS, "random", seed=0, budget=40)
+    ref = SearchStudy.create("ref", SPACE, LIMITS, "random", seed=0, budget=40)
+    for s in (ours, ref):
+        s.add_history(configs[0], 1.0)  # a trial from history
+    # Queued twice, in history, and asked (then queued again): each is asked once.
+    sequence = [configs[1], configs[2], configs[1], configs[0], configs[3]]
+    for config in sequence:
+        assert ours.enqueue(config)
+        ref.study.enqueue_trial(ref.encoding.encode(config) or {}, skip_if_exists=True)
+    asked = ours.ask()[1]
+    ref.ask()
+    for config in [asked, configs[4], configs[3]]:
+        ours.enqueue(config)
+        ref.study.enqueue_trial(ref.encoding.encode(config) or {}, skip_if_exists=True)
+
+    def queued(s: SearchStudy) -> list[dict[str, object]]:
+        waiting = s.study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+        return [t.system_attrs["fixed_params"] for t in waiting]
+
+    assert queued(ours) == queued(ref)
+    assert len(queued(ours)) == 3  # configs 2, 3 and 4; 1 was asked
+    assert ours.enqueue({**configs[0], "BLOCK_K": 16}) is False  # outside the space
+
+
+def test_a_warm_start_of_hundreds_of_configs_enqueues_in_well_under_a_second() -> None:
+    import time
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    configs = SPACE.enumerate(LIMITS)[:400]
+    study = SearchStudy.create("warm", SPACE, LIMITS, "local", seed=0, budget=400)
+    t0 = time.perf_counter()
+    for config in configs + configs:
+        study.enqueue(config)
+    assert time.perf_counter() - t0 < 0.5  # Optuna's own check: tens of seconds
+    assert len(study.study.get_trials(deepcopy=False)) == len(configs)
+
+
+def test_asks_of_the_local_sampler_are_optunas_asks_made_in_one_write() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    configs = SPACE.enumerate(LIMITS)
+    ours = SearchStudy.create("twin", SPACE, LIMITS, "local", seed=3, budget=60)
+    ref = SearchStudy.create("twin", SPACE, LIMITS, "local", seed=3, budget=60)
+    for s in (ours, ref):
+        s.add_history(configs[5], 2.0)
+        s.enqueue(configs[900])  # a queued config is asked first, through Optuna's ask
+    pending: list[tuple[Trial, Trial]] = []
+    for i in range(60):
+        a = ours.ask()[0]
+        b = ref.study.ask(fixed_distributions=ref._distributions)
+        assert (a.number, a.params) == (b.number, b.params)
+        assert a.distributions == b.distributions
+        pending.append((a, b))
+        while len(pending) > i % 4:  # some told later, some pruned
+            a, b = pending.pop(0)
+            if i % 5 == 0:
+                ours.tell_bad(a, "no valid time")
+                ref.tell_bad(b, "no valid time")
+            else:
+                ours.tell_ok(a, 1.0 + (i * 31) % 7)
+                ref.tell_ok(b, 1.0 + (i * 31) % 7)
+    stored = ours.study.get_trials(deepcopy=False)[-1].distributions
+    assert all(stored[n] is d for n, d in ours._distributions.items())  # shared, not copied
+    got = [(t.number, t.state, t.params, t.value) for t in ours.study.get_trials()]
+    assert got == [(t.number, t.state, t.params, t.value) for t in ref.study.get_trials()]
