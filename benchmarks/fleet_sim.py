@@ -205,6 +205,7 @@ def _job_body(
         # Every team's k-th job asks for the same class (n // teams is the round): equal loads.
         "device_classes": [f"replay:sim-{labels[(n // args.teams) % len(labels)]}"],
         "trials": args.trials,
+        "sampler": args.sampler,
         "seed": n,
         "team": team,
     }
@@ -456,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-s", type=float, default=20.0, help="left out of the rates")
     parser.add_argument("--problems", type=int, default=4, help="problems per job")
     parser.add_argument("--trials", type=int, default=300, help="trials per study")
+    parser.add_argument("--sampler", default="local", help="the jobs' sampler (default: local)")
     parser.add_argument("--readers", type=int, default=1, help="API polling threads")
     parser.add_argument("--read-every-s", type=float, default=0.5)
     parser.add_argument("--keep", action="store_true", help="leave the schema")
