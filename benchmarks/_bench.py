@@ -133,11 +133,11 @@ def interleaved_ms(
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def _stored_times(path: Path, kernel: str, objective: str) -> list[tuple[str, float, Any]]:
-    """(problem key, ms, config) of ``kernel``'s best configs and ok trials of ``objective`` in the
-    SQLite file ``path`` (``.gz``: gzipped), read from a copy brought to the current schema (the
-    file stays as it was written)."""
-    from db import Database, Objective, repository
+@contextlib.contextmanager
+def upgraded_copy(path: Path) -> Iterator[Any]:
+    """A ``db.Database`` on a temporary copy of the SQLite file ``path`` (``.gz``: gzipped),
+    brought to the current schema; the file stays as it was written."""
+    from db import Database
 
     with tempfile.TemporaryDirectory(prefix="tunefleet-best-") as tmp:
         copy = Path(tmp) / path.name.removesuffix(".gz")
@@ -149,25 +149,33 @@ def _stored_times(path: Path, kernel: str, objective: str) -> list[tuple[str, fl
         database = Database(f"sqlite:///{copy}")
         try:
             database.upgrade()
-            with database.session(readonly=True) as s:
-                found = [
-                    (r.problem_key, r.time_ms, r.config)
-                    for r in repository.get_best(s, kernel, objective=Objective(objective))
-                ]
-                # Trials too: a job cut short stored its trials but not yet its best configs.
-                for job in repository.list_jobs(s, limit=10_000):
-                    if job.kernel_name != kernel:
-                        continue
-                    for study in repository.studies_for_job(s, job.id):
-                        found += [
-                            (study.problem_key, t.median_ms, t.config)
-                            for t in repository.trials_for_study(s, study.id)
-                            if t.outcome.value == "ok"
-                            and t.median_ms is not None
-                            and t.objective.value == objective
-                        ]
+            yield database
         finally:
             database.close()
+
+
+def _stored_times(path: Path, kernel: str, objective: str) -> list[tuple[str, float, Any]]:
+    """(problem key, ms, config) of ``kernel``'s best configs and ok trials of ``objective`` in the
+    SQLite file ``path`` (see :func:`upgraded_copy`)."""
+    from db import Objective, repository
+
+    with upgraded_copy(path) as database, database.session(readonly=True) as s:
+        found = [
+            (r.problem_key, r.time_ms, r.config)
+            for r in repository.get_best(s, kernel, objective=Objective(objective))
+        ]
+        # Trials too: a job cut short stored its trials but not yet its best configs.
+        for job in repository.list_jobs(s, limit=10_000):
+            if job.kernel_name != kernel:
+                continue
+            for study in repository.studies_for_job(s, job.id):
+                found += [
+                    (study.problem_key, t.median_ms, t.config)
+                    for t in repository.trials_for_study(s, study.id)
+                    if t.outcome.value == "ok"
+                    and t.median_ms is not None
+                    and t.objective.value == objective
+                ]
     return found
 
 

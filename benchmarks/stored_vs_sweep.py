@@ -13,38 +13,21 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from _bench import geomean  # this folder (run as a script)
+from _bench import geomean, upgraded_copy  # this folder (run as a script)
 from llm_kernels import FLASH_GROUPS
 
 
 def stored_best(path: Path, kernel: str) -> dict[str, tuple[float, dict[str, Any]]]:
     """Problem key -> (time ms, config) of ``kernel``'s best-config rows in the SQLite file
     ``path`` (``.gz``: gzipped), read from a copy brought to the current schema."""
-    from db import Database, repository
+    from db import repository
 
-    with tempfile.TemporaryDirectory(prefix="tunefleet-stored-") as tmp:
-        copy = Path(tmp) / path.name.removesuffix(".gz")
-        with (
-            (gzip.open if path.suffix == ".gz" else open)(path, "rb") as src,
-            copy.open("wb") as dst,
-        ):
-            shutil.copyfileobj(src, dst)
-        database = Database(f"sqlite:///{copy}")
-        try:
-            database.upgrade()
-            with database.session(readonly=True) as s:
-                return {
-                    r.problem_key: (r.time_ms, r.config) for r in repository.get_best(s, kernel)
-                }
-        finally:
-            database.close()
+    with upgraded_copy(path) as database, database.session(readonly=True) as s:
+        return {r.problem_key: (r.time_ms, r.config) for r in repository.get_best(s, kernel)}
 
 
 def label(config: dict[str, Any]) -> str:
