@@ -100,7 +100,8 @@ class TrialWorker:
         )
 
     def _new_runner(self, compile_ahead: bool = True) -> Any:
-        """A runner for this actor's device; ``compile_ahead`` False: without a compile pool."""
+        """A runner for this actor's device; ``compile_ahead`` False: without a compile pool, for
+        re-timing (a replay runner then draws its noise from its own stream)."""
         if self._plan.backend == SourceKind.REPLAY.value:
             from workers.replay import ReplayOptions, ReplayRunner
 
@@ -110,6 +111,7 @@ class TrialWorker:
                     noise=self._options.replay_noise,
                     seed=self._options.replay_seed,
                     delay_s=self._options.replay_delay_s,
+                    stream="" if compile_ahead else "retime",
                 ),
             )
         from workers.device import detect

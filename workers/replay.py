@@ -51,12 +51,15 @@ class TrialLike(Protocol):
 @dataclass(frozen=True)
 class ReplayOptions:
     """``noise``: relative standard deviation of each sample (0 = the recorded times exactly);
-    ``delay_s``: seconds each trial takes, to simulate a device's busy time."""
+    ``delay_s``: seconds each trial takes, to simulate a device's busy time; ``stream``: names an
+    independent noise stream of the same seed (a re-timing runner's, as a fresh process on a real
+    device times afresh)."""
 
     noise: float = 0.0
     seed: int = 0
     samples: int = 5
     delay_s: float = 0.0
+    stream: str = ""
 
 
 def _limits(device: Mapping[str, Any], name: str) -> DeviceLimits:
@@ -176,8 +179,12 @@ class ReplayRunner:
             return Measurement(Outcome.INVALID, error="config is not in the recorded landscape")
         if recorded.outcome is not Outcome.OK or recorded.time_ms is None:
             return Measurement(recorded.outcome, error="recorded outcome (replay)")
-        # Seeded per (seed, key, config, call number): repeatable runs, fresh noise per call.
-        rng = random.Random(f"{self.options.seed}|{request.kernel}|{pkey}|{ckey}|{len(self.calls)}")
+        # Seeded per (seed, stream, key, config, call number): repeatable runs, fresh noise per
+        # call and per stream.
+        stream = f"{self.options.stream}|" if self.options.stream else ""
+        rng = random.Random(
+            f"{self.options.seed}|{stream}{request.kernel}|{pkey}|{ckey}|{len(self.calls)}"
+        )
         samples = [
             recorded.time_ms * max(0.01, 1.0 + rng.gauss(0.0, self.options.noise))
             if self.options.noise

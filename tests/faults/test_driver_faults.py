@@ -29,6 +29,7 @@ from search_spaces.space import config_key
 from tests.faults.checker import assert_held
 from tests.faults.conftest import H200, MATMUL_SMALL, FaultPool
 from tests.workers.fake_specs import ref
+from workers.landscape import read_landscape
 from workers.measurement import Measurement, Outcome
 from workers.trial import TrialRequest
 
@@ -73,10 +74,11 @@ def run_to_done(database: Database, pool: FaultPool) -> int:
 
 
 def test_a_trial_killed_from_outside_is_measured_once_more_not_taken_as_its_verdict(
-    local: LocalPool, db: Database
+    local: LocalPool, db: Database, landscapes: dict[str, list[Path]]
 ) -> None:
     """Item 4: the first two results come back ``crash`` (killed): each is kept provisional, not
-    counted, and measured again; the job's budget is spent on final verdicts only."""
+    counted, and measured again, and the device's own answer is its verdict; the job's budget is
+    spent on final verdicts only."""
     pool = FaultPool(local, lambda d, n: killed(d) if n <= 2 else d)
     result = Driver(db, pool, retime_rounds=1, poll_s=0.0).run(submit_job(db, spec(), pool))
     assert result.status is JobStatus.DONE
@@ -86,7 +88,10 @@ def test_a_trial_killed_from_outside_is_measured_once_more_not_taken_as_its_verd
     final = [t for t in rows if not t.provisional]
     assert len(final) == BUDGET
     again = {t.config_key for t in provisional}
-    assert all(t.outcome is TrialOutcome.OK for t in final if t.config_key in again)
+    (land,) = [x for x in map(read_landscape, landscapes[H200]) if x.problem == MATMUL_SMALL]
+    recorded = {key: r.outcome.value for key, r in land.by_config().items()}
+    verdicts = {t.config_key: t.outcome.value for t in final if t.config_key in again}
+    assert verdicts == {key: recorded.get(key, Outcome.INVALID.value) for key in again}
     assert_held(db, [result.job_id])
 
 

@@ -96,6 +96,11 @@ def test_noise_is_seeded(tmp_path: Path) -> None:
     c = ReplayRunner([path], ReplayOptions(noise=0.05, seed=2)).run(Req("matmul", PROBLEM, SLOW))
     assert a.samples_ms == b.samples_ms != c.samples_ms
     assert len(set(a.samples_ms)) > 1 and abs((a.median_ms or 0) - 2.0) < 0.3
+    # A re-timing runner's stream: the same seed and call, other noise (a fresh process's).
+    retime = ReplayOptions(noise=0.05, seed=1, stream="retime")
+    d = ReplayRunner([path], retime).run(Req("matmul", PROBLEM, SLOW))
+    assert d.samples_ms != a.samples_ms
+    assert d.samples_ms == ReplayRunner([path], retime).run(Req("matmul", PROBLEM, SLOW)).samples_ms
 
 
 def test_unknown_device_and_mixed_devices(tmp_path: Path) -> None:
