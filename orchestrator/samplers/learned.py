@@ -364,15 +364,10 @@ class LearnedSampler(BaseSampler):
         self._pos = np.zeros((0, 0), dtype=int)  # index of each parameter's value, per config
         self._length: tuple[int, float] | None = None  # own trials when last chosen, the length
         # local's moves (no startup of its own: this sampler's comes first), over the same
-        # valid configs
-        self._move = LocalSearchSampler(self._distributions, seed, 0, self._valid_params)
-
-    def _valid_params(self) -> list[dict[str, Any]]:
-        """The Optuna params of every valid config (for the moves)."""
-        if not self._ready:
-            self._prepare()
-        out = (self._encoding.encode(c) for c in self._configs)
-        return [p for p in out if p is not None]
+        # valid configs, as the process's shared array of their positions
+        self._move = LocalSearchSampler(
+            self._distributions, seed, 0, positions=encoding.valid_positions
+        )
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
