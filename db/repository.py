@@ -769,23 +769,11 @@ def verdicts_after(s: Session, after_id: int) -> tuple[dict[StudyKey, set[str]],
     """The config keys with a verdict (see :func:`find_measured`) in trial rows newer than
     ``after_id``, by study key, and the newest such row's id (``after_id`` if none). Reads only
     the new rows (a range of the primary key)."""
+    keys = (Trial.kernel_id, Trial.problem_key, Trial.device_class_id, Trial.objective)
     rows = s.execute(
-        sa.select(
-            Trial.kernel_id,
-            Trial.problem_key,
-            Trial.device_class_id,
-            Trial.objective,
-            Trial.config_key,
-            sa.func.max(Trial.id),
-        )
+        sa.select(*keys, Trial.config_key, sa.func.max(Trial.id))
         .where(Trial.id > after_id, *_VERDICT)
-        .group_by(
-            Trial.kernel_id,
-            Trial.problem_key,
-            Trial.device_class_id,
-            Trial.objective,
-            Trial.config_key,
-        )
+        .group_by(*keys, Trial.config_key)
     ).all()
     out: dict[StudyKey, set[str]] = {}
     for kernel_id, pkey, class_id, objective, ckey, _ in rows:
