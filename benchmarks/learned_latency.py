@@ -11,7 +11,10 @@ with three trials pending (a batch of four workers), each proposal told at once,
 proposal refits the GP to one more own trial; reported: the one-time preparation (valid
 configs, features, prior fit; paid by the study's first model-based proposal) and the median and
 p90 of ``sample_relative`` (the sampler's proposal; wall clock and the thread's CPU time, which
-other processes on a shared machine do not inflate) and of the whole ``Study.ask``.
+other processes on a shared machine do not inflate) and of the whole ask (wall and CPU). The ask
+is Optuna's ``Study.ask`` with the distributions fixed (``--via optuna``, the path a driver took
+for ``learned`` before its one-write ask) or the driver's ``SearchStudy.ask`` (``--via search``:
+the trial created with every parameter in one storage write).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import optuna
 
 from orchestrator.encoding import Encoding, valid_configs
 from orchestrator.samplers.learned import LearnedSampler, PriorTrial
+from orchestrator.search import SearchStudy
 from search_spaces.problem import Problem
 from search_spaces.registry import get_spec
 from workers.device_table import lookup
@@ -56,8 +60,11 @@ def _prior(configs: Sequence[dict[str, Any]], count: int, rng: random.Random) ->
     return out
 
 
-def measure(prior: int, own: int, repeats: int, seed: int = 0) -> dict[str, Any]:
-    """Preparation time and proposal times (ms) at ``own`` told trials and ``prior`` prior trials."""
+def measure(
+    prior: int, own: int, repeats: int, seed: int = 0, via: str = "optuna"
+) -> dict[str, Any]:
+    """Preparation time and proposal times (ms) at ``own`` told trials and ``prior`` prior
+    trials, asking through ``via`` ("optuna" or "search", see the module docstring)."""
     spec, limits = get_spec("matmul"), lookup(DEVICE).limits
     configs = list(valid_configs(spec.space, limits))
     rng = random.Random(seed)
@@ -92,14 +99,20 @@ def measure(prior: int, own: int, repeats: int, seed: int = 0) -> dict[str, Any]
                 params=params, distributions=dists, value=_cost(TARGET, config)
             )
         )
+    search = SearchStudy(study, encoding)
+
+    def ask() -> optuna.Trial:
+        return search.ask()[0] if via == "search" else study.ask(dists)
+
     for _ in range(3):
-        study.ask(dists)  # pending; the first ask prepares the sampler
+        ask()  # pending; the first ask prepares the sampler
     prepare_ms, prepare_cpu_ms = proposals[0], cpu[0]
-    asks = []
+    asks, ask_cpu = [], []
     for _ in range(repeats):
-        started = time.perf_counter()
-        trial = study.ask(dists)
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        trial = ask()
         asks.append(1e3 * (time.perf_counter() - started))
+        ask_cpu.append(1e3 * (time.thread_time() - cpu_started))
         # Told at once: the next proposal refits the GP to one more own trial (a batch of one,
         # the most refitting a study does).
         study.tell(trial, _cost(TARGET, encoding.decode(trial.params)))
@@ -112,7 +125,9 @@ def measure(prior: int, own: int, repeats: int, seed: int = 0) -> dict[str, Any]
         "first_proposal_cpu_ms": round(prepare_cpu_ms, 1),
         "proposal_ms": _stats(sample),
         "proposal_cpu_ms": _stats(cpu[3:]),
+        "via": via,
         "ask_ms": _stats(asks),
+        "ask_cpu_ms": _stats(ask_cpu),
     }
 
 
@@ -128,28 +143,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--prior", type=int, default=10_000)
     parser.add_argument("--own", type=int, nargs="+", default=[0, 25, 50, 100, 200])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--via", choices=("optuna", "search"), default="optuna")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.prior < 0 or args.repeats < 1 or min(args.own) < 0:
         raise SystemExit("--prior and --own must be >= 0, --repeats >= 1")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    rows = [measure(args.prior, own, args.repeats) for own in args.own]
+    rows = [measure(args.prior, own, args.repeats, via=args.via) for own in args.own]
     if args.json:
         print(json.dumps({"results": rows}, indent=1))
         return
     print(
         "| prior trials | own trials | space | first proposal: wall / CPU (ms) | "
         "proposal wall: median / p90 (ms) | proposal CPU: median / p90 (ms) | "
-        "Study.ask wall: median / p90 (ms) |"
+        f"ask ({args.via}) wall: median / p90 (ms) | ask CPU: median / p90 (ms) |"
     )
-    print("|---" * 7 + "|")
+    print("|---" * 8 + "|")
     for r in rows:
-        p, c, a = r["proposal_ms"], r["proposal_cpu_ms"], r["ask_ms"]
+        p, c, a, ac = r["proposal_ms"], r["proposal_cpu_ms"], r["ask_ms"], r["ask_cpu_ms"]
         print(
             f"| {r['prior_trials']} | {r['own_trials']} | {r['space']} | "
             f"{r['first_proposal_ms']} / {r['first_proposal_cpu_ms']} | "
             f"{p['median']} / {p['p90']} | {c['median']} / {c['p90']} | "
-            f"{a['median']} / {a['p90']} |"
+            f"{a['median']} / {a['p90']} | {ac['median']} / {ac['p90']} |"
         )
 
 

@@ -15,8 +15,9 @@ near 10 trials/s (benchmarks/results/scaling/2026-11-30-08e6ee2-h200x2/). Constr
 asks are not rebuilt: asked again after a resume, they are rejected again for free. Tells go
 through Optuna's ``_tell_with_warning``: ``Study.tell`` without the deep copy of the told trial
 that ``tell`` returns (a fifth of a driver's time when most asks are rejected configs). An ask of
-the ``local`` sampler with no queued trial creates the trial with every parameter in one storage
-write (:meth:`LocalSearchSampler.sample_trial` gives them as Optuna's ask would), not one
+a sampler that gives every parameter at once (:class:`~orchestrator.samplers.WholeTrialSampler`:
+``local``, ``learned``) with no queued trial creates the trial with every parameter in one
+storage write (its ``sample_trial`` gives them as Optuna's ask would), not one
 suggest per parameter (each a copy of the trial and distribution checks in Optuna). An enqueue
 skips params that a trial of the study already has, as Optuna's ``skip_if_exists`` does, from a
 set of the trials' params kept up to date incrementally: Optuna compares each enqueue with every
@@ -40,7 +41,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from orchestrator import samplers
 from orchestrator.encoding import Encoding, valid_configs
-from orchestrator.samplers.local import LocalSearchSampler
+from orchestrator.samplers import WholeTrialSampler, gives_whole_trials
 from search_spaces.space import Config, DeviceLimits, Space, Value, config_key
 from search_spaces.spec import KernelSpec
 
@@ -180,7 +181,7 @@ class SearchStudy:
     def ask(self) -> tuple[Trial, Config]:
         """The next trial and its config (enqueued configs come first)."""
         sampler = self.study.sampler
-        if isinstance(sampler, LocalSearchSampler) and not self.study.get_trials(
+        if gives_whole_trials(sampler) and not self.study.get_trials(
             deepcopy=False, states=(TrialState.WAITING,)
         ):
             trial = self._ask_whole(sampler)
@@ -190,7 +191,7 @@ class SearchStudy:
                 trial = self.study.ask(fixed_distributions=self._distributions)
         return trial, self.encoding.decode(trial.params)
 
-    def _ask_whole(self, sampler: LocalSearchSampler) -> Trial:
+    def _ask_whole(self, sampler: WholeTrialSampler) -> Trial:
         """``study.ask`` for a sampler that gives every parameter at once: the trial is
         created with its params (one storage write, as ``add_trial`` does) instead of one
         suggest per parameter."""

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from orchestrator.errors import JobSpecError
 from search_spaces import plugins
@@ -27,7 +27,10 @@ from search_spaces.space import DeviceLimits, Space
 from search_spaces.spec import KernelSpec
 
 if TYPE_CHECKING:  # Optuna loads when a sampler is made, not when a job spec is checked
+    from optuna.distributions import BaseDistribution
     from optuna.samplers import BaseSampler
+    from optuna.study import Study
+    from optuna.trial import FrozenTrial
 
     from orchestrator.encoding import Encoding
     from orchestrator.samplers.learned import PriorTrial
@@ -54,6 +57,44 @@ class SamplerContext:
 
 
 SamplerFactory = Callable[[SamplerContext], "BaseSampler"]
+
+
+class WholeTrialSampler(Protocol):
+    """A sampler that gives every parameter of a new trial at once. ``trial`` is a RUNNING
+    trial with no params that is not in the study yet (number -1): the caller creates the
+    trial with the params returned, in one storage write (:meth:`SearchStudy.ask
+    <orchestrator.search.SearchStudy.ask>`), instead of Optuna's ask and a suggest per
+    parameter. The params must be what Optuna's ask would give with the sampler's
+    distributions fixed (:func:`whole_trial`)."""
+
+    def sample_trial(self, study: Study, trial: FrozenTrial) -> dict[str, Any]: ...
+
+
+def gives_whole_trials(sampler: object) -> TypeGuard[WholeTrialSampler]:
+    """Whether ``sampler`` is a :class:`WholeTrialSampler` (it has ``sample_trial``; a look-up,
+    not ``isinstance`` on a runtime protocol, which costs tens of microseconds per ask)."""
+    return callable(getattr(sampler, "sample_trial", None))
+
+
+def whole_trial(
+    sampler: BaseSampler,
+    study: Study,
+    trial: FrozenTrial,
+    distributions: Mapping[str, BaseDistribution],
+) -> dict[str, Any]:
+    """Every parameter of ``distributions`` for a new ``trial`` as Optuna's ask makes them:
+    ``sampler``'s relative sample, and for each parameter it leaves out (or out of range) an
+    independent draw, in distribution order."""
+    relative = sampler.sample_relative(study, trial, dict(distributions))
+    out: dict[str, Any] = {}
+    for name, dist in distributions.items():
+        value = relative.get(name)
+        if name not in relative or not dist._contains(dist.to_internal_repr(value)):
+            value = sampler.sample_independent(study, trial, name, dist)
+        out[name] = dist.to_external_repr(dist.to_internal_repr(value))
+    return out
+
+
 #: ``(space, limits) -> None`` if the sampler can search the space on the device, else why not.
 Fits = Callable[[Space, DeviceLimits], str | None]
 

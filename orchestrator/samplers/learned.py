@@ -48,6 +48,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.encoding import Encoding, valid_configs
+from orchestrator.samplers import whole_trial
 from orchestrator.samplers.local import LocalSearchSampler
 from search_spaces.problem import Problem
 from search_spaces.space import Config, Param, ParamKind, Value, config_key
@@ -373,6 +374,13 @@ class LearnedSampler(BaseSampler):
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         return dict(self._distributions)
+
+    def sample_trial(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
+        """Every parameter of a new ``trial``, not in the study yet (a
+        :class:`~orchestrator.samplers.WholeTrialSampler`: the study's ask then creates the
+        trial in one storage write). Every trial of the study counts as another one's, so
+        ``trial``'s number must be none of theirs."""
+        return whole_trial(self, study, trial, self._distributions)
 
     def _prepare(self) -> None:
         """Enumerate the valid configs, featurize them and fit the prior (once per study)."""

@@ -258,3 +258,40 @@ def test_a_learned_sampler_leaves_numpy_one_blas_thread() -> None:
     LearnedSampler(Encoding(spec.space, limits, numeric_only=False), seed=1)
     blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
     assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
+def test_the_study_asks_it_for_whole_trials_and_gets_the_configs_optunas_ask_gets() -> None:
+    """``SearchStudy.ask`` creates a learned trial from ``sample_trial`` in one storage write
+    (the trial is not in the study while the sampler picks); with batches of four pending, the
+    configs are the ones Optuna's own ask (the trial created first) gets on the same seed, past
+    the startup, the moves and the model's picks."""
+    from orchestrator.samplers import gives_whole_trials
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec, limits = get_spec("rmsnorm"), lookup(H200).limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    dists = encoding.distributions()
+    problem: Problem = {"M": 128, "N": 4096, "dtype": "bfloat16"}
+
+    def sampler() -> LearnedSampler:
+        return LearnedSampler(encoding, 7, problem=problem, features=spec.features)
+
+    def cost(config: dict[str, object]) -> float:
+        return 1.0 + sum(abs(hash((k, str(v)))) % 97 for k, v in config.items()) / 100
+
+    fast = SearchStudy(optuna.create_study(sampler=sampler()), encoding)
+    slow = optuna.create_study(sampler=sampler())
+    assert gives_whole_trials(fast.study.sampler)
+    writes = []
+    storage = fast.study._storage
+    inner = storage.set_trial_param
+    storage.set_trial_param = lambda *a: writes.append(a) or inner(*a)  # type: ignore[method-assign]
+    for _ in range(5):
+        fast_batch = [fast.ask() for _ in range(4)]
+        slow_batch = [slow.ask(dists) for _ in range(4)]
+        for (trial, config), other in zip(fast_batch, slow_batch, strict=True):
+            assert config == encoding.decode(other.params)
+            fast.tell_ok(trial, cost(config))
+            slow.tell(other, cost(config))
+    assert not writes, "a parameter was suggested one by one"
+    assert len({config_key(encoding.decode(t.params)) for t in fast.study.trials}) == 20
