@@ -47,6 +47,10 @@ CASES: list[tuple[Problem, Config]] = [
     ({"M": 50, "N": 40, "K": 40, "dtype": "bfloat16"}, cfg(16, 32, group=4)),
     ({"M": 33, "N": 47, "K": 130, "dtype": "float32"}, cfg(32, 32, group=8, warps=4)),
     ({"M": 20, "N": 24, "K": 100, "dtype": "float32"}, cfg(32, 16, bk=64, split=8, fused=True)),
+    # Slice counts that are not powers of two: 5 K blocks over 3 slices (2, 2, 1); 3 over 6.
+    ({"M": 24, "N": 40, "K": 160, "dtype": "float16"}, cfg(16, 32, split=3)),
+    ({"M": 24, "N": 40, "K": 160, "dtype": "bfloat16"}, cfg(16, 32, split=3, fused=True, tma=True)),
+    ({"M": 8, "N": 32, "K": 96, "dtype": "float32"}, cfg(16, 32, split=6, fused=True)),
     # TMA: tiles past the edges of A and B come back zero-filled, no load is masked.
     ({"M": 33, "N": 48, "K": 80, "dtype": "float16"}, cfg(32, 32, group=4, tma=True)),
     ({"M": 1, "N": 64, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4, tma=True)),
@@ -123,7 +127,7 @@ def test_split_k_reductions_give_the_same_bits_on_every_launch(cpu_limits: Devic
 
 @needs_gpu
 @pytest.mark.parametrize("tma", [False, True])
-@pytest.mark.parametrize(("split", "stream_k"), [(2, False), (8, False), (1, True)])
+@pytest.mark.parametrize(("split", "stream_k"), [(2, False), (3, False), (8, False), (1, True)])
 def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: bool) -> None:
     """200 launches on the same inputs give the same bits each time, within tolerance: a program
     summing the slices (or stream-K partials) before every partial is visible would change them."""
@@ -144,6 +148,31 @@ def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: 
         launcher()
         mismatches += not torch.equal(inputs["out"], first)
     assert mismatches == 0
+
+
+def test_suggestions_fill_the_waves_of_few_tile_shapes(h200_limits: DeviceLimits) -> None:
+    """M=256 N=8192 K=8192: 64 tiles of 128x256 leave half the 132 SMs idle; split 2 runs 128
+    programs in one wave at half the K steps each, so the model ranks it first."""
+    problem: Problem = {"M": 256, "N": 8192, "K": 8192, "dtype": "bfloat16"}
+    suggested = SPEC.suggested_configs(problem, h200_limits)
+    assert 0 < len(suggested) <= 8
+    assert all(SPEC.space.violation(c, h200_limits) is None for c in suggested)
+    first = suggested[0]
+    assert (first["BLOCK_M"], first["BLOCK_N"], first["SPLIT_K"]) == (128, 256, 2)
+    # 80 tiles of 128x256: split 3 (240 programs, two waves at 91%) beats 1 and 2.
+    wide = SPEC.suggested_configs({**problem, "N": 10240}, h200_limits)[0]
+    assert (wide["BLOCK_M"], wide["BLOCK_N"], wide["SPLIT_K"]) == (128, 256, 3)
+    # Many tiles: no split.
+    big = SPEC.suggested_configs({**problem, "M": 4096}, h200_limits)[0]
+    assert big["SPLIT_K"] == 1
+
+
+def test_no_suggestions_off_hopper(cpu_limits: DeviceLimits) -> None:
+    from workers.device_table import lookup
+
+    problem: Problem = {"M": 256, "N": 8192, "K": 8192, "dtype": "bfloat16"}
+    for limits in (lookup("A100").limits, lookup("MI300X").limits, cpu_limits):
+        assert SPEC.suggested_configs(problem, limits) == []
 
 
 def test_fresh_inputs_every_call() -> None:
