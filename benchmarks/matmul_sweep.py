@@ -76,6 +76,34 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
         _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
     ],
+    # Few-tile shapes below 0.9x after the 200-trial tune: split-K counts that fill the waves, the
+    # fused reduction against the second kernel, and stream-K at the tiles that won without it.
+    "waves": [
+        _cfg(128, 256, 64, 8, 4, tma=True, group=8),
+        _cfg(128, 256, 64, 8, 4, split=2, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=2, tma=True),
+        _cfg(128, 256, 64, 8, 3, split=2, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=3, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=3, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=8, tma=True),
+        _cfg(64, 256, 64, 4, 4, tma=True, group=8),
+        _cfg(64, 256, 64, 4, 4, split=2, fused=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, tma=True, group=8),
+        _cfg(128, 128, 64, 8, 4, split=2, tma=True),
+        _cfg(128, 128, 64, 8, 4, split=3, fused=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, split=4, tma=True),
+        _cfg(128, 128, 64, 8, 4, split=6, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=4, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=3, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=6, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=6, fused=True, tma=True),
+        _cfg(64, 128, 64, 4, 4, split=3, tma=True),
+        _cfg(64, 128, 64, 4, 4, split=4, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, stream_k=True, tma=True),
+        _cfg(128, 256, 32, 8, 5, stream_k=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
+        _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
+    ],
     "smoke": [
         _cfg(16, 32, 32, 2, 2),
         _cfg(16, 32, 32, 2, 2, split=2, fused=True),
@@ -89,6 +117,10 @@ SHAPES = ((6144, 4096), (4096, 4096), (4096, 14336), (10240, 8192), (8192, 8192)
 GRIDS: dict[str, list[dict[str, Any]]] = {
     "issue": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
+    ],
+    "waves": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
+        for m, n, k in ((128, 6144, 4096), (128, 4096, 4096), (256, 10240, 8192), (256, 8192, 8192))
     ],
     "smoke": [
         {"M": 16, "N": 64, "K": 96, "dtype": "float16"},
