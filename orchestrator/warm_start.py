@@ -2,8 +2,7 @@
 
 In order: configs measured for this key (kernel version, problem, class, objective) by any job,
 fastest first, at most the budget (answered from the database, never re-measured); the spec's
-default; the spec's listed configs (a captured kernel's own list) and its suggested configs for the
-problem (``KernelSpec.suggested_configs``); the best configs of the ``WARM_NEIGHBOURS`` nearest problems on this class (distance:
+default; the spec's listed configs (a captured kernel's own list); the best configs of the ``WARM_NEIGHBOURS`` nearest problems on this class (distance:
 :func:`search_spaces.problem.problem_distance`); the next fastest configs measured for the
 nearest one (up to its ``WARM_NEAREST_TOP`` fastest); the best configs of this problem on other
 classes. Deduplicated, first place kept.
@@ -97,7 +96,7 @@ def warm_configs(
         ],
         fastest_of,
         measured=[c for c, _ in measured_for_key(s, kernel_id, pkey, class_id, objective)[:budget]],
-        listed=[*kernel.listed_configs(limits), *kernel.suggested_configs(problem, limits)],
+        listed=kernel.listed_configs(limits),
         other_classes=[
             b.config
             for b in sorted(

@@ -100,12 +100,6 @@ class KernelSpec(abc.ABC):
         ``@triton.autotune`` gives its own list, so a widened search tries it first."""
         return []
 
-    def suggested_configs(self, problem: Problem, limits: DeviceLimits) -> list[Config]:
-        """Configs a new study of ``problem`` asks after the listed ones (none here): a spec's
-        model of which configs suit the problem's shape on this class (``matmul``: split-K and
-        tiles that fill the SMs' waves)."""
-        return []
-
     def source_text(self) -> str:
         """Concatenated source of ``sources``; raises SpecError if a module cannot be found."""
         parts = []

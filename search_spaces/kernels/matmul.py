@@ -57,7 +57,7 @@ REDUCE_BLOCK = 1024
 TMA_MIN_SM = 90
 
 
-def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits | None = None) -> int:
+def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
     tile = int_param(c, "BLOCK_M") * int_param(c, "BLOCK_K") + int_param(c, "BLOCK_K") * int_param(
         c, "BLOCK_N"
     )
@@ -79,8 +79,8 @@ SPACE = Space(
             "SPLIT_K",
             SPLIT_K_VALUES,
             ParamKind.INT,
-            doc="programs sharing one tile's K (3 and 6 fill waves that powers of two leave "
-            "part-empty: 80 tiles x 3 = 240 programs, two waves of 132 SMs at 91%)",
+            doc="programs sharing one tile's K (3 and 6 between the powers of two: the slice "
+            "count of 6 of the 36 suite winners on the H200, all at M <= 128)",
         ),
         Param(
             "FUSED_REDUCE",
@@ -209,56 +209,6 @@ SPACE = Space(
     ),
 )
 
-#: Tiles the wave model suggests from, with TMA on sm_90+: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
-#: num_stages, MMA rate of one SM running it, TFLOP/s). The rates are the H200's, read off a
-#: 178-trial tune of the Llama-3-70B shapes (``benchmarks/results/kernels/2026-12-01-f854738-
-#: h200-noray-200``: a 128x256 tile ran 128 K steps of 64 in 82.6 us, 6.5 TFLOP/s per SM; 128x128
-#: and 64x128 tiles 4.5); only their ratios rank the suggestions.
-SUGGESTED_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
-    (128, 256, 64, 8, 4, 6.5),
-    (256, 128, 64, 8, 4, 6.5),
-    (128, 128, 64, 8, 4, 4.5),
-    (64, 256, 64, 4, 4, 4.5),
-    (64, 128, 64, 4, 4, 4.5),
-    (128, 64, 64, 4, 4, 3.5),
-    (64, 64, 64, 4, 4, 2.5),
-    (16, 64, 64, 2, 4, 1.0),
-    (32, 128, 64, 4, 4, 1.5),
-)
-#: Suggestions a study asks after the default.
-SUGGESTIONS = 8
-#: Device memory bandwidth the wave model assumes, bytes per us (the H200's measured copy rate).
-MODEL_BYTES_PER_US = 4.3e6
-#: Fixed cost per wave in the model (launch, pipeline fill), us.
-MODEL_WAVE_US = 1.0
-
-
-def predicted_us(
-    problem: Problem, config: Mapping[str, Value], rate: float, sms: int, smem: int
-) -> float:
-    """The wave model's time of ``config`` on ``problem``: the larger of the MMA time (whole waves
-    of programs, each running its share of the K steps at the SM's rate split among the
-    programs an SM holds) and the bytes over bandwidth (A, B and C once, plus the fp32 partials of
-    split-K written and read; the rate scaled by the share of SMs that have a program), plus a
-    fixed cost per wave."""
-    m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
-    bm, bn, bk = (int(config[p]) for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
-    split = int(config["SPLIT_K"])
-    programs = -(-m // bm) * -(-n // bn) * split
-    per_sm = max(1, min(smem // _smem_bytes(config), 4))
-    slots = sms * per_sm
-    waves = -(-programs // slots)
-    k_steps = -(-k // bk)
-    steps = -(-k_steps // split)
-    sharing = min(per_sm, -(-programs // sms))
-    step_us = 2.0 * bm * bn * bk / (rate * 1e6 / sharing)
-    mma_us = waves * steps * step_us
-    size = ELEMENT_BYTES[str(problem["dtype"])]
-    moved = (m * k + k * n + m * n) * size + (2 * split * m * n * 4 if split > 1 else 0)
-    busy = min(1.0, min(programs, slots) / sms)
-    return max(mma_us, moved / (MODEL_BYTES_PER_US * busy)) + waves * MODEL_WAVE_US
-
-
 DEFAULT: Config = {
     "BLOCK_M": 64,
     "BLOCK_N": 64,
@@ -296,38 +246,6 @@ class MatmulSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         return vendor_default(DEFAULT, SPACE, vendor)
-
-    def suggested_configs(self, problem: Problem, limits: DeviceLimits) -> list[Config]:
-        """The configs the wave model (``predicted_us``) ranks fastest on ``problem``: each tile
-        of ``SUGGESTED_TILES`` at every split-K count of the space, NVIDIA sm_90+ only (the
-        rates are Hopper's), TMA loads, fused reduction; the ``SUGGESTIONS`` fastest valid ones.
-        Few-tile shapes get the split that fills the SMs' waves, which a sampler's first trials
-        rarely reach (M=256 N=8192 K=8192: 128x256 tiles split 2, 128 programs in one wave)."""
-        if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
-            return []
-        base = self.default_config(limits.vendor)
-        ranked: list[tuple[float, Config]] = []
-        for bm, bn, bk, warps, stages, rate in SUGGESTED_TILES:
-            for split in SPLIT_K_VALUES:
-                config: Config = {
-                    **base,
-                    "BLOCK_M": bm,
-                    "BLOCK_N": bn,
-                    "BLOCK_K": bk,
-                    "num_warps": warps,
-                    "num_stages": stages,
-                    "SPLIT_K": split,
-                    "FUSED_REDUCE": split > 1,
-                    "GROUP_M": 8 if split == 1 else 1,
-                    "TMA": True,
-                }
-                if SPACE.violation(config, limits) is None:
-                    us = predicted_us(
-                        problem, config, rate, limits.multiprocessors, limits.shared_mem_per_block
-                    )
-                    ranked.append((us, config))
-        ranked.sort(key=lambda uc: uc[0])
-        return [c for _, c in ranked[:SUGGESTIONS]]
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])

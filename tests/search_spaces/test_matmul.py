@@ -150,31 +150,6 @@ def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: 
     assert mismatches == 0
 
 
-def test_suggestions_fill_the_waves_of_few_tile_shapes(h200_limits: DeviceLimits) -> None:
-    """M=256 N=8192 K=8192: 64 tiles of 128x256 leave half the 132 SMs idle; split 2 runs 128
-    programs in one wave at half the K steps each, so the model ranks it first."""
-    problem: Problem = {"M": 256, "N": 8192, "K": 8192, "dtype": "bfloat16"}
-    suggested = SPEC.suggested_configs(problem, h200_limits)
-    assert 0 < len(suggested) <= 8
-    assert all(SPEC.space.violation(c, h200_limits) is None for c in suggested)
-    first = suggested[0]
-    assert (first["BLOCK_M"], first["BLOCK_N"], first["SPLIT_K"]) == (128, 256, 2)
-    # 80 tiles of 128x256: split 3 (240 programs, two waves at 91%) beats 1 and 2.
-    wide = SPEC.suggested_configs({**problem, "N": 10240}, h200_limits)[0]
-    assert (wide["BLOCK_M"], wide["BLOCK_N"], wide["SPLIT_K"]) == (128, 256, 3)
-    # Many tiles: no split.
-    big = SPEC.suggested_configs({**problem, "M": 4096}, h200_limits)[0]
-    assert big["SPLIT_K"] == 1
-
-
-def test_no_suggestions_off_hopper(cpu_limits: DeviceLimits) -> None:
-    from workers.device_table import lookup
-
-    problem: Problem = {"M": 256, "N": 8192, "K": 8192, "dtype": "bfloat16"}
-    for limits in (lookup("A100").limits, lookup("MI300X").limits, cpu_limits):
-        assert SPEC.suggested_configs(problem, limits) == []
-
-
 def test_fresh_inputs_every_call() -> None:
     a = SPEC.build_inputs(SPEC.example, "cpu")
     b = SPEC.build_inputs(SPEC.example, "cpu")
