@@ -50,6 +50,7 @@ def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
         "TMA": tma,
         "PERSISTENT": False,
         "STREAM_K": stream_k,
+        "PDL": False,
     }
 
 
@@ -104,6 +105,22 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
         _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
     ],
+    # PDL on split-K (each kernel launched while the one before it drains): the split-K winners
+    # of the suite tune at M <= 128, each with and without it.
+    "pdl": [
+        c
+        for base in (
+            _cfg(128, 64, 64, 8, 4, split=4, tma=True),
+            _cfg(128, 64, 64, 4, 3, split=4, tma=True),
+            _cfg(128, 128, 64, 4, 4, split=4),
+            _cfg(128, 64, 64, 4, 4, split=2, fused=True, tma=True),
+            _cfg(16, 64, 64, 4, 4, split=4, fused=True),
+            _cfg(16, 64, 64, 2, 4, split=6, fused=True),
+            _cfg(64, 64, 64, 4, 4, split=4, fused=True),
+            _cfg(64, 64, 64, 4, 4, split=2, tma=True),
+        )
+        for c in (base, {**base, "PDL": True})
+    ],
     "smoke": [
         _cfg(16, 32, 32, 2, 2),
         _cfg(16, 32, 32, 2, 2, split=2, fused=True),
@@ -121,6 +138,11 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "waves": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
         for m, n, k in ((128, 6144, 4096), (128, 4096, 4096), (256, 10240, 8192), (256, 8192, 8192))
+    ],
+    "pdl": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
+        for m in (1, 16, 64, 128)
+        for n, k in ((6144, 4096), (4096, 4096), (4096, 14336), (14336, 4096))
     ],
     "smoke": [
         {"M": 16, "N": 64, "K": 96, "dtype": "float16"},

@@ -21,6 +21,9 @@ from search_spaces.kernels._common import (
     int_param,
     multiprocessors,
     nvidia_sm,
+    pdl_param,
+    pdl_rule,
+    pop_pdl,
     smem_rule,
     torch_dtype,
     vendor_default,
@@ -116,6 +119,7 @@ SPACE = Space(
             "end to end; tiles shared by programs are summed by the last to finish (fp32 "
             "partials, program order: deterministic)",
         ),
+        pdl_param(),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -204,6 +208,17 @@ SPACE = Space(
             ("STREAM_K", "BLOCK_M"),
             lambda c, _lim: not c["STREAM_K"] or int_param(c, "BLOCK_M") <= SPLIT_K_MAX_BLOCK_M,
         ),
+        Constraint(
+            "pdl-split-k",
+            "PDL only with SPLIT_K > 1 and neither PERSISTENT nor STREAM_K (split-K's short "
+            "launches, and its reduction kernel, start while the previous kernel drains)",
+            ("PDL", "SPLIT_K", "PERSISTENT", "STREAM_K"),
+            lambda c, _lim: (
+                not c["PDL"]
+                or (int_param(c, "SPLIT_K") > 1 and not c["PERSISTENT"] and not c["STREAM_K"])
+            ),
+        ),
+        pdl_rule(),
         warps_rule(),
         amd_stages_rule(),
     ),
@@ -221,6 +236,7 @@ DEFAULT: Config = {
     "TMA": False,
     "PERSISTENT": False,
     "STREAM_K": False,
+    "PDL": False,
 }
 
 
@@ -307,6 +323,7 @@ class MatmulSpec(KernelSpec):
         tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
         stream_k = bool(meta.pop("STREAM_K", False))
+        pdl = pop_pdl(meta)
         split_k = int(config["SPLIT_K"])
         tiles = triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, int(config["BLOCK_N"]))
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
@@ -315,6 +332,7 @@ class MatmulSpec(KernelSpec):
         kernel_args: dict[str, Any] = {
             **meta,
             **options,
+            **pdl,
             "FUSED_REDUCE": fused,
             "DOT_IN_FP32": dot_in_fp32,
         }
@@ -331,6 +349,8 @@ class MatmulSpec(KernelSpec):
         else:
             operands = (a, b)
             sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+        if persistent or stream_k:
+            del kernel_args["PDL"]
         if persistent:
             del kernel_args["SPLIT_K"], kernel_args["FUSED_REDUCE"]
             programs = min(tiles, multiprocessors(a.device))
@@ -363,7 +383,7 @@ class MatmulSpec(KernelSpec):
         def launch_and_reduce() -> None:
             kernel[grid](*args, **kernel_args)
             splitk_reduce_kernel[reduce_grid](
-                workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
+                workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK, **pdl
             )
 
         return launch_and_reduce

@@ -127,15 +127,23 @@ def test_split_k_reductions_give_the_same_bits_on_every_launch(cpu_limits: Devic
 
 @needs_gpu
 @pytest.mark.parametrize("tma", [False, True])
-@pytest.mark.parametrize(("split", "stream_k"), [(2, False), (3, False), (8, False), (1, True)])
-def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: bool) -> None:
+@pytest.mark.parametrize(
+    ("split", "stream_k", "pdl"),
+    [(2, False, False), (3, False, False), (8, False, False), (1, True, False), (4, False, True)],
+)
+def test_split_k_reduction_is_race_free_on_gpu(
+    split: int, stream_k: bool, pdl: bool, tma: bool
+) -> None:
     """200 launches on the same inputs give the same bits each time, within tolerance: a program
-    summing the slices (or stream-K partials) before every partial is visible would change them."""
+    summing the slices (or stream-K partials) before every partial is visible would change them.
+    With PDL (two kernels, each launched early): the main kernel waits for the NaN fill before
+    it, the reduction for the main kernel's partials."""
     problem: Problem = {"M": 128, "N": 4096, "K": 4096, "dtype": "bfloat16"}
-    fused = not stream_k
+    fused = not stream_k and not pdl
     config = {
         **cfg(64, 64, bk=64, split=split, fused=fused, warps=4, tma=tma, stream_k=stream_k),
         "num_stages": 3,
+        "PDL": pdl,
     }
     inputs = SPEC.build_inputs(problem, "cuda")
     launcher = SPEC.make_launcher(inputs, config)
@@ -148,6 +156,24 @@ def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: 
         launcher()
         mismatches += not torch.equal(inputs["out"], first)
     assert mismatches == 0
+
+
+def test_pdl_is_a_hopper_split_k_parameter(
+    h200_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    from workers.device_table import lookup
+
+    split = {**SPEC.default_for(h200_limits), "SPLIT_K": 4, "GROUP_M": 1, "PDL": True}
+    assert SPEC.space.violation(split, h200_limits) is None
+    whole = SPEC.space.violation({**split, "SPLIT_K": 1}, h200_limits)
+    assert whole is not None and whole.rule == "pdl-split-k"
+    a100 = lookup("A100").limits
+    old = SPEC.space.violation(
+        {**SPEC.default_for(a100), "SPLIT_K": 4, "GROUP_M": 1, "PDL": True}, a100
+    )
+    assert old is not None and old.rule == "pdl-arch"
+    # The interpreter cannot run griddepcontrol (inline PTX): no PDL on CPU.
+    assert "PDL" not in SPEC.default_for(cpu_limits)
 
 
 def test_fresh_inputs_every_call() -> None:
