@@ -50,7 +50,6 @@ def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
         "TMA": tma,
         "PERSISTENT": False,
         "STREAM_K": stream_k,
-        "PDL": False,
     }
 
 
@@ -151,6 +150,18 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
 }
 
 
+def _for_device(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` in this device's space: parameters it lacks from the spec's default here (PDL
+    off on sm_90+), those the space has not here dropped (PDL on the interpreter)."""
+    from search_spaces import get_spec
+    from workers.device import detect
+
+    spec = get_spec("matmul")
+    limits = detect("auto")[0].limits()
+    names = {p.name for p in spec.space.params_for(limits.vendor)}
+    return {**spec.default_for(limits), **{k: v for k, v in config.items() if k in names}}
+
+
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
             rounds: int) -> dict[str, Any]:  # fmt: skip
     import torch
@@ -194,7 +205,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=16)
     args = parser.parse_args()
-    candidates = CANDIDATES[args.grid]
+    candidates = [_for_device(c) for c in CANDIDATES[args.grid]]
     grid = GRIDS[args.grid]
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
     start = time.perf_counter()
