@@ -165,8 +165,9 @@ def test_pdl_is_a_hopper_split_k_parameter(
 
     split = {**SPEC.default_for(h200_limits), "SPLIT_K": 4, "GROUP_M": 1, "PDL": True}
     assert SPEC.space.violation(split, h200_limits) is None
-    whole = SPEC.space.violation({**split, "SPLIT_K": 1}, h200_limits)
-    assert whole is not None and whole.rule == "pdl-split-k"
+    for other in ({"SPLIT_K": 1}, {"FUSED_REDUCE": True}):
+        violation = SPEC.space.violation({**split, **other}, h200_limits)
+        assert violation is not None and violation.rule == "pdl-split-k"
     a100 = lookup("A100").limits
     old = SPEC.space.violation(
         {**SPEC.default_for(a100), "SPLIT_K": 4, "GROUP_M": 1, "PDL": True}, a100

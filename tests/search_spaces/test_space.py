@@ -49,7 +49,15 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
         and (not c.get("FUSED_REDUCE") or c["SPLIT_K"] > 1)
         and (not c.get("PERSISTENT") or (bool(c["TMA"]) and c["SPLIT_K"] == 1))
         and (not c.get("STREAM_K") or (c["SPLIT_K"] == 1 and not c["PERSISTENT"] and bm <= 128))
-        and (not c.get("PDL") or (c["SPLIT_K"] > 1 and not c["PERSISTENT"] and not c["STREAM_K"]))
+        and (
+            not c.get("PDL")
+            or (
+                c["SPLIT_K"] > 1
+                and not c["FUSED_REDUCE"]
+                and not c["PERSISTENT"]
+                and not c["STREAM_K"]
+            )
+        )
     )
 
 
