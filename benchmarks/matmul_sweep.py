@@ -76,6 +76,50 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
         _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
     ],
+    # Few-tile shapes below 0.9x after the 200-trial tune: split-K counts that fill the waves, the
+    # fused reduction against the second kernel, and stream-K at the tiles that won without it.
+    "waves": [
+        _cfg(128, 256, 64, 8, 4, tma=True, group=8),
+        _cfg(128, 256, 64, 8, 4, split=2, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=2, tma=True),
+        _cfg(128, 256, 64, 8, 3, split=2, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=3, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=3, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=8, tma=True),
+        _cfg(64, 256, 64, 4, 4, tma=True, group=8),
+        _cfg(64, 256, 64, 4, 4, split=2, fused=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, tma=True, group=8),
+        _cfg(128, 128, 64, 8, 4, split=2, tma=True),
+        _cfg(128, 128, 64, 8, 4, split=3, fused=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, split=4, tma=True),
+        _cfg(128, 128, 64, 8, 4, split=6, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=4, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=3, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=6, tma=True),
+        _cfg(128, 64, 64, 8, 4, split=6, fused=True, tma=True),
+        _cfg(64, 128, 64, 4, 4, split=3, tma=True),
+        _cfg(64, 128, 64, 4, 4, split=4, fused=True, tma=True),
+        _cfg(128, 256, 64, 8, 4, stream_k=True, tma=True),
+        _cfg(128, 256, 32, 8, 5, stream_k=True, tma=True),
+        _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
+        _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
+    ],
+    # PDL on split-K (each kernel launched while the one before it drains): the split-K winners
+    # of the suite tune at M <= 128, each with and without it.
+    "pdl": [
+        c
+        for base in (
+            _cfg(128, 64, 64, 8, 4, split=4, tma=True),
+            _cfg(128, 64, 64, 4, 3, split=4, tma=True),
+            _cfg(128, 128, 64, 4, 4, split=4),
+            _cfg(128, 64, 64, 4, 4, split=2, fused=True, tma=True),
+            _cfg(16, 64, 64, 4, 4, split=4, fused=True),
+            _cfg(16, 64, 64, 2, 4, split=6, fused=True),
+            _cfg(64, 64, 64, 4, 4, split=4, fused=True),
+            _cfg(64, 64, 64, 4, 4, split=2, tma=True),
+        )
+        for c in (base, {**base, "PDL": True})
+    ],
     "smoke": [
         _cfg(16, 32, 32, 2, 2),
         _cfg(16, 32, 32, 2, 2, split=2, fused=True),
@@ -90,11 +134,32 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "issue": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
     ],
+    "waves": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
+        for m, n, k in ((128, 6144, 4096), (128, 4096, 4096), (256, 10240, 8192), (256, 8192, 8192))
+    ],
+    "pdl": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
+        for m in (1, 16, 64, 128)
+        for n, k in ((6144, 4096), (4096, 4096), (4096, 14336), (14336, 4096))
+    ],
     "smoke": [
         {"M": 16, "N": 64, "K": 96, "dtype": "float16"},
         {"M": 20, "N": 40, "K": 64, "dtype": "float16"},
     ],
 }
+
+
+def _for_device(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` in this device's space: parameters it lacks from the spec's default here (PDL
+    off on sm_90+), those the space has not here dropped (PDL on the interpreter)."""
+    from search_spaces import get_spec
+    from workers.device import detect
+
+    spec = get_spec("matmul")
+    limits = detect("auto")[0].limits()
+    names = {p.name for p in spec.space.params_for(limits.vendor)}
+    return {**spec.default_for(limits), **{k: v for k, v in config.items() if k in names}}
 
 
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
@@ -140,7 +205,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=16)
     args = parser.parse_args()
-    candidates = CANDIDATES[args.grid]
+    candidates = [_for_device(c) for c in CANDIDATES[args.grid]]
     grid = GRIDS[args.grid]
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
     start = time.perf_counter()

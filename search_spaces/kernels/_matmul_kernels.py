@@ -37,6 +37,7 @@ def matmul_kernel(
     SPLIT_K: tl.constexpr,
     FUSED_REDUCE: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """C = A @ B, fp32 accumulation, C cast to its dtype.
 
@@ -44,8 +45,12 @@ def matmul_kernel(
     pid_k, pid_k + SPLIT_K, ...; with SPLIT_K > 1 see ``_finish_tile`` for ``ws_ptr`` (fp32
     [SPLIT_K, M, N], rows contiguous, slices ``stride_ws`` apart) and ``arrivals_ptr`` (int32, one
     per tile, zero before the launch and after it; not read without FUSED_REDUCE). With
-    SPLIT_K == 1 neither is read.
+    SPLIT_K == 1 neither is read. PDL (launched with launch_pdl): wait for the previous kernel's
+    writes before any load, then let the next kernel (the reduction) launch.
     """
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
 
@@ -94,12 +99,17 @@ def matmul_tma_kernel(
     SPLIT_K: tl.constexpr,
     FUSED_REDUCE: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """``matmul_kernel`` with A and B tiles loaded through TMA tensor descriptors (Hopper+).
 
     ``a_desc``/``b_desc`` describe A (MxK, block [BLOCK_M, BLOCK_K]) and B (KxN, block
     [BLOCK_K, BLOCK_N]); the hardware zero-fills tiles past the edges, so no load is masked.
+    PDL: as in ``matmul_kernel``.
     """
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
     off_m = pid_m * BLOCK_M
@@ -217,11 +227,16 @@ def splitk_reduce_kernel(
     MN,
     SPLIT_K: tl.constexpr,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """c[i] = sum over s of ws[s, i] for contiguous ``ws`` [SPLIT_K, MN] (fp32) and ``c`` [MN].
 
-    Sums in slice order, as the fused reduction does, so both give the same bits.
+    Sums in slice order, as the fused reduction does, so both give the same bits. PDL (launched
+    with launch_pdl): the partials are read only after the main kernel's writes are visible.
     """
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN
     acc = tl.load(ws_ptr + offs, mask=mask, other=0.0)

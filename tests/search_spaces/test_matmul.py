@@ -47,6 +47,10 @@ CASES: list[tuple[Problem, Config]] = [
     ({"M": 50, "N": 40, "K": 40, "dtype": "bfloat16"}, cfg(16, 32, group=4)),
     ({"M": 33, "N": 47, "K": 130, "dtype": "float32"}, cfg(32, 32, group=8, warps=4)),
     ({"M": 20, "N": 24, "K": 100, "dtype": "float32"}, cfg(32, 16, bk=64, split=8, fused=True)),
+    # Slice counts that are not powers of two: 5 K blocks over 3 slices (2, 2, 1); 3 over 6.
+    ({"M": 24, "N": 40, "K": 160, "dtype": "float16"}, cfg(16, 32, split=3)),
+    ({"M": 24, "N": 40, "K": 160, "dtype": "bfloat16"}, cfg(16, 32, split=3, fused=True, tma=True)),
+    ({"M": 8, "N": 32, "K": 96, "dtype": "float32"}, cfg(16, 32, split=6, fused=True)),
     # TMA: tiles past the edges of A and B come back zero-filled, no load is masked.
     ({"M": 33, "N": 48, "K": 80, "dtype": "float16"}, cfg(32, 32, group=4, tma=True)),
     ({"M": 1, "N": 64, "K": 72, "dtype": "bfloat16"}, cfg(16, 32, split=4, tma=True)),
@@ -123,15 +127,23 @@ def test_split_k_reductions_give_the_same_bits_on_every_launch(cpu_limits: Devic
 
 @needs_gpu
 @pytest.mark.parametrize("tma", [False, True])
-@pytest.mark.parametrize(("split", "stream_k"), [(2, False), (8, False), (1, True)])
-def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: bool) -> None:
+@pytest.mark.parametrize(
+    ("split", "stream_k", "pdl"),
+    [(2, False, False), (3, False, False), (8, False, False), (1, True, False), (4, False, True)],
+)
+def test_split_k_reduction_is_race_free_on_gpu(
+    split: int, stream_k: bool, pdl: bool, tma: bool
+) -> None:
     """200 launches on the same inputs give the same bits each time, within tolerance: a program
-    summing the slices (or stream-K partials) before every partial is visible would change them."""
+    summing the slices (or stream-K partials) before every partial is visible would change them.
+    With PDL (two kernels, each launched early): the main kernel waits for the NaN fill before
+    it, the reduction for the main kernel's partials."""
     problem: Problem = {"M": 128, "N": 4096, "K": 4096, "dtype": "bfloat16"}
-    fused = not stream_k
+    fused = not stream_k and not pdl
     config = {
         **cfg(64, 64, bk=64, split=split, fused=fused, warps=4, tma=tma, stream_k=stream_k),
         "num_stages": 3,
+        "PDL": pdl,
     }
     inputs = SPEC.build_inputs(problem, "cuda")
     launcher = SPEC.make_launcher(inputs, config)
@@ -144,6 +156,25 @@ def test_split_k_reduction_is_race_free_on_gpu(split: int, stream_k: bool, tma: 
         launcher()
         mismatches += not torch.equal(inputs["out"], first)
     assert mismatches == 0
+
+
+def test_pdl_is_a_hopper_split_k_parameter(
+    h200_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    from workers.device_table import lookup
+
+    split = {**SPEC.default_for(h200_limits), "SPLIT_K": 4, "GROUP_M": 1, "PDL": True}
+    assert SPEC.space.violation(split, h200_limits) is None
+    for other in ({"SPLIT_K": 1}, {"FUSED_REDUCE": True}):
+        violation = SPEC.space.violation({**split, **other}, h200_limits)
+        assert violation is not None and violation.rule == "pdl-split-k"
+    a100 = lookup("A100").limits
+    old = SPEC.space.violation(
+        {**SPEC.default_for(a100), "SPLIT_K": 4, "GROUP_M": 1, "PDL": True}, a100
+    )
+    assert old is not None and old.rule == "pdl-arch"
+    # The interpreter cannot run griddepcontrol (inline PTX): no PDL on CPU.
+    assert "PDL" not in SPEC.default_for(cpu_limits)
 
 
 def test_fresh_inputs_every_call() -> None:
