@@ -161,22 +161,25 @@ class MeasuredKeys:
 
     def may_hold(self, key: repository.StudyKey, config: str) -> bool:
         """False if no job had measured ``config`` on ``key`` (held) by the last read (read
-        again when stale)."""
+        again when stale). Only a stale check takes the lock (the sets are read without it:
+        a held key's set is only ever added to), so the drivers of a process do not queue on
+        it for every new config."""
+        known = self._keys[key]
+        if config in known:
+            return True
+        if time.monotonic() - self._read_at < REUSE_REFRESH_S:
+            return False
         with self._lock:
-            known = self._keys[key]
-            if config in known:
-                return True
             now = time.monotonic()
-            if now - self._read_at < REUSE_REFRESH_S:
-                return False
-            after = self._last_id or 0
-            found, self._last_id = self._database.run_with_retry(
-                lambda s: repository.verdicts_after(s, after), readonly=True
-            )
-            for study_key, configs in found.items():
-                if study_key in self._keys:
-                    self._keys[study_key] |= configs
-            self._read_at = now
+            if now - self._read_at >= REUSE_REFRESH_S:  # no other check read meanwhile
+                after = self._last_id or 0
+                found, self._last_id = self._database.run_with_retry(
+                    lambda s: repository.verdicts_after(s, after), readonly=True
+                )
+                for study_key, configs in found.items():
+                    if study_key in self._keys:
+                        self._keys[study_key] |= configs
+                self._read_at = now
             return config in known
 
 

@@ -76,6 +76,7 @@ class Study:
         self.pending: dict[str, list[Trial]] = {}  # config key -> the trials waiting for it
         self.counted = self.measured = self.reused = 0
         self.asks = self.rejected = self.cached = 0
+        self._best: float | None = None  # the fastest of ``values`` (kept per record)
         self.exhausted = False
 
     # ----- history
@@ -91,6 +92,7 @@ class Study:
             self.configs[key] = dict(config)
             if answer.value is not None and answer.row is not None:
                 self.rows[key] = answer.row
+        self._best = _fastest(self.values.values())
         for key, value in self.values.items():
             self.search.add_history(self.configs[key], value)
 
@@ -167,7 +169,12 @@ class Study:
         self._tell(self.pending.pop(config_key(config), []), None)
 
     def _record(self, key: str, config: Config, answer: Answer) -> None:
+        again = key in self.values
         self.values[key] = answer.value
+        if again:  # a time replaced (not the loop's way): the fastest found again
+            self._best = _fastest(self.values.values())
+        elif answer.value is not None and (self._best is None or answer.value < self._best):
+            self._best = answer.value
         self.configs[key] = config
         if answer.value is not None and answer.row is not None:
             self.rows[key] = answer.row
@@ -183,8 +190,9 @@ class Study:
     # ----- results
     @property
     def best_ms(self) -> float | None:
-        ok = [v for v in self.values.values() if v is not None]
-        return min(ok) if ok else None
+        """The fastest time so far (the driver reports it after every trial: kept, not
+        searched)."""
+        return self._best
 
     def ranked(self, k: int) -> list[Ranked]:
         """The ``k`` fastest configs that have an ``ok`` row, fastest first."""
@@ -193,3 +201,8 @@ class Study:
             key=lambda key: self.values[key] or 0.0,
         )[:k]
         return [Ranked(self.configs[key], self.values[key] or 0.0, self.rows[key]) for key in keys]
+
+
+def _fastest(values: Iterable[float | None]) -> float | None:
+    ok = [v for v in values if v is not None]
+    return min(ok) if ok else None

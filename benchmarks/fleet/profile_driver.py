@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--overhead-s", type=float, default=0.05)
     parser.add_argument("--problems", type=int, default=4)
     parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--sampler", default="local", help="the job's sampler (default: local)")
     parser.add_argument("--sqlite", action="store_true", help="a SQLite file instead of PostgreSQL")
     parser.add_argument("--no-profile", action="store_true", help="time the driver only")
     args = parser.parse_args()
@@ -67,6 +68,7 @@ def main() -> int:
                 "problems": landscape_problems(matmul),
                 "device_classes": ["replay:sim-H100"],
                 "trials": args.trials,
+                "sampler": args.sampler,
                 "seed": 1,
             }
         )

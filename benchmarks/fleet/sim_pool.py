@@ -102,6 +102,9 @@ class SimPool:
         self._by_class: dict[str, list[_Worker]] = {}
         for w in self._workers:
             self._by_class.setdefault(w.info.class_key, []).append(w)
+        # Per class: the sum over its workers of max(0, slots - queued), kept as trials are
+        # queued and handed back (the driver asks for it before every submit).
+        self._free = {k: self.slots * len(ws) for k, ws in self._by_class.items()}
 
     # ----- the Pool protocol
     def classes(self) -> dict[str, WorkerInfo]:
@@ -116,7 +119,7 @@ class SimPool:
 
     def free_slots(self, class_key: str) -> int:
         with self._lock:
-            return sum(max(0, self.slots - w.queued) for w in self._by_class.get(class_key, []))
+            return self._free.get(class_key, 0)
 
     @property
     def in_flight(self) -> int:
@@ -134,6 +137,8 @@ class SimPool:
             start = max(now, w.free_at)
             end = start + self.timing.busy_s(measurement.median_ms)
             w.free_at = end
+            if w.queued < self.slots:
+                self._free[class_key] -= 1
             w.queued += 1
             w.intervals.append((start, end))
             measurement.worker, measurement.host = w.info.worker, w.info.host
@@ -158,7 +163,10 @@ class SimPool:
             while self._heap and self._heap[0][0] <= now:
                 _, _, done = heapq.heappop(self._heap)
                 out.append(done)
-                self._worker(done.worker).queued -= 1
+                w = self._worker(done.worker)
+                w.queued -= 1
+                if w.queued < self.slots:
+                    self._free[w.info.class_key] += 1
             return out
 
     def retime(

@@ -3,6 +3,8 @@ of the default ``learned`` sampler's proposals)."""
 
 from __future__ import annotations
 
+import bisect
+import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -19,6 +21,17 @@ LOCAL_PARENTS = 2
 LOCAL_RIDGE = 1.0
 #: Random picks among the valid points before a startup draw scans for an unasked one.
 STARTUP_DRAWS = 64
+
+
+@functools.cache
+def _one_blas_thread() -> None:
+    """Limit numpy's BLAS to one thread in this process, once. The fit's matrix is small (one
+    row and column per parameter value), so more threads only contend: in a server, whose drivers
+    share one process, OpenBLAS's threads took about a fifth of its CPU (a quarter of a core)
+    in the reference fleet run."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
 
 
 class LocalSearchSampler(BaseSampler):
@@ -63,7 +76,18 @@ class LocalSearchSampler(BaseSampler):
             [isinstance(d, IntDistribution) for d in self._distributions.values()]
         )
         self._neighbour_cache: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        self._model: tuple[int, np.ndarray] = (-1, np.zeros(sum(self._sizes)))
+        width = sum(self._sizes)
+        self._model: tuple[int, np.ndarray] = (-1, np.zeros(width))
+        # The ridge fit's sums over the complete trials, kept as each one is looked at: the
+        # one-hot features' Gram matrix (counts), their sums of log times, the log times' sum.
+        self._gram = LOCAL_RIDGE * np.eye(width)
+        self._feature_logs = np.zeros(width)
+        self._feature_counts = np.zeros(width)
+        self._log_sum = 0.0
+        # Parent candidates: the complete trials as (value, number, position), fastest first
+        # (ties by number), less those found with every neighbour asked (for good: asked
+        # positions only grow).
+        self._ranked: list[tuple[float, int, tuple[int, ...]]] = []
         self._positions: dict[int, tuple[int, ...]] = {}
         # What sample_relative knows of the study's trials, brought up to date per call by
         # looking only at the trials that are new or may have changed (see _look).
@@ -135,21 +159,30 @@ class LocalSearchSampler(BaseSampler):
         self._neighbour_cache[x] = out
         return out
 
-    def _fit(self, done: Sequence[tuple[tuple[int, ...], float]]) -> np.ndarray:
-        """Ridge coefficients per one-hot parameter value for the measured log times (cached by
-        how many configs were measured)."""
-        if self._model[0] == len(done):
+    def _fit(self) -> np.ndarray:
+        """Ridge coefficients per one-hot parameter value for the measured log times (centred),
+        from the sums :meth:`_look` keeps (solved again once more configs were measured)."""
+        n = len(self._done)
+        if self._model[0] == n:
             return self._model[1]
-        features = np.zeros((len(done), sum(self._sizes)))
-        rows = np.arange(len(done))
-        positions = np.array([x for x, _ in done])
-        for j, offset in enumerate(self._offsets):
-            features[rows, offset + positions[:, j]] = 1.0
-        logs = np.log([max(v, 1e-300) for _, v in done])
-        gram = features.T @ features + LOCAL_RIDGE * np.eye(features.shape[1])
-        coef = np.linalg.solve(gram, features.T @ (logs - logs.mean()))
-        self._model = (len(done), coef)
+        mean = self._log_sum / n
+        rhs = self._feature_logs - mean * self._feature_counts
+        _one_blas_thread()
+        coef = np.linalg.solve(self._gram, rhs)
+        self._model = (n, coef)
         return coef
+
+    def _add_done(self, number: int, x: tuple[int, ...], value: float) -> None:
+        """Count complete trial ``number`` (at ``x``, ``value``) in the fit's sums and the
+        parent candidates."""
+        self._done[number] = (x, value)
+        columns = self._offsets + np.asarray(x)
+        self._gram[np.ix_(columns, columns)] += 1.0
+        log = float(np.log(max(value, 1e-300)))
+        self._feature_logs[columns] += log
+        self._feature_counts[columns] += 1.0
+        self._log_sum += log
+        bisect.insort(self._ranked, (value, number, x))
 
     def sample_trial(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
         """Every parameter of a new ``trial`` (not yet in the study), as Optuna's ``ask`` with
@@ -171,7 +204,6 @@ class LocalSearchSampler(BaseSampler):
     ) -> dict[str, Any]:
         trials = study.get_trials(deepcopy=False)
         self._look(trials)
-        done = [self._done[n] for n in sorted(self._done)]
         if self._valid is None and self._load_positions is not None:
             self._valid = self._load_positions()
         elif self._valid is None and self._load_valid is not None:
@@ -179,24 +211,27 @@ class LocalSearchSampler(BaseSampler):
             valid = np.array([x for x in points if x is not None], dtype=np.int64)
             self._valid = valid.reshape(-1, len(self._names))
         seen = self._seen
-        if len(done) < self._startup:
+        if len(self._done) < self._startup:
             return self._startup_draw(seen)
-        coef = self._fit(done)
+        coef = self._fit()
         best: tuple[float, tuple[int, ...]] | None = None
         parents = 0
-        for x, value in sorted(done, key=lambda xv: xv[1]):
+        ranked = self._ranked
+        i = 0
+        while i < len(ranked) and parents < LOCAL_PARENTS:
+            value, _, x = ranked[i]
             unseen = [y for y in self._neighbours(x) if y not in seen]
             if not unseen:
+                del ranked[i]  # every neighbour asked: never a parent again
                 continue
+            i += 1
             self._rng.shuffle(unseen)
             base = np.log(max(value, 1e-300)) - self._predict(coef, x)
-            for y in unseen:
-                score = base + self._predict(coef, y)
-                if best is None or score < best[0]:
-                    best = (score, y)
+            scores = base + coef[self._offsets + np.array(unseen)].sum(axis=1)
+            k = int(np.argmin(scores))  # the first of the lowest, in the shuffled order
+            if best is None or scores[k] < best[0]:
+                best = (float(scores[k]), unseen[k])
             parents += 1
-            if parents == LOCAL_PARENTS:
-                break
         return {} if best is None else self._params(best[1])
 
     def _look(self, trials: Sequence[FrozenTrial]) -> None:
@@ -222,7 +257,7 @@ class LocalSearchSampler(BaseSampler):
             if t.state is TrialState.COMPLETE and t.value is not None:
                 x = self._trial_position(t)
                 if x is not None:
-                    self._done[n] = (x, float(t.value))
+                    self._add_done(n, x, float(t.value))
 
     def _startup_draw(self, seen: set[tuple[int, ...]]) -> dict[str, Any]:
         """A uniform draw from the valid points not asked yet: the distribution rejection
