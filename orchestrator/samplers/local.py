@@ -15,6 +15,8 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from orchestrator.samplers import whole_trial
+
 #: Configs whose unasked neighbours ``local`` weighs against each other (the best ones with any).
 LOCAL_PARENTS = 2
 #: Ridge penalty of ``local``'s model (per one-hot coefficient, on centred log times).
@@ -190,14 +192,7 @@ class LocalSearchSampler(BaseSampler):
         parameter it leaves out (or out of range) an independent draw, in distribution order.
         One call instead of Optuna's per-parameter suggest (its checks and copies of the trial
         were a third of a driver's CPU)."""
-        relative = self.sample_relative(study, trial, self._distributions)
-        out: dict[str, Any] = {}
-        for name, dist in self._distributions.items():
-            value = relative.get(name)
-            if name not in relative or not dist._contains(dist.to_internal_repr(value)):
-                value = self.sample_independent(study, trial, name, dist)
-            out[name] = dist.to_external_repr(dist.to_internal_repr(value))
-        return out
+        return whole_trial(self, study, trial, self._distributions)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
