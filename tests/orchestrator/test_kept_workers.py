@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -13,32 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ray_head
+
 PROBLEMS = ("M=32,N=32,K=32,dtype=float16", "M=16,N=32,K=32,dtype=float16")
 TIMEOUT_S = 120
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def cluster_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The environment of a process that talks to a fresh two-CPU Ray head on 127.0.0.1."""
-    temp = tmp_path_factory.mktemp("ray")
-    port = _free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": f"127.0.0.1:{port}"}
-    env.pop("TRITON_INTERPRET", None)
-    ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-             f"--temp-dir={temp}"]  # fmt: skip
-    subprocess.run(start, env=env, check=True, capture_output=True, timeout=TIMEOUT_S)
-    try:
-        yield env
-    finally:
-        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=TIMEOUT_S)
+def cluster_env() -> Iterator[dict[str, str]]:
+    """The environment of a process that talks to a fresh two-CPU Ray head on 127.0.0.1. The head
+    is in Ray's default temp folder, as a plain `ray start --head` makes: ray.init() without an
+    address would find it through /tmp/ray/ray_current_cluster and join it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    with ray_head(env) as address:
+        yield {**env, "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": address}
 
 
 def _tunefleet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,21 +64,12 @@ def test_keep_workers_without_a_cluster_is_refused_before_anything_runs(tmp_path
 
 
 def test_a_job_without_an_address_starts_its_own_ray_beside_a_running_one(
-    tmp_path: Path,
+    cluster_env: dict[str, str], tmp_path: Path
 ) -> None:
-    # A head in Ray's default temp folder, as a plain `ray start --head` makes: ray.init() without
-    # an address would find it through /tmp/ray/ray_current_cluster and join it.
-    port = _free_port()
+    del cluster_env  # the running head; this job is given no address of it
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_AUTH_MODE"] = "disabled"
-    ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    start = [*ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-             "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
-    subprocess.run(start, env=env, check=True, capture_output=True, timeout=TIMEOUT_S)
-    try:
-        done = _tunefleet(env, "tune", "matmul", "-p", PROBLEMS[0], "--trials", "2",
-                          "--device", "interpreter", "--db", f"sqlite:///{tmp_path / 'own.db'}")  # fmt: skip
-    finally:
-        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=TIMEOUT_S)
+    done = _tunefleet(env, "tune", "matmul", "-p", PROBLEMS[0], "--trials", "2",
+                      "--device", "interpreter", "--db", f"sqlite:///{tmp_path / 'own.db'}")  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(_workers(tmp_path / "own.db")) == 1

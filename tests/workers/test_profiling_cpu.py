@@ -37,7 +37,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
             runs=10,
             steps=2,
             emit_job=out / "job.yaml",
-            emit_problems=2,
+            emit_problems=1,
             emit_trials=2,
         )
     )
@@ -79,11 +79,17 @@ def test_the_emitted_jobs_validate_and_cover_gemm_attention_and_norm(
     )
     assert specs["paged_attention"].problems[0]["context_len"] == 17
     assert all(s.objective.value == "kernel" and s.trials == 2 for s in specs.values())
+    assert all(len(s.problems) == 1 for s in specs.values())  # --emit-problems caps each job
 
 
 def test_tune_accepts_an_emitted_job_on_the_interpreter(
-    profiled: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    profiled: tuple[Path, dict],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    ray_address: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)  # the session's Ray head: no local Ray start
     _, report = profiled
     rmsnorm = next(p for p in report["emitted_jobs"] if ".rmsnorm." in p)
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -192,14 +198,17 @@ def test_with_bundle_reports_the_end_to_end_change(
 
     folder = tmp_path / "bundle"
     folder.mkdir()
-    for name in ("matmul", "rmsnorm"):
+    # Wide matmul tiles (a tuned bundle's kind for 8 rows): the interpreter runs a quarter of the
+    # default's programs, each a quarter of its K steps (0.5 s a tuned forward instead of 2 s).
+    wide = {"BLOCK_M": 16, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 1}
+    for name, config in (("matmul", wide), ("rmsnorm", {})):
         (folder / f"{name}-cpu.json").write_text(
             json.dumps(
                 {
                     "format": "tunefleet-bundle/1",
                     "kernel": name,
                     "device_class": "cpu",
-                    "default": get_spec(name).default_config(Vendor.CPU),
+                    "default": {**get_spec(name).default_config(Vendor.CPU), **config},
                     "entries": [],
                 }
             )
