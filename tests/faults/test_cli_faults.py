@@ -45,7 +45,7 @@ def _first_row(database: Database, proc: subprocess.Popen[str]) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_on_tune_cancels_or_requeues_never_fails(
-    tmp_path: Path, sig: signal.Signals, request: pytest.FixtureRequest
+    tmp_path: Path, sig: signal.Signals
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'tf.db'}"
     database = Database(db_url)
@@ -78,12 +78,9 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
         assert proc.returncode == 143, err
         assert job.status is JobStatus.QUEUED and job.error is None
         assert "tunefleet resume" in err
-        # The resume is not about a signal: it runs on the session's Ray head, not a local Ray.
-        ray_address = request.getfixturevalue("ray_address")
         done = subprocess.run(
             [*CLI, "resume", str(job_id), "--db", db_url, "--json", "--kernel-module", HANGING[1]],
             cwd=ROOT,
-            env={**os.environ, "RAY_ADDRESS": ray_address},
             capture_output=True,
             text=True,
             timeout=180,

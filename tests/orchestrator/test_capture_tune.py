@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from search_spaces.capture_file import read_capture
 from tests.workers.test_capture import APP, ROOT, run_app
 from workers.capture_spec import ref_for
@@ -18,10 +16,8 @@ from workers.capture_spec import ref_for
 CLI = [sys.executable, "-m", "orchestrator"]
 
 
-def cli(*args: str, ray_address: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
-    if ray_address:  # the session's Ray head (tests/conftest.py), not a local Ray per command
-        env["RAY_ADDRESS"] = ray_address
     return subprocess.run(
         [*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400
     )
@@ -46,27 +42,10 @@ def serve(bundles: Path, *keys: int, **env: str) -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.fixture(scope="module")
-def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One capture of the app, read (never written) by the tests below."""
-    out = tmp_path_factory.mktemp("capture")
-    run_app(out)
-    return out
-
-
-def test_capture_tuned_listed_and_widened_then_served(
-    capture: Path, tmp_path: Path, db_url: str, ray_address: str
-) -> None:
-    listed = cli(
-        "tune",
-        "--from-capture",
-        str(capture),
-        "--device",
-        "interpreter",
-        "--db",
-        db_url,
-        ray_address=ray_address,
-    )
+def test_capture_tuned_listed_and_widened_then_served(tmp_path: Path, db_url: str) -> None:
+    capture = tmp_path / "capture"
+    run_app(capture)
+    listed = cli("tune", "--from-capture", str(capture), "--device", "interpreter", "--db", db_url)
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.count("bundle: tunefleet pull") == 2  # one job per kernel
     wide = cli(
@@ -81,7 +60,6 @@ def test_capture_tuned_listed_and_widened_then_served(
         "--db",
         db_url,
         "--json",
-        ray_address=ray_address,
     )
     assert wide.returncode == 0, wide.stderr
     ref = ref_for(capture, "app_kernels.scaled_add", True)
@@ -118,10 +96,11 @@ def test_bad_capture_input_exits_2_with_one_line(tmp_path: Path, db_url: str) ->
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_refs_name_each_captured_kernel(capture: Path) -> None:
-    done = cli("capture", "--refs", str(capture), "--widen")
+def test_refs_name_each_captured_kernel(tmp_path: Path) -> None:
+    run_app(tmp_path)
+    done = cli("capture", "--refs", str(tmp_path), "--widen")
     assert done.returncode == 0, done.stderr
     rows = dict(line.split("\t") for line in done.stdout.splitlines())
     assert rows == {
-        n: ref_for(capture, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
+        n: ref_for(tmp_path, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
     }

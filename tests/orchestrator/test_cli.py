@@ -1,7 +1,5 @@
-"""The CLI end to end in subprocesses: tune on the interpreter, query/pull/plot the result, bad
-input exits 2, and resume after the driver was killed (that driver on a local Ray of its own, the
-CLI's tune and resume on the session's Ray head). A local Ray started by the CLI itself:
-tests/faults/test_cli_faults.py and test_kept_workers.py."""
+"""The CLI end to end in subprocesses (each starts its own local Ray): tune on the interpreter,
+query/pull/plot the result, bad input exits 2, and resume after the driver was killed."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from db import Database
@@ -46,10 +43,7 @@ def test_bad_input_exits_2_with_one_line(db_url: str) -> None:
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_tune_on_the_interpreter_then_query_pull_plot(
-    db_url: str, tmp_path: Path, ray_address: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("RAY_ADDRESS", ray_address)
+def test_tune_on_the_interpreter_then_query_pull_plot(db_url: str, tmp_path: Path) -> None:
     started = time.monotonic()
     done = cli(
         "tune",
@@ -133,19 +127,11 @@ def _rows(db_url: str) -> list[Trial]:
     return found
 
 
-def test_resume_after_the_driver_is_killed(
-    db_url: str,
-    landscapes: dict[str, list[Path]],
-    ray_address: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_resume_after_the_driver_is_killed(db_url: str, landscapes: dict[str, list[Path]]) -> None:
     replay = str(landscapes[H200][0])
-    own_ray = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    monkeypatch.setenv("RAY_ADDRESS", ray_address)  # the CLI's resume below
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, db_url, replay, str(LEASE_S)],
         cwd=ROOT,
-        env=own_ray,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
