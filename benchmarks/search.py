@@ -46,6 +46,7 @@ here: TPE variants (tpe-indep: not multivariate; tpe-noliar: no constant liar) a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import json
@@ -151,7 +152,9 @@ def _as_recorded(spec: KernelSpec, limits: DeviceLimits, landscape: Landscape) -
     """The spec's space as a file of another spec version was recorded in it, or None when a
     config of the file, completed with the spec default's value of every parameter the file
     lacks, is not valid under the spec: those parameters are fixed at the default (left out of
-    the search) and one more rule keeps exactly the file's configs."""
+    the search), each other parameter keeps only the values the file holds (a value added to the
+    spec since would shift the encoding's steps), and one more rule keeps exactly the file's
+    configs."""
     present = spec.space.params_for(limits.vendor)
     default = spec.default_for(limits)
     pinned = {
@@ -168,8 +171,15 @@ def _as_recorded(spec: KernelSpec, limits: DeviceLimits, landscape: Landscape) -
         tuple(p.name for p in present if p.name not in pinned),
         lambda c, _lim: config_key(c) in keys,
     )
+    recorded = {p.name: {r.config.get(p.name) for r in landscape.results} for p in present}
     return Space(
-        tuple(p for p in spec.space.params if p.name not in pinned),
+        tuple(
+            dataclasses.replace(p, values=tuple(v for v in p.values if v in recorded[p.name]))
+            if p.name in recorded
+            else p
+            for p in spec.space.params
+            if p.name not in pinned
+        ),
         (*(_pin(c, pinned) for c in spec.space.constraints), rule),
     )
 

@@ -84,7 +84,6 @@ def cpu_limits() -> DeviceLimits:
     return CPU
 
 
-ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
@@ -173,14 +172,3 @@ def ray_head(env: dict[str, str], temp_dir: Path | None = None) -> Iterator[str]
     finally:
         os.killpg(head.pid, signal.SIGKILL)  # the head, its GCS, raylet and workers: one group
         head.wait()
-
-
-@pytest.fixture(scope="session")
-def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Ray head (:func:`ray_head`, its own temp folder) shared by the CLI tests that are not
-    about starting Ray: a `tune` given it in RAY_ADDRESS connects in 0.5-2 s instead of starting a
-    local Ray (8-11 s on two cores)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    with ray_head(env, tmp_path_factory.mktemp("ray-head")) as address:
-        yield address

@@ -83,13 +83,8 @@ def test_the_emitted_jobs_validate_and_cover_gemm_attention_and_norm(
 
 
 def test_tune_accepts_an_emitted_job_on_the_interpreter(
-    profiled: tuple[Path, dict],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    ray_address: str,
-    monkeypatch: pytest.MonkeyPatch,
+    profiled: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("RAY_ADDRESS", ray_address)  # the session's Ray head: no local Ray start
     _, report = profiled
     rmsnorm = next(p for p in report["emitted_jobs"] if ".rmsnorm." in p)
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
