@@ -35,7 +35,6 @@ length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at m
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.encoding import Encoding, valid_configs
-from orchestrator.samplers import whole_trial
+from orchestrator.samplers import one_blas_thread, whole_trial
 from orchestrator.samplers.local import LocalSearchSampler
 from search_spaces.problem import Problem
 from search_spaces.space import Config, Param, ParamKind, Value, config_key
@@ -308,16 +307,6 @@ class _Fit:
     best: float | None
 
 
-@functools.cache
-def _one_blas_thread() -> None:
-    """Limit numpy's BLAS to one thread in this process, once. The GP's matrices are small (at
-    most 128 own trials by 512 configs), so more threads only contend, worst in a server whose
-    drivers share one process (its reference fleet run: 179.9 -> 298.0 trials/s)."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
 class LearnedSampler(BaseSampler):
     """Expected improvement under a GP over config features with a prior mean learned from
     other problems' trials (see the module docstring). Pending configs count as known."""
@@ -340,7 +329,7 @@ class LearnedSampler(BaseSampler):
         elsewhere (:mod:`orchestrator.prior` reads them from the database); ``default``: the
         spec's default config; with a prior it is measured right after the prior's probes.
         Numpy's BLAS runs on one thread in this process from then on."""
-        _one_blas_thread()
+        one_blas_thread()
         self._encoding = encoding
         self._distributions = encoding.distributions()
         self._problem: Problem = dict(problem) if problem else {}

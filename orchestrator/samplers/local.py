@@ -4,7 +4,6 @@ of the default ``learned`` sampler's proposals)."""
 from __future__ import annotations
 
 import bisect
-import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -15,7 +14,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.samplers import whole_trial
+from orchestrator.samplers import one_blas_thread, whole_trial
 
 #: Configs whose unasked neighbours ``local`` weighs against each other (the best ones with any).
 LOCAL_PARENTS = 2
@@ -23,17 +22,6 @@ LOCAL_PARENTS = 2
 LOCAL_RIDGE = 1.0
 #: Random picks among the valid points before a startup draw scans for an unasked one.
 STARTUP_DRAWS = 64
-
-
-@functools.cache
-def _one_blas_thread() -> None:
-    """Limit numpy's BLAS to one thread in this process, once. The fit's matrix is small (one
-    row and column per parameter value), so more threads only contend: in a server, whose drivers
-    share one process, OpenBLAS's threads took about a fifth of its CPU (a quarter of a core)
-    in the reference fleet run."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
 
 
 class LocalSearchSampler(BaseSampler):
@@ -169,7 +157,7 @@ class LocalSearchSampler(BaseSampler):
             return self._model[1]
         mean = self._log_sum / n
         rhs = self._feature_logs - mean * self._feature_counts
-        _one_blas_thread()
+        one_blas_thread()
         coef = np.linalg.solve(self._gram, rhs)
         self._model = (n, coef)
         return coef

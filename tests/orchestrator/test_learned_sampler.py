@@ -250,10 +250,10 @@ def test_past_its_startup_it_proposes_locals_moves_between_its_model_picks() -> 
 def test_a_learned_sampler_leaves_numpy_one_blas_thread() -> None:
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from orchestrator.samplers.learned import _one_blas_thread
+    from orchestrator.samplers import one_blas_thread
 
     threadpool_limits(limits=2, user_api="blas")
-    _one_blas_thread.cache_clear()
+    one_blas_thread.cache_clear()
     spec, limits = get_spec("rmsnorm"), lookup(H200).limits
     LearnedSampler(Encoding(spec.space, limits, numeric_only=False), seed=1)
     blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
