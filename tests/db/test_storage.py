@@ -28,7 +28,7 @@ from db import (
     TrialOutcome,
 )
 from db import repository as repo
-from db.models import Base
+from db.models import Base, Trial
 from db.session import VERSION_TABLE
 from db.states import RevalidationState
 from tests.db._upsert_worker import KEY, hammer
@@ -409,6 +409,46 @@ class TestStorage:
                 False,
             )
             assert t.objective is Objective.KERNEL and t.created_at is not None
+
+    def test_record_trials_writes_every_column_of_the_trial_table(self, db: Database) -> None:
+        """Each column the trial model has (but the id and the time) comes back as given: a
+        column the batch insert leaves out (PostgreSQL's ``unnest`` lists its own) fails here."""
+        ids = _setup(db)
+        fields: dict[str, Any] = {
+            "job_id": ids["job"],
+            "study_id": ids["study"],
+            "kernel_id": ids["kernel"],
+            "problem_key": '{"M":64}',
+            "device_class_id": ids["dc"],
+            "environment_id": ids["env"],
+            "config": {"BLOCK": 64, "name": 'it\'s "quoted" \u00e9'},
+            "config_key": '{"BLOCK":64}',
+            "outcome": "ok",
+            "objective": "graph",
+            "samples_ms": [1.25, 1.5, 2.0],
+            "median_ms": 1.5,
+            "iqr_ms": 0.25,
+            "max_rel_error": float("inf"),
+            "compile_s": 2.5,
+            "run_s": 0.75,
+            "error": "none; it's fine",
+            "worker": "w0",
+            "host": "h0",
+            "reused": True,
+            "provisional": False,
+        }
+        with db.session() as s:
+            (row_id,) = repo.record_trials(s, [fields])  # type: ignore[list-item]
+        with db.session(readonly=True) as s:
+            row = s.get(Trial, row_id)
+            assert row is not None and row.created_at is not None
+            got = {
+                c.name: getattr(row, c.name)
+                for c in Trial.__table__.columns
+                if c.name not in ("id", "created_at")
+            }
+        got["outcome"], got["objective"] = got["outcome"].value, got["objective"].value
+        assert got == fields
 
     def test_verdicts_after_an_id_come_by_study_key_from_the_new_rows_only(
         self, db: Database
