@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import threading
 import time
 import zipfile
@@ -39,6 +38,7 @@ from orchestrator.errors import (
 )
 from orchestrator.jobs import JobSpec
 from search_spaces.bundle import load_bundle
+from tests.conftest import free_port
 from tests.orchestrator.rows import CONFIG, add_study, store_best
 
 TOKEN = "good-token"
@@ -123,12 +123,6 @@ def make_app(database: Database, seen: list[dict[str, Any]]) -> FastAPI:
         )
 
     return app
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from db import Database, repository
 from orchestrator.commands.serve import is_loopback
+from tests.conftest import free_port
 from tests.server.conftest import CLI, ROOT, start_serve
 
 
@@ -28,12 +29,6 @@ def backend() -> str:
 @pytest.fixture
 def url(db: Database) -> str:
     return db.engine.url.render_as_string(hide_password=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_is_loopback() -> None:
@@ -72,7 +67,7 @@ def test_token_commands(url: str, db: Database) -> None:
 
 def test_a_public_bind_without_tokens_is_refused(url: str) -> None:
     done = cli(
-        "serve", "--host", "0.0.0.0", "--port", str(_free_port()), "--no-scheduler", "--db", url
+        "serve", "--host", "0.0.0.0", "--port", str(free_port()), "--no-scheduler", "--db", url
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: refusing to listen on 0.0.0.0 with no token")
