@@ -12,8 +12,9 @@ each column scaled to [0, 1] over the valid configs. The log time of a config is
 and device classes (:class:`PriorTrial`; orchestrator/prior.py reads them from the database),
 each problem's log times standardized and averaged per config with relevance weights
 ``exp(-distance)`` (L1 over log2 of the dims; another dtype or flag, or another device class,
-adds a fixed distance), blended with a weighted ridge model over the configs' one-hot values and
-features for configs no prior problem measured. ``a`` and ``c`` are fitted to the study's own
+adds a fixed distance), blended with a cost model (weighted ridge over the configs' one-hot
+values, features and their squares, each prior trial featurized on its own problem), which is
+all a config no prior problem measured gets. ``a`` and ``c`` are fitted to the study's own
 trials (``a`` shrunk towards the prior problems' spread and never negative: a prior that the
 study's measurements contradict fades out); ``l`` and ``s`` by maximum marginal likelihood.
 Without a prior ``mu0 = 0``: a plain GP after ``STARTUP`` random valid configs.
@@ -73,10 +74,11 @@ PriorTrials = Sequence[PriorTrial]
 FIELD_DISTANCE = 2.0
 #: Distance added for a trial measured on another device class.
 CLASS_DISTANCE = 1.0
-#: Ridge penalty of the prior's model over configs, per unit of the most weight one config has.
+#: Ridge penalty of the prior's cost model, per unit of the most weight one trial has.
 PRIOR_RIDGE = 1.0
-#: Weight of that model against a config's own prior times, in the same unit.
-PRIOR_BLEND = 0.1
+#: Weight of that model against a config's own prior times, per unit of the most weight one
+#: config has.
+PRIOR_BLEND = 0.2
 #: Configs a study with a prior measures first from :attr:`Prior.probes` (one batch of four);
 #: the spec's default follows them.
 PRIOR_PROBES = 4
@@ -149,7 +151,7 @@ class Featurizer:
         self._span = np.where(high > low, high - low, 1.0)
         self.reference = (raw - low) / self._span  # the rows of ``reference``, scaled
 
-    def _row(self, config: Config) -> list[float]:
+    def _row(self, config: Config, problem: Problem) -> list[float]:
         row: list[float] = []
         for p in self.params:
             v = config[p.name]
@@ -162,19 +164,23 @@ class Featurizer:
             else:
                 row.extend(float(v == c) / math.sqrt(2) for c in p.values)
         if self._hook is not None and self._derived:
-            extra = self._hook(self.problem, config)
+            extra = self._hook(problem, config)
             row.extend(float(extra[name]) for name in self._derived)
         return row
 
-    def _raw(self, configs: Sequence[Config]) -> np.ndarray:
-        width = len(self._row(configs[0])) if configs else 0
-        return np.array([self._row(c) for c in configs], dtype=float).reshape(len(configs), width)
+    def _raw(self, configs: Sequence[Config], problem: Problem | None = None) -> np.ndarray:
+        on = self.problem if problem is None else problem
+        width = len(self._row(configs[0], on)) if configs else 0
+        rows = [self._row(c, on) for c in configs]
+        return np.array(rows, dtype=float).reshape(len(configs), width)
 
-    def matrix(self, configs: Sequence[Config]) -> np.ndarray:
-        """Scaled feature rows of ``configs`` (each must hold every parameter, in the space)."""
+    def matrix(self, configs: Sequence[Config], problem: Problem | None = None) -> np.ndarray:
+        """Scaled feature rows of ``configs`` (each must hold every parameter, in the space), the
+        derived features computed on ``problem`` (None: the featurizer's), scaled as the
+        reference's (so another problem's rows may leave [0, 1])."""
         if not configs:
             return np.zeros((0, self._low.size))
-        return (self._raw(configs) - self._low) / self._span
+        return (self._raw(configs, problem) - self._low) / self._span
 
     def fits(self, config: Mapping[str, Value]) -> bool:
         """Whether ``config`` holds a value of the space for every parameter."""
@@ -234,8 +240,10 @@ class Prior:
 
         Each problem's log times are standardized; a config's prior value is the relevance-
         weighted mean of its standardized times, blended (``PRIOR_BLEND`` of the most weight one
-        config has) with a weighted ridge model over :func:`_design` rows fitted to all of them,
-        which is all an unmeasured config gets."""
+        config has) with a cost model, which is all an unmeasured config gets: a weighted ridge
+        model over :func:`_design` rows fitted to every usable trial, each featurized on its own
+        problem (so the model learns how the derived features, such as programs and k-steps,
+        relate to time across problems) and predicting on the study's."""
         names = [p.name for p in featurizer.params]
         index = {tuple(c[n] for n in names): i for i, c in enumerate(configs)}
         groups: dict[tuple[str, str], list[PriorTrial]] = {}
@@ -244,6 +252,9 @@ class Prior:
                 groups.setdefault((config_key(t.problem), t.device_class), []).append(t)
         sums: dict[tuple[Value, ...], list[float]] = {}  # config values -> [weight, weight * z]
         spreads, weights, winners = [], [], []
+        rows: list[np.ndarray] = []  # per usable trial: design row, weight, standardized time
+        row_w: list[np.ndarray] = []
+        row_z: list[np.ndarray] = []
         for group in groups.values():
             logs = np.log([t.time_ms for t in group])
             w = relevance(problem, device_class, group[0].problem, group[0].device_class)
@@ -253,28 +264,26 @@ class Prior:
             weights.append(w)
             fastest = group[int(np.argmin(logs))].config
             winners.append((-w, index.get(tuple(fastest[n] for n in names))))
-            for t, z in zip(group, (logs - logs.mean()) / logs.std(), strict=True):
+            zs = (logs - logs.mean()) / logs.std()
+            for t, z in zip(group, zs, strict=True):
                 entry = sums.setdefault(tuple(t.config[n] for n in names), [0.0, 0.0])
                 entry[0] += w
                 entry[1] += w * float(z)
+            own = [t.config for t in group]
+            rows.append(_design(featurizer, own, featurizer.matrix(own, group[0].problem)))
+            row_w.append(np.full(len(group), w))
+            row_z.append(zs)
         if not sums:
             return None
-        w_row = np.array([wz[0] for wz in sums.values()])
-        z_row = np.array([wz[1] / wz[0] for wz in sums.values()])
+        x, w_trial, z_trial = np.vstack(rows), np.concatenate(row_w), np.concatenate(row_z)
+        ridge = PRIOR_RIDGE * float(w_trial.max()) * np.eye(x.shape[1])
+        coef = np.linalg.solve(x.T @ (x * w_trial[:, None]) + ridge, x.T @ (w_trial * z_trial))
         design = _design(featurizer, configs, featurizer.reference)
-        keys = list(sums)
-        inside = np.array([k in index for k in keys])
-        others = [dict(zip(names, k, strict=True)) for k in keys if k not in index]
-        rows = np.empty((len(keys), design.shape[1]))
-        rows[inside] = design[[index[k] for k in keys if k in index]]
-        rows[~inside] = _design(featurizer, others, featurizer.matrix(others))
-        ridge = PRIOR_RIDGE * float(w_row.max()) * np.eye(rows.shape[1])
-        coef = np.linalg.solve(rows.T @ (rows * w_row[:, None]) + ridge, rows.T @ (w_row * z_row))
         w_cand, z_cand = np.zeros(len(configs)), np.zeros(len(configs))
         for k, (w, wz) in sums.items():
             if k in index:
                 w_cand[index[k]], z_cand[index[k]] = w, wz / w
-        blend = PRIOR_BLEND * float(w_row.max())
+        blend = PRIOR_BLEND * max(wz[0] for wz in sums.values())
         mu0 = (w_cand * z_cand + blend * (design @ coef)) / (w_cand + blend)
         ranked = [i for _, i in sorted(winners, key=lambda w: w[0]) if i is not None]
         probes = [int(np.argmin(mu0)), *ranked]
@@ -282,13 +291,14 @@ class Prior:
 
 
 def _design(featurizer: Featurizer, configs: Sequence[Config], scaled: np.ndarray) -> np.ndarray:
-    """Rows for the prior's ridge model: an intercept, a one-hot column per parameter value and
-    the configs' scaled feature rows ``scaled``."""
+    """Rows for the prior's ridge model: an intercept, a one-hot column per parameter value, the
+    configs' scaled feature rows ``scaled`` and their squares (so a feature's best value may lie
+    inside its range)."""
     columns = [np.ones((len(configs), 1))]
     for p in featurizer.params:
         position = np.array([p.values.index(c[p.name]) for c in configs], dtype=int)
         columns.append(np.eye(len(p.values))[position].reshape(len(configs), len(p.values)))
-    return np.hstack([*columns, scaled])
+    return np.hstack([*columns, scaled, scaled * scaled])
 
 
 @dataclass(frozen=True)
