@@ -174,6 +174,9 @@ GRIDS: dict[str, list[str]] = {
     "issue-fp16": _issue_grid(("float16",)),
     "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
     "issue-d128": [t for t in _issue_grid(("float16", "bfloat16")) if "head_dim=128" in t],
+    "issue-d128-b32": [
+        t for t in _issue_grid(("float16", "bfloat16")) if "head_dim=128" in t and "batch=32," in t
+    ],
     "d128-long": [
         _problem(b, s, kv, 128, causal, "float16")
         for causal in (True, False)
