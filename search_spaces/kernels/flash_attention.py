@@ -207,9 +207,9 @@ TMA_DEFAULT: Config = {**DEFAULT, "num_stages": 3, "TMA": True}
 #: NVIDIA sm_90+: what a new study asks right after the default. 128-row blocks split in two
 #: halves (SPLIT_M), two stages (96 KiB of shared memory at head_dim 128: two programs per SM):
 #: over the issue's 96 d=128 problems on the H200, these three won 58 (26, 16 and 16) of 9
-#: candidates, mostly batch 8-32 at seq >= 4096 (up to 1.16x over TMA_DEFAULT there); with
+#: candidates, mostly batch 8-32 at seq >= 4096 (up to 1.26x over TMA_DEFAULT there); with
 #: TMA_DEFAULT, the best of the four is 0.903x cuDNN against 0.858x for TMA_DEFAULT alone
-#: (benchmarks/results/attention_sweep/2026-12-02-*-h200-split/).
+#: (benchmarks/results/attention_sweep/2026-12-02-d3cceef-h200-split/).
 SPLIT_LISTED: tuple[Config, ...] = tuple(
     {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 2, "SPLIT_M": True, **flags}
     for flags in ({}, {"HEAVY_FIRST": True}, {"PRE_LOAD_V": True})
