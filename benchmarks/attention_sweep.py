@@ -51,6 +51,7 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
         "num_stages": stages,
         "TMA": flags.get("tma", False),
         "HEAVY_FIRST": flags.get("heavy", False),
+        "SPLIT_M": flags.get("split", False),
         # A GPU-only parameter: absent from the interpreter's space.
         **({"WARP_SPECIALIZE": flags.get("ws", False)} if on_gpu() else {}),
     }
@@ -114,6 +115,20 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 32, 4, 3, tma=True, heavy=True),
         _cfg(64, 32, 4, 2, tma=True),
     ],
+    # Row blocks split in two halves (SPLIT_M; a prototype of it in attention_variants.py ran
+    # 128x64 on 4 warps at 0.985x cuDNN on batch 8 x 4096 full fp16 d=128, the sm_90 default
+    # 0.823x), beside the sm_90 default and the issue sweep's other winners.
+    "split": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 64, 4, 3, tma=True, heavy=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True, heavy=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True, plv=True),
+        _cfg(128, 32, 4, 3, tma=True, split=True),
+        _cfg(128, 128, 4, 2, tma=True, split=True),
+        _cfg(128, 64, 8, 2, tma=True, split=True, ws=True),
+    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 
@@ -158,6 +173,10 @@ GRIDS: dict[str, list[str]] = {
     "issue-b1-8": [t for t in _issue_grid(("float16", "bfloat16")) if "batch=32," not in t],
     "issue-fp16": _issue_grid(("float16",)),
     "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
+    "issue-d128": [t for t in _issue_grid(("float16", "bfloat16")) if "head_dim=128" in t],
+    "issue-d128-b32": [
+        t for t in _issue_grid(("float16", "bfloat16")) if "head_dim=128" in t and "batch=32," in t
+    ],
     "d128-long": [
         _problem(b, s, kv, 128, causal, "float16")
         for causal in (True, False)

@@ -3,7 +3,8 @@
 Importing this module loads neither torch nor triton; the kernel lives in
 ``_flash_attention_kernels``. The space is the portability study's 450-config space (Ringlein et al.,
 2025), plus the AMD-only launch options, plus Hopper-class parameters (NVIDIA and the interpreter:
-TMA tensor-descriptor loads, heavy-first row-block order; NVIDIA GPUs only: warp specialization),
+TMA tensor-descriptor loads, heavy-first row-block order, row blocks split in two halves; NVIDIA
+GPUs only: warp specialization),
 three pipeline stages, and key blocks wider than the row block (the study required
 BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
 """
@@ -81,6 +82,9 @@ TMA_MIN_SM = 90
 #: every 4-warp config failed its NVGPUWarpSpecialization pass, 8-warp ones compiled).
 WS_MIN_WARPS = 8
 
+#: Smallest row block SPLIT_M halves: tl.dot needs 16 rows.
+SPLIT_MIN_BLOCK_M = 32
+
 #: The portability study's num_stages values (this spec added 3); see ``study_subspace``.
 STUDY_STAGES = (1, 2, 4, 6, 8)
 
@@ -116,6 +120,14 @@ SPACE = Space(
             ParamKind.BOOL,
             vendors=NVIDIA_GPU,
             doc="producer/consumer warps for the unmasked key loop (Triton's warp_specialize)",
+        ),
+        Param(
+            "SPLIT_M",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="the row block as two halves sharing each K/V tile: both q k^T products first, "
+            "then one half's softmax beside the other's P @ V",
         ),
         *AMD_PARAMS,
     ),
@@ -165,6 +177,12 @@ SPACE = Space(
                 or (nvidia_sm(lim) >= TMA_MIN_SM and int_param(c, "num_warps") >= WS_MIN_WARPS)
             ),
         ),
+        Constraint(
+            "split-m-rows",
+            f"SPLIT_M only with BLOCK_M >= {SPLIT_MIN_BLOCK_M} (each half a tl.dot of >= 16 rows)",
+            ("SPLIT_M", "BLOCK_M"),
+            lambda c, lim: not c["SPLIT_M"] or int_param(c, "BLOCK_M") >= SPLIT_MIN_BLOCK_M,
+        ),
     ),
 )
 
@@ -179,12 +197,23 @@ DEFAULT: Config = {
     "TMA": False,
     "HEAVY_FIRST": False,
     "WARP_SPECIALIZE": False,
+    "SPLIT_M": False,
 }
 #: NVIDIA sm_90+ (Hopper and later) where it fits: the H200 sweep's most frequent winner over the
 #: issue's 192 problems (88 of 192, and 29 of the 48 fp16 d=128 ones; 112 KiB of shared memory at
 #: head_dim 128): TMA loads 1.095x and a third stage 1.07x over DEFAULT there
 #: (benchmarks/results/attention_sweep/2026-12-01-h200/). Measured on the H200 only.
 TMA_DEFAULT: Config = {**DEFAULT, "num_stages": 3, "TMA": True}
+#: NVIDIA sm_90+: what a new study asks right after the default. 128-row blocks split in two
+#: halves (SPLIT_M), two stages (96 KiB of shared memory at head_dim 128: two programs per SM):
+#: over the issue's 96 d=128 problems on the H200, these three won 58 (26, 16 and 16) of 9
+#: candidates, mostly batch 8-32 at seq >= 4096 (up to 1.26x over TMA_DEFAULT there); with
+#: TMA_DEFAULT, the best of the four is 0.903x cuDNN against 0.858x for TMA_DEFAULT alone
+#: (benchmarks/results/attention_sweep/2026-12-02-d3cceef-h200-split/).
+SPLIT_LISTED: tuple[Config, ...] = tuple(
+    {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 2, "SPLIT_M": True, **flags}
+    for flags in ({}, {"HEAVY_FIRST": True}, {"PRE_LOAD_V": True})
+)
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.
 AMD_DEFAULT: Config = {
@@ -205,7 +234,9 @@ def study_subspace(configs: list[Config]) -> list[Config]:
         for c in configs
         if int_param(c, "num_stages") in STUDY_STAGES
         and int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
-        and not any(c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"))
+        and not any(
+            c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M")
+        )
     ]
 
 
@@ -268,6 +299,13 @@ class FlashAttentionSpec(KernelSpec):
             if SPACE.violation(config, limits) is None:
                 return config
         return self.default_config(limits.vendor)
+
+    def listed_configs(self, limits: DeviceLimits) -> list[Config]:
+        """SPLIT_LISTED on NVIDIA classes of sm_90+ whose limits admit them; none elsewhere."""
+        if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
+            return []
+        listed = [vendor_default(c, SPACE, limits.vendor) for c in SPLIT_LISTED]
+        return [c for c in listed if SPACE.violation(c, limits) is None]
 
     def lengths(self, problem: Problem) -> list[int]:
         """Per-sequence lengths of ``problem`` (fixed by its pattern, batch and max_seqlen)."""
@@ -340,11 +378,12 @@ class FlashAttentionSpec(KernelSpec):
         tma = bool(meta.setdefault("TMA", False))
         meta.setdefault("HEAVY_FIRST", False)
         meta.setdefault("WARP_SPECIALIZE", False)
+        split = bool(meta.setdefault("SPLIT_M", False))
         grid = (triton.cdiv(max_len, block_m), qh, batch)
         sources: tuple[Any, Any, Any] = (q, k, v)
         if tma:
             sources = (
-                _descriptor(q, block_m),
+                _descriptor(q, block_m // 2 if split else block_m),
                 _descriptor(k, block_n),
                 _descriptor(v, block_n),
             )

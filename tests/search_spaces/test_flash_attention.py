@@ -29,6 +29,7 @@ def cfg(
     stages: int = 2,
     tma: bool = False,
     heavy_first: bool = False,
+    split: bool = False,
 ) -> Config:
     return {
         "BLOCK_M": bm,
@@ -38,6 +39,7 @@ def cfg(
         "num_stages": stages,
         "TMA": tma,
         "HEAVY_FIRST": heavy_first,
+        "SPLIT_M": split,
     }
 
 
@@ -66,6 +68,12 @@ CASES: list[tuple[Problem, Config]] = [
     (problem(max_seqlen=40, batch=3), cfg(16, 32)),
     (problem(max_seqlen=72, batch=2), cfg(16, 64, tma=True)),
     (problem(causal=False, max_seqlen=40), cfg(16, 32, pre_load_v=True)),
+    # Row blocks split in two halves: the second half starts past a sequence's end, the halves
+    # straddle the diagonal, with pointers and tensor descriptors.
+    (problem(max_seqlen=40, batch=3), cfg(32, 16, split=True)),
+    (problem(max_seqlen=72, batch=3), cfg(64, 32, tma=True, heavy_first=True, split=True)),
+    (problem(causal=False, kv_heads=4, head_dim=128), cfg(32, 32, True, tma=True, split=True)),
+    (problem(dtype="bfloat16", max_seqlen=24, batch=3), cfg(32, 64, split=True)),
 ]
 
 
@@ -76,7 +84,7 @@ CASES: list[tuple[Problem, Config]] = [
         f"{p['pattern']}-s{p['max_seqlen']}-h{p['q_heads']}/{p['kv_heads']}-d{p['head_dim']}-"
         f"{'causal' if p['causal'] else 'full'}-{p['dtype']}-m{c['BLOCK_M']}n{c['BLOCK_N']}"
         f"{'-plv' if c['PRE_LOAD_V'] else ''}{'-tma' if c['TMA'] else ''}"
-        f"{'-heavy' if c['HEAVY_FIRST'] else ''}"
+        f"{'-heavy' if c['HEAVY_FIRST'] else ''}{'-split' if c['SPLIT_M'] else ''}"
         for p, c in CASES
     ],
 )
@@ -149,8 +157,8 @@ def test_flops_and_bytes() -> None:
 
 
 def test_space_holds_the_studys_450_configs() -> None:
-    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and three Hopper booleans.
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**3
+    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and four Hopper booleans.
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**4
     configs = SPEC.space.enumerate(UNLIMITED)
     study = study_subspace(configs)
     assert len(study) == 450
@@ -159,22 +167,28 @@ def test_space_holds_the_studys_450_configs() -> None:
     # The vendor default is one of the study's; sm_90's (3 stages, TMA) is not.
     assert SPEC.default_config(Vendor.NVIDIA) in study
     assert SPEC.default_for(UNLIMITED) not in study
-    # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, 6 stage values instead of 5, TMA and
-    # HEAVY_FIRST both ways, WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8).
-    assert len(configs) == 450 * 25 // 15 * 6 // 5 * 4 * 4 // 3
+    # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, the 20 with BLOCK_M >= 32 with
+    # SPLIT_M both ways, 6 stage values instead of 5, TMA and HEAVY_FIRST both ways,
+    # WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8).
+    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3
 
 
 def test_hopper_parameters_exist_where_they_run(
     h200_limits: DeviceLimits, cpu_limits: DeviceLimits, mi300x_limits: DeviceLimits
 ) -> None:
-    """TMA and HEAVY_FIRST on NVIDIA and in the interpreter (which runs tensor descriptors);
-    WARP_SPECIALIZE on NVIDIA GPUs only; none on AMD; TMA and warp specialization need sm_90."""
+    """TMA, HEAVY_FIRST and SPLIT_M on NVIDIA and in the interpreter (which runs tensor
+    descriptors); WARP_SPECIALIZE on NVIDIA GPUs only; none on AMD; TMA and warp specialization
+    need sm_90; SPLIT_M needs row blocks of 32 or more."""
     from workers.device_table import lookup
 
-    hopper = {"TMA", "HEAVY_FIRST", "WARP_SPECIALIZE"}
+    hopper = {"TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M"}
     assert hopper <= set(SPEC.default_for(h200_limits))
     assert not {"WARP_SPECIALIZE"} & set(SPEC.default_for(cpu_limits))
-    assert {"TMA", "HEAVY_FIRST"} <= set(SPEC.default_for(cpu_limits))
+    assert {"TMA", "HEAVY_FIRST", "SPLIT_M"} <= set(SPEC.default_for(cpu_limits))
+    small_split = {**SPEC.default_for(cpu_limits), "SPLIT_M": True, "BLOCK_M": 16}
+    violation = SPEC.space.violation(small_split, cpu_limits)
+    assert violation is not None and violation.rule == "split-m-rows"
+    assert SPEC.space.violation({**small_split, "BLOCK_M": 32}, cpu_limits) is None
     assert not hopper & set(SPEC.default_for(mi300x_limits))
     a100 = lookup("A100").limits
     default_8w = {**SPEC.default_for(h200_limits), "num_warps": 8}
@@ -211,15 +225,16 @@ def test_h200_count_follows_the_shared_memory_and_register_rules(
         return smem and (bm * bn + bm * 128) <= 256 * warps * 32
 
     blocks = (16, 32, 64, 128, 256)
-    # x 2 for PRE_LOAD_V, x 4 for TMA and HEAVY_FIRST, x 2 for WARP_SPECIALIZE at 8 warps.
+    # x 2 for PRE_LOAD_V, x 4 for TMA and HEAVY_FIRST, x 2 for WARP_SPECIALIZE at 8 warps, x 2
+    # for SPLIT_M at BLOCK_M >= 32.
     expected = 8 * sum(
-        fits(bm, bn, s, w) * (2 if w == 8 else 1)
+        fits(bm, bn, s, w) * (2 if w == 8 else 1) * (2 if bm >= 32 else 1)
         for bm in blocks
         for bn in blocks
         for s in (1, 2, 3, 4, 6, 8)
         for w in (2, 4, 8)
     )
-    assert SPEC.space.count(h200_limits) == expected == 2792
+    assert SPEC.space.count(h200_limits) == expected == 4912
     # The study's configs on the H200, as before the Hopper parameters came.
     assert len(study_subspace(SPEC.space.enumerate(h200_limits))) == 268
     assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
@@ -272,6 +287,23 @@ def test_hopper_classes_default_to_the_tma_tile(
     assert SPEC.default_for(small) == SPEC.default_config(Vendor.NVIDIA)
     assert SPEC.default_for(mi300x_limits) == SPEC.default_config(Vendor.AMD)
     assert SPEC.default_for(cpu_limits) == SPEC.default_config(Vendor.CPU)
+
+
+def test_hopper_classes_list_the_split_tiles(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    """A new study on sm_90+ asks three split 128-row tiles after the default; other classes
+    none."""
+    from workers.device_table import lookup
+
+    listed = SPEC.listed_configs(h200_limits)
+    assert len(listed) == 3
+    for config in listed:
+        SPEC.space.validate(config, h200_limits)
+        assert config["SPLIT_M"] and config["TMA"] and config["BLOCK_M"] == 128
+    assert SPEC.default_for(h200_limits) not in listed
+    for limits in (lookup("A100").limits, mi300x_limits, cpu_limits):
+        assert SPEC.listed_configs(limits) == []
 
 
 def test_reference_matches_torch_sdpa() -> None:
@@ -329,14 +361,31 @@ GPU_CASES: list[tuple[Problem, Config]] = [
         problem(batch=4, max_seqlen=900, q_heads=8, kv_heads=2, head_dim=128, dtype="bfloat16"),
         {**cfg(128, 128, warps=8, stages=3, tma=True), "WARP_SPECIALIZE": True},
     ),
+    # Row blocks split in two halves, through tensor descriptors and through pointers.
+    (
+        problem(batch=5, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=128),
+        cfg(128, 64, tma=True, split=True),
+    ),
+    (
+        problem(
+            batch=3,
+            max_seqlen=1000,
+            q_heads=8,
+            kv_heads=8,
+            head_dim=128,
+            causal=False,
+            dtype="bfloat16",
+        ),
+        cfg(128, 64, pre_load_v=True, heavy_first=True, split=True),
+    ),
 ]
 
 
 @needs_gpu
 @pytest.mark.parametrize(("prob", "config"), GPU_CASES)
 def test_hopper_variants_on_the_gpu(prob: Problem, config: Config) -> None:
-    """TMA, wide key blocks, heavy-first order and warp specialization compiled for the GPU agree
-    with the reference on ragged batches (fresh inputs, poisoned output)."""
+    """TMA, wide key blocks, heavy-first order, warp specialization and split row blocks compiled
+    for the GPU agree with the reference on ragged batches (fresh inputs, poisoned output)."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA and warp specialization need sm_90+")
     from workers.device import detect
