@@ -68,10 +68,6 @@ class LocalSearchSampler(BaseSampler):
             [isinstance(d, IntDistribution) for d in self._distributions.values()]
         )
         self._neighbour_cache: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        # Per parent: the model's trial count, its neighbours, their predicted log times.
-        self._score_cache: dict[
-            tuple[int, ...], tuple[int, list[tuple[int, ...]], list[float]]
-        ] = {}
         width = sum(self._sizes)
         self._model: tuple[int, np.ndarray] = (-1, np.zeros(width))
         # The ridge fit's sums over the complete trials, kept as each one is looked at: the
@@ -216,39 +212,19 @@ class LocalSearchSampler(BaseSampler):
         i = 0
         while i < len(ranked) and parents < LOCAL_PARENTS:
             value, _, x = ranked[i]
-            neighbours, scores = self._scores(coef, value, x)
-            unseen = [j for j, y in enumerate(neighbours) if y not in seen]
+            unseen = [y for y in self._neighbours(x) if y not in seen]
             if not unseen:
                 del ranked[i]  # every neighbour asked: never a parent again
-                self._score_cache.pop(x, None)
                 continue
             i += 1
             self._rng.shuffle(unseen)
-            k = unseen[0]  # the first of the lowest, in the shuffled order
-            for j in unseen:
-                if scores[j] < scores[k]:
-                    k = j
+            base = np.log(max(value, 1e-300)) - self._predict(coef, x)
+            scores = base + coef[self._offsets + np.array(unseen)].sum(axis=1)
+            k = int(np.argmin(scores))  # the first of the lowest, in the shuffled order
             if best is None or scores[k] < best[0]:
-                best = (scores[k], neighbours[k])
+                best = (float(scores[k]), unseen[k])
             parents += 1
         return {} if best is None else self._params(best[1])
-
-    def _scores(
-        self, coef: np.ndarray, value: float, x: tuple[int, ...]
-    ) -> tuple[list[tuple[int, ...]], list[float]]:
-        """Parent ``x``'s neighbours and the log time predicted for each: its measured log time
-        ``value`` plus the change the model ``coef`` predicts for the move (kept per parent until
-        the model is fitted again)."""
-        fitted = self._model[0]
-        cached = self._score_cache.get(x)
-        if cached is not None and cached[0] == fitted:
-            return cached[1], cached[2]
-        neighbours = self._neighbours(x)
-        base = np.log(max(value, 1e-300)) - self._predict(coef, x)
-        columns = self._offsets + np.array(neighbours, dtype=np.int64).reshape(-1, len(self._sizes))
-        scores: list[float] = (base + coef[columns].sum(axis=1)).tolist()
-        self._score_cache[x] = (fitted, neighbours, scores)
-        return neighbours, scores
 
     def _look(self, trials: Sequence[FrozenTrial]) -> None:
         """Bring ``_seen`` (the positions of every trial with params) and ``_done`` (the
