@@ -37,7 +37,7 @@ def ask_new(
     return trial, key
 
 
-def cost(params: dict[str, object]) -> float:
+def cost(params: dict[str, Any]) -> float:
     return abs(int(params["a"]) - 7) + abs(int(params["b"]) - 2) + (0 if params["c"] else 3) + 1.0
 
 
