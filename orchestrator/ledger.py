@@ -184,6 +184,12 @@ class MeasuredKeys:
             return config in known
 
 
+def _environment_key(info: WorkerInfo, class_id: int) -> tuple[int, str, str, str, str]:
+    """What names a worker's environment row: its class and software versions."""
+    fp = info.fingerprint
+    return class_id, fp.driver or "", fp.runtime or "", fp.triton or "", fp.torch or ""
+
+
 _MEASURED: weakref.WeakKeyDictionary[Database, MeasuredKeys] = weakref.WeakKeyDictionary()
 _MEASURED_LOCK = threading.Lock()
 
@@ -204,7 +210,9 @@ class Ledger:
     def __init__(self, database: Database, job_id: int) -> None:
         self.database = database
         self.job_id = job_id
-        self._envs: dict[str, int] = {}
+        # Environment row ids by what names the row (class and software versions): the workers
+        # of one class share them.
+        self._envs: dict[tuple[int, str, str, str, str], int] = {}
         self._objective = Objective.KERNEL
         self._kernel_id = 0
 
@@ -352,16 +360,15 @@ class Ledger:
         """Commit measured (or lost) trials in one transaction (the results one ``Pool.wait``
         drained); each one's answer for its study, in order."""
 
-        def write(s: Session) -> tuple[list[int], dict[str, int]]:
+        def write(s: Session) -> tuple[list[int], dict[tuple[int, str, str, str, str], int]]:
             envs = dict(self._envs)
             rows = []
             for result in results:
                 done, m = result.done, result.done.measurement
-                env = envs.get(done.worker.worker)
+                named = _environment_key(done.worker, result.rows.class_id)
+                env = envs.get(named)
                 if env is None:
-                    env = envs[done.worker.worker] = self._environment(
-                        s, done.worker, result.rows.class_id
-                    )
+                    env = envs[named] = self._environment(s, done.worker, result.rows.class_id)
                 rows.append(
                     self._row(
                         result.rows,
@@ -486,12 +493,10 @@ class Ledger:
     # ----- ids
     def _environment(self, s: Session, info: WorkerInfo, class_id: int) -> int:
         """The environment row of ``info``'s worker (cached by :meth:`record` once committed)."""
-        env = self._envs.get(info.worker)
+        named = _environment_key(info, class_id)
+        env = self._envs.get(named)
         if env is None:
-            fp = info.fingerprint
-            env = repository.ensure_environment(
-                s, class_id, fp.driver or "", fp.runtime or "", fp.triton or "", fp.torch or ""
-            )
+            env = repository.ensure_environment(s, *named)
         return env
 
     def _class_id(self, s: Session, info: WorkerInfo) -> int:
