@@ -184,12 +184,6 @@ class MeasuredKeys:
             return config in known
 
 
-def _environment_key(info: WorkerInfo, class_id: int) -> tuple[int, str, str, str, str]:
-    """What names a worker's environment row: its class and software versions."""
-    fp = info.fingerprint
-    return class_id, fp.driver or "", fp.runtime or "", fp.triton or "", fp.torch or ""
-
-
 _MEASURED: weakref.WeakKeyDictionary[Database, MeasuredKeys] = weakref.WeakKeyDictionary()
 _MEASURED_LOCK = threading.Lock()
 
@@ -210,9 +204,7 @@ class Ledger:
     def __init__(self, database: Database, job_id: int) -> None:
         self.database = database
         self.job_id = job_id
-        # Environment row ids by what names the row (class and software versions): the workers
-        # of one class share them.
-        self._envs: dict[tuple[int, str, str, str, str], int] = {}
+        self._envs: dict[str, int] = {}
         self._objective = Objective.KERNEL
         self._kernel_id = 0
 
@@ -360,15 +352,16 @@ class Ledger:
         """Commit measured (or lost) trials in one transaction (the results one ``Pool.wait``
         drained); each one's answer for its study, in order."""
 
-        def write(s: Session) -> tuple[list[int], dict[tuple[int, str, str, str, str], int]]:
+        def write(s: Session) -> tuple[list[int], dict[str, int]]:
             envs = dict(self._envs)
             rows = []
             for result in results:
                 done, m = result.done, result.done.measurement
-                named = _environment_key(done.worker, result.rows.class_id)
-                env = envs.get(named)
+                env = envs.get(done.worker.worker)
                 if env is None:
-                    env = envs[named] = self._environment(s, done.worker, result.rows.class_id)
+                    env = envs[done.worker.worker] = self._environment(
+                        s, done.worker, result.rows.class_id
+                    )
                 rows.append(
                     self._row(
                         result.rows,
@@ -493,10 +486,12 @@ class Ledger:
     # ----- ids
     def _environment(self, s: Session, info: WorkerInfo, class_id: int) -> int:
         """The environment row of ``info``'s worker (cached by :meth:`record` once committed)."""
-        named = _environment_key(info, class_id)
-        env = self._envs.get(named)
+        env = self._envs.get(info.worker)
         if env is None:
-            env = repository.ensure_environment(s, *named)
+            fp = info.fingerprint
+            env = repository.ensure_environment(
+                s, class_id, fp.driver or "", fp.runtime or "", fp.triton or "", fp.torch or ""
+            )
         return env
 
     def _class_id(self, s: Session, info: WorkerInfo) -> int:
