@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -49,6 +50,10 @@ PG_CONNECT_TIMEOUT_S = 10
 #: Connections a PostgreSQL engine keeps open, and how many more it opens at a burst.
 PG_POOL_SIZE = 10
 PG_POOL_OVERFLOW = 20
+#: A pooled PostgreSQL connection idle in the pool longer than this (seconds) is pinged (one
+#: round trip) before use; one used more recently only has its socket looked at
+#: (:func:`_pg_on_checkout`).
+PG_PING_IDLE_S = 10.0
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 _DRIVERS = {
@@ -147,6 +152,36 @@ def _sqlite_on_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
+def _pg_on_checkin(_dbapi_connection: Any, record: Any) -> None:
+    record.info["idle_since"] = time.monotonic()
+
+
+def _pg_on_checkout(dialect: Any) -> Callable[[Any, Any, Any], None]:
+    """The pool's check of a PostgreSQL connection before each use, in place of
+    ``pool_pre_ping``'s round trip per session: an idle connection's socket has nothing to read
+    unless the server ended it (a terminated backend, a restart: its error message, then EOF),
+    which a poll with no timeout sees; a connection idle longer than ``PG_PING_IDLE_S`` is also
+    pinged. A stale one is replaced (DisconnectionError: the pool opens another). A connection
+    ended after the check fails its first statement, as it could after a ping: a transient
+    error, retried by :meth:`Database.run_with_retry`."""
+
+    def on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if dbapi_connection.closed or dbapi_connection.broken:
+            raise exc.DisconnectionError("the connection was closed")
+        poller = select.poll()
+        poller.register(dbapi_connection.fileno(), select.POLLIN)
+        if poller.poll(0):
+            raise exc.DisconnectionError("the server ended the connection while it was idle")
+        idle_since = record.info.get("idle_since")
+        if idle_since is not None and time.monotonic() - idle_since > PG_PING_IDLE_S:
+            try:
+                dialect.do_ping(dbapi_connection)
+            except Exception as e:  # any failure of the ping: the connection is not usable
+                raise exc.DisconnectionError(f"ping failed: {_first_line(e)}") from e
+
+    return on_checkout
+
+
 class Database:
     """A tunefleet database at ``url`` (default: :func:`default_url`); connects lazily.
 
@@ -176,11 +211,13 @@ class Database:
             self.engine: Engine = sa.create_engine(
                 self._url,
                 connect_args=connect_args,
-                pool_pre_ping=self.backend == "postgresql",
                 **pool,
             )
         except (exc.ArgumentError, ImportError) as e:
             raise DatabaseURLError(f"cannot use {self.url}: {_first_line(e)}; {_HINT}") from None
+        if self.backend == "postgresql":
+            event.listen(self.engine, "checkin", _pg_on_checkin)
+            event.listen(self.engine, "checkout", _pg_on_checkout(self.engine.dialect))
         if self.backend == "sqlite":
             event.listen(self.engine, "connect", _sqlite_on_connect(busy_timeout_s))
             event.listen(self.engine, "begin", _sqlite_on_begin)

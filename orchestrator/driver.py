@@ -86,9 +86,11 @@ class _Running:
 
 @dataclass(frozen=True)
 class _Ticket:
-    """What the driver tags a submitted trial with: its study and how often it was lost."""
+    """What the driver tags a submitted trial with: its study, its config's key, how often it
+    was lost."""
 
     running: _Running
+    key: str
     attempt: int = 0
 
 
@@ -178,7 +180,7 @@ class Driver:
                 study.hold(config)
                 request = TrialRequest(job.spec.kernel, dict(rows.plan.problem), dict(config))
                 self._retries.setdefault(rows.plan.class_key, []).append(
-                    (request, _Ticket(running))
+                    (request, _Ticket(running, config_key(config)))
                 )
             self._studies.append(running)
             self.reporter.add(rows.plan.label, spec.trials, min(study.counted, spec.trials))
@@ -297,7 +299,7 @@ class Driver:
         """Let one study propose; submit what it wants measured."""
         study, plan = r.study, r.plan
         drawn, reused = study.search.drawn, study.reused
-        config = study.propose(ASKS_PER_STEP)
+        found = study.propose_keyed(ASKS_PER_STEP)
         if drawn == 0 and study.search.drawn:
             self.reporter.note(
                 f"{plan.label}: the sampler keeps proposing known or invalid configs; "
@@ -305,22 +307,23 @@ class Driver:
             )
         if study.reused != reused:
             self.reporter.update(plan.label, study.counted, study.best_ms)
-        if config is not None:
+        if found is not None:
+            key, config = found
             request = TrialRequest(self._kernel_name, dict(plan.problem), config)
-            self.pool.submit(plan.class_key, request, _Ticket(r))
+            self.pool.submit(plan.class_key, request, _Ticket(r, key))
 
     def _handle(self, batch: list[Done]) -> None:
         """Record what one ``wait`` drained in one transaction, then tell, retry or drop each."""
         ledger = self._ledger_of_job()
         results: list[Result] = []
         for done in batch:
-            r = cast(_Ticket, done.tag).running
-            key = config_key(done.request.config)
+            ticket = cast(_Ticket, done.tag)
+            r, key = ticket.running, ticket.key
             retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
             provisional = retryable and key not in r.provisional
             if provisional:
                 r.provisional.add(key)
-            results.append(Result(r.rows, done, provisional))
+            results.append(Result(r.rows, done, provisional, key))
         for result, answer in zip(results, ledger.record(results), strict=True):
             self._settle(result, answer)
 
@@ -338,11 +341,11 @@ class Driver:
             return
         if done.lost or done.measurement.outcome is Outcome.INFRA:
             if ticket.attempt + 1 < MAX_ATTEMPTS:
-                retry = _Ticket(r, ticket.attempt + 1)
+                retry = _Ticket(r, ticket.key, ticket.attempt + 1)
                 self._retries.setdefault(r.plan.class_key, []).append((done.request, retry))
                 self.reporter.note(f"worker lost; re-dispatching a trial of {r.plan.label}")
             else:
                 r.study.drop(done.request.config)
             return
-        r.study.tell(done.request.config, answer)
+        r.study.tell(done.request.config, answer, ticket.key)
         self.reporter.update(r.plan.label, min(r.study.counted, r.study.budget), r.study.best_ms)

@@ -73,6 +73,7 @@ class Result:
     rows: StudyRows
     done: Done
     provisional: bool = False
+    key: str | None = None  # the config's config_key, computed if None
 
 
 def triton_minor(version: str | None) -> str:
@@ -315,6 +316,7 @@ class Ledger:
                 prior.outcome,
                 prior.environment_id,
                 reused=True,
+                key=key,
                 **_measured(
                     prior.samples_ms,
                     prior.median_ms,
@@ -369,6 +371,7 @@ class Ledger:
                         compile_s=m.compile_s,
                         run_s=m.run_s,
                         provisional=result.provisional,
+                        key=result.key,
                         **_measured(
                             list(m.samples_ms) or None,
                             m.median_ms,
@@ -413,15 +416,17 @@ class Ledger:
         config: Config,
         outcome: TrialOutcome | str,
         environment_id: int | None,
+        key: str | None = None,
         **fields: Any,
     ) -> repository.TrialFields:
-        """``record_trial``'s arguments with this job's, study's and key's ids filled in."""
+        """``record_trial``'s arguments with this job's, study's and key's ids filled in
+        (``key``: the config's ``config_key``, computed if None)."""
         row = dict(
             kernel_id=self._kernel_id,
             problem_key=rows.plan.problem_key,
             device_class_id=rows.class_id,
             config=config,
-            config_key=config_key(config),
+            config_key=config_key(config) if key is None else key,
             outcome=outcome,
             job_id=self.job_id,
             study_id=rows.study_id,

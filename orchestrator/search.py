@@ -32,7 +32,7 @@ import random
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.distributions import BaseDistribution
@@ -61,13 +61,44 @@ IDLE_LIMIT = 100
 IDLE_LIMIT_AFTER_DRAW = 10
 
 
-class _Shared(dict[str, BaseDistribution]):
-    """A trial's distributions whose deep copy (the storage copies a template trial deeply)
-    shares the distribution objects, as Optuna's own suggest does (it stores the very objects
-    it is given): copying them was most of the cost of creating a trial."""
+class _Running(FrozenTrial):
+    """A new trial's template whose deep copy (the storage copies the template it creates a
+    trial from) is a plain :class:`FrozenTrial` with its own containers that shares the param
+    values (numbers, strings, booleans) and the distribution objects, as Optuna's own suggest
+    does (it stores the very objects it is given): the generic deep copy was most of the cost
+    of creating a trial."""
 
-    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, BaseDistribution]:
-        return dict(self)
+    def __deepcopy__(self, memo: dict[int, object]) -> FrozenTrial:
+        return FrozenTrial(
+            number=self.number,
+            state=self.state,
+            value=None,
+            datetime_start=self.datetime_start,
+            datetime_complete=None,
+            params=dict(self.params),
+            distributions=dict(self.distributions),
+            user_attrs={},
+            system_attrs={},
+            intermediate_values={},
+            trial_id=self._trial_id,
+        )
+
+
+def _running(params: dict[str, Any], distributions: Mapping[str, BaseDistribution]) -> _Running:
+    """A RUNNING trial with ``params`` (from ``distributions``), not in a study yet."""
+    return _Running(
+        number=-1,
+        state=TrialState.RUNNING,
+        value=None,
+        datetime_start=datetime.now(),
+        datetime_complete=None,
+        params=params,
+        distributions=dict(distributions),
+        user_attrs={},
+        system_attrs={},
+        intermediate_values={},
+        trial_id=-1,
+    )
 
 
 def _params_key(params: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
@@ -184,37 +215,23 @@ class SearchStudy:
         if gives_whole_trials(sampler) and not self.study.get_trials(
             deepcopy=False, states=(TrialState.WAITING,)
         ):
-            trial = self._ask_whole(sampler)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                trial = self.study.ask(fixed_distributions=self._distributions)
+            trial, params = self._ask_whole(sampler)
+            return trial, self.encoding.decode(params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trial = self.study.ask(fixed_distributions=self._distributions)
         return trial, self.encoding.decode(trial.params)
 
-    def _ask_whole(self, sampler: WholeTrialSampler) -> Trial:
+    def _ask_whole(self, sampler: WholeTrialSampler) -> tuple[Trial, dict[str, Any]]:
         """``study.ask`` for a sampler that gives every parameter at once: the trial is
         created with its params (one storage write, as ``add_trial`` does) instead of one
-        suggest per parameter."""
-
-        def running(params: dict[str, object]) -> FrozenTrial:
-            return FrozenTrial(
-                number=-1,
-                state=TrialState.RUNNING,
-                value=None,
-                datetime_start=datetime.now(),
-                datetime_complete=None,
-                params=params,
-                distributions=_Shared(self._distributions) if params else {},
-                user_attrs={},
-                system_attrs={},
-                intermediate_values={},
-                trial_id=-1,
-            )
-
-        params = sampler.sample_trial(self.study, running({}))
+        suggest per parameter; the trial and its params (not to be changed)."""
+        empty = _running({}, {})
+        params = sampler.sample_trial(self.study, empty)
+        template = _running(params, self._distributions) if params else empty
         storage = self.study._storage
-        trial_id = storage.create_new_trial(self.study._study_id, template_trial=running(params))
-        return optuna.Trial(self.study, trial_id)
+        trial_id = storage.create_new_trial(self.study._study_id, template_trial=template)
+        return optuna.Trial(self.study, trial_id), params
 
     def tell_ok(self, trial: Trial, time_ms: float) -> None:
         _tell_with_warning(self.study, trial, time_ms, TrialState.COMPLETE)

@@ -116,6 +116,11 @@ class Study:
         """Ask the sampler (at most ``max_asks`` times) until a config needs a measurement: it is
         returned and pending until :meth:`tell` or :meth:`drop`. None when the budget is met, the
         study is exhausted, or ``max_asks`` asks brought nothing new."""
+        found = self.propose_keyed(max_asks)
+        return None if found is None else found[1]
+
+    def propose_keyed(self, max_asks: int) -> tuple[str, Config] | None:
+        """:meth:`propose`, with the config's key (``config_key``) that it computed."""
         for _ in range(max_asks):
             if not self.wants():
                 return None
@@ -141,7 +146,7 @@ class Study:
                 if answer is None:
                     self.pending[key] = [trial]
                     self.configs[key] = config
-                    return config
+                    return key, config
                 self._record(key, config, answer)
                 self.reused += 1
                 self._tell([trial], answer.value)
@@ -149,9 +154,10 @@ class Study:
             self.search.note(new=False)
         return None
 
-    def tell(self, config: Config, answer: Answer) -> None:
-        """The measurement of a pending config: counted, and told to every trial waiting for it."""
-        key = config_key(config)
+    def tell(self, config: Config, answer: Answer, key: str | None = None) -> None:
+        """The measurement of a pending config: counted, and told to every trial waiting for it
+        (``key``: the config's ``config_key``, computed if None)."""
+        key = config_key(config) if key is None else key
         self._record(key, config, answer)
         self.measured += 1
         self._tell(self.pending.pop(key, []), answer.value)

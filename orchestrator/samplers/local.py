@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import bisect
 import random
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
@@ -136,15 +138,22 @@ class LocalSearchSampler(BaseSampler):
         if self._valid is None:
             out = [(*x[:j], v, *x[j + 1 :]) for j, v in moves]
         else:
-            points = self._valid
-            steps = np.where(self._ordered, np.abs(points - np.array(x)), points != np.array(x))
-            total = steps.sum(axis=1)
+            index = _ValidIndex.of(self._valid, self._sizes, self._ordered)
+            steps: np.ndarray | None = None
             for j, v in moves:
-                moved = points[:, j] == v
-                others = (total - steps[:, j])[moved]
-                if others.size:
-                    nearest = points[moved][others == others.min()]
-                    out.extend(tuple(int(i) for i in row) for row in nearest)
+                moved = (*x[:j], v, *x[j + 1 :])
+                if moved in index.rows:  # valid as it is: the only point 0 steps away
+                    out.append(moved)
+                    continue
+                rows = index.rows_with[j][v]
+                if not len(rows):
+                    continue
+                # Every row of ``rows`` is as far from x in parameter j: the fewest steps in
+                # the other parameters are the fewest in all.
+                steps = index.steps(x) if steps is None else steps
+                far = steps[rows]
+                nearest = self._valid[rows[far == far.min()]]
+                out.extend(tuple(int(i) for i in row) for row in nearest)
         out = list(dict.fromkeys(out))
         self._neighbour_cache[x] = out
         return out
@@ -282,3 +291,48 @@ def _size(dist: BaseDistribution) -> int:
     if isinstance(dist, IntDistribution):
         return dist.high - dist.low + 1
     return len(getattr(dist, "choices", ()))
+
+
+class _ValidIndex:
+    """A space's valid points (index positions, one per row) indexed for the repair of a move:
+    the set of rows, per parameter ``j`` and value ``v`` the rows (ascending) whose ``j`` is
+    ``v``, and each row's one-hot columns, from which :meth:`steps` counts every row's index
+    steps from a point in one gather. A move is then repaired among the points with the moved
+    value only, and not at all when the moved point is valid. One per points array
+    (:meth:`of`), shared by the studies that share the array."""
+
+    _built: ClassVar[dict[int, _ValidIndex]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, points: np.ndarray, sizes: Sequence[int], ordered: np.ndarray) -> None:
+        self.of_points = weakref.ref(points)
+        self.rows = set(map(tuple, points.tolist()))
+        self.rows_with = [
+            [np.flatnonzero(points[:, j] == v) for v in range(size)] for j, size in enumerate(sizes)
+        ]
+        offsets = np.cumsum([0, *sizes[:-1]])
+        self._columns = points + offsets
+        # Per one-hot column: its parameter, its value index, whether the parameter is ordered.
+        self._param = np.repeat(np.arange(len(sizes)), sizes)
+        self._value = np.concatenate([np.arange(size) for size in sizes])
+        self._ordered = np.asarray(ordered)[self._param]
+
+    def steps(self, x: Sequence[int]) -> np.ndarray:
+        """Every row's index steps from ``x`` (summed over the parameters; a categorical one
+        differing is one step)."""
+        at = np.asarray(x)[self._param]
+        per_column = np.where(self._ordered, np.abs(self._value - at), self._value != at)
+        return per_column[self._columns].sum(axis=1)
+
+    @classmethod
+    def of(cls, points: np.ndarray, sizes: Sequence[int], ordered: np.ndarray) -> _ValidIndex:
+        """The index of ``points`` (built on first use; let go with the array)."""
+        found = cls._built.get(id(points))
+        if found is not None and found.of_points() is points:
+            return found
+        with cls._lock:
+            found = cls._built.get(id(points))
+            if found is None or found.of_points() is not points:
+                found = cls._built[id(points)] = cls(points, sizes, ordered)
+                weakref.finalize(points, cls._built.pop, id(points), None)
+            return found

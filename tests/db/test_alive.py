@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from db import Database, DatabaseLost, TransientDatabaseError
 from db import repository as repo
+from db import session as db_session
 
 
 @pytest.fixture
@@ -141,5 +142,48 @@ def test_postgresql_connection_killed_inside_a_transaction_is_retried(
         with database.session(readonly=True) as s:
             assert _kernels(s) == 2  # each written once: the killed attempt left nothing
         database.check_alive()
+    finally:
+        database.close()
+
+
+def _backend_gone(pg_admin: Engine, pid: int) -> None:
+    """Wait until PostgreSQL's backend ``pid`` has exited (pg_terminate_backend only signals)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with pg_admin.connect() as admin:
+            found = admin.execute(
+                sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+            ).scalar()
+        if not found:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"backend {pid} did not exit")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"])
+@pytest.mark.parametrize("ping_idle_s", [600.0, 0.0])
+def test_a_pooled_postgresql_connection_whose_backend_was_terminated_is_replaced_before_use(
+    empty_url: str, pg_admin: Engine, monkeypatch: pytest.MonkeyPatch, ping_idle_s: float
+) -> None:
+    """A plain session (no retry) after the backend of the pooled connection it would get was
+    terminated: the pool sees from the connection's socket that the server ended it and opens
+    another, so the session's reads and writes work; with every pooled connection pinged
+    (``PG_PING_IDLE_S`` 0), the ping leaves the session's transaction as it was."""
+    monkeypatch.setattr(db_session, "PG_PING_IDLE_S", ping_idle_s)
+    database = Database(empty_url)
+    database.upgrade()
+    try:
+        for _ in range(3):
+            with database.session(readonly=True) as s:
+                pid = int(s.scalar(sa.text("SELECT pg_backend_pid()")) or 0)
+            with pg_admin.connect() as admin:
+                admin.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            _backend_gone(pg_admin, pid)
+            with database.session() as s:
+                assert int(s.scalar(sa.text("SELECT pg_backend_pid()")) or 0) != pid
+                repo.ensure_kernel(s, "matmul", "v1", "s1")
+        with database.session(readonly=True) as s:
+            assert _kernels(s) == 1
     finally:
         database.close()

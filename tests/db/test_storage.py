@@ -409,6 +409,10 @@ class TestStorage:
                 False,
             )
             assert t.objective is Objective.KERNEL and t.created_at is not None
+        with db.session(readonly=True) as s:
+            # No samples is JSON null, as SQLAlchemy's JSON type writes None, not SQL NULL.
+            nulls = s.scalar(sa.select(sa.func.count()).where(Trial.samples_ms.is_(None)))
+            assert nulls == 0
 
     def test_record_trials_writes_every_column_of_the_trial_table(self, db: Database) -> None:
         """Each column the trial model has (but the id and the time) comes back as given: a

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import Trial
@@ -36,7 +37,7 @@ def ask_new(
     return trial, key
 
 
-def cost(params: dict[str, object]) -> float:
+def cost(params: dict[str, Any]) -> float:
     return abs(int(params["a"]) - 7) + abs(int(params["b"]) - 2) + (0 if params["c"] else 3) + 1.0
 
 
@@ -181,3 +182,36 @@ def test_what_the_sampler_knows_of_the_trials_is_what_a_full_scan_finds() -> Non
             for t, x in placed
             if t.state is optuna.trial.TrialState.COMPLETE and x is not None
         }
+
+
+def _repaired_by_scan(sampler: LocalSearchSampler, x: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The neighbours of ``x`` by a scan of every valid point per move (the definition)."""
+    points = sampler._valid
+    assert points is not None
+    steps = np.where(sampler._ordered, np.abs(points - np.array(x)), points != np.array(x))
+    total = steps.sum(axis=1)
+    out: list[tuple[int, ...]] = []
+    for j, size in enumerate(sampler._sizes):
+        for v in (x[j] - 1, x[j] + 1) if sampler._ordered[j] else range(size):
+            if not 0 <= v < size or v == x[j]:
+                continue
+            moved = points[:, j] == v
+            others = (total - steps[:, j])[moved]
+            if others.size:
+                nearest = points[moved][others == others.min()]
+                out.extend(tuple(int(i) for i in row) for row in nearest)
+    return list(dict.fromkeys(out))
+
+
+def test_the_indexed_repair_finds_what_a_scan_of_every_valid_point_finds() -> None:
+    spec, limits = get_spec("matmul"), lookup("H200").limits
+    encoding = Encoding(spec.space, limits, numeric_only=False)
+    sampler = LocalSearchSampler(encoding.distributions(), 0, 5, positions=encoding.valid_positions)
+    sampler._valid = points = encoding.valid_positions()
+    repaired = 0
+    for row in points[:: max(1, len(points) // 150)]:
+        x = tuple(int(i) for i in row)
+        found = sampler._neighbours(x)
+        assert found == _repaired_by_scan(sampler, x)
+        repaired += sum(sum(a != b for a, b in zip(x, y, strict=True)) > 1 for y in found)
+    assert repaired > 0  # some moves broke a constraint and were repaired
