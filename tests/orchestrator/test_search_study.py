@@ -93,10 +93,10 @@ def test_a_warm_start_of_hundreds_of_configs_enqueues_in_well_under_a_second() -
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     configs = SPACE.enumerate(LIMITS)[:400]
     study = SearchStudy.create("warm", SPACE, LIMITS, "local", seed=0, budget=400)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: other processes on the machine do not count
     for config in configs + configs:
         study.enqueue(config)
-    assert time.perf_counter() - t0 < 0.5  # Optuna's own check: tens of seconds
+    assert time.process_time() - t0 < 0.5  # Optuna's own check: tens of seconds
     assert len(study.study.get_trials(deepcopy=False)) == len(configs)
 
 
