@@ -1,13 +1,26 @@
-import subprocess, sys, time
-sys.path.insert(0, "/work/wt/suite")
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[4]))
+import tempfile
+
 from db import Database, repository
 from tests.faults.test_cli_faults import CLI, HANGING, ROOT
-import tempfile, os
+
 tmp = tempfile.mkdtemp()
 url = f"sqlite:///{tmp}/tf.db"
-d = Database(url); d.ensure_schema()
+d = Database(url)
+d.ensure_schema()
 t0 = time.monotonic()
-p = subprocess.Popen([*CLI, *HANGING, "--db", url], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+p = subprocess.Popen(
+    [*CLI, *HANGING, "--db", url],
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+)
 seen = None
 while p.poll() is None:
     if seen is None:
@@ -18,6 +31,8 @@ while p.poll() is None:
                         seen = time.monotonic() - t0
     time.sleep(0.05)
 end = time.monotonic() - t0
-print(f"first row seen {seen:.2f} s, exit {end:.2f} s, window {end-seen:.2f} s, rc {p.returncode}")
+print(
+    f"first row seen {seen:.2f} s, exit {end:.2f} s, window {end - seen:.2f} s, rc {p.returncode}"
+)
 err = p.stderr.read()
 print(err[-600:])
