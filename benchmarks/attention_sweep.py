@@ -129,6 +129,18 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 4, 2, tma=True, split=True),
         _cfg(128, 64, 8, 2, tma=True, split=True, ws=True),
     ],
+    # After "split": the split tile's registers (244-255 per thread on 4 warps, spilling on causal)
+    # against 8 warps, and a third stage, beside the sm_90 default and the split tile of SPLIT_LISTED.
+    "split2": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 64, 4, 3, tma=True, split=True),
+        _cfg(128, 64, 8, 2, tma=True, split=True),
+        _cfg(128, 64, 8, 3, tma=True, split=True),
+        _cfg(128, 128, 8, 2, tma=True, split=True),
+        _cfg(128, 64, 8, 2, tma=True, split=True, heavy=True),
+        _cfg(128, 64, 8, 2, tma=True, split=True, plv=True),
+    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 

@@ -22,7 +22,7 @@ def _attention(rows: list[dict[str, Any]]) -> list[str]:
         p, ms = r["problem"], r["ms"]
         c = r["best_config"]
         cfg = f"{c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']}" + "".join(
-            f" {flag}" for flag in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "PRE_LOAD_V")
+            f" {flag}" for flag in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "PRE_LOAD_V", "SPLIT_M")
             if c.get(flag)
         )  # fmt: skip
         sdpa = [f"{ms[b]:.4f}" if b in ms else "-" for b in
