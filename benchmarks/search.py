@@ -7,7 +7,8 @@ Usage (repo root): python benchmarks/search.py --landscape FILE [FILE ...] --sam
 
 Each (landscape, sampler) runs N seeds of the product's study loop against the landscape: the
 driver's own :class:`orchestrator.study.Study` (so the rules are the product's by construction: a
-config that breaks the space's constraints is told PRUNED at no cost, a config already measured
+config that breaks the space's constraints is told PRUNED at no cost, a config stands for its class
+where the spec has an equivalence (``--no-equivalence``: every config its own), a config already measured
 or pending is answered from the study at no cost, after ``IDLE_LIMIT`` asks in a row without a new
 trial an unmeasured valid config drawn at random is queued), with the registry's samplers
 (:mod:`orchestrator.samplers`) in their encodings, batched like a cluster of ``--batch`` workers
@@ -74,7 +75,7 @@ from orchestrator.encoding import Encoding
 from orchestrator.samplers import SamplerContext, SamplerFactory, startup_trials
 from orchestrator.samplers.learned import PriorTrial
 from orchestrator.search import SearchStudy
-from orchestrator.study import Answer, Study
+from orchestrator.study import Answer, Equivalent, Study
 from orchestrator.warm_start import warm_order
 from search_spaces.problem import Problem, problem_key
 from search_spaces.registry import get_spec
@@ -115,6 +116,8 @@ class Bench:
     kernel: str = ""
     problem: Problem = field(default_factory=dict)
     device_class: str = ""
+    #: The spec's classes of configs that run alike on the problem (spec spaces only).
+    equivalent: Equivalent | None = None
 
     @property
     def kind(self) -> str:
@@ -214,6 +217,7 @@ def load_bench(path: str | Path, observed: bool = False) -> Bench:
     if not ok:
         raise SystemExit(f"{path}: no ok config, nothing to search for")
     spec = None if observed else _spec_space(landscape)
+    shipped = None if spec is None else _shipped(landscape.kernel)
     if spec is None:
         space = _observed_space(landscape)
         limits = DeviceLimits(Vendor.NVIDIA, landscape.device_name, "unknown", 0, 0, 32, 0)
@@ -235,6 +239,7 @@ def load_bench(path: str | Path, observed: bool = False) -> Bench:
         kernel=landscape.kernel,
         problem=dict(landscape.problem),
         device_class=landscape.device_name,
+        equivalent=None if shipped is None else shipped.equivalence(landscape.problem),
     )
 
 
@@ -365,9 +370,11 @@ def run_seed(
     warm: Sequence[Mapping[str, Any]] = (),
     prior: Sequence[PriorTrial] = (),
     stop_early: bool = True,
+    equivalence: bool = True,
 ) -> SeedRun:
     """One seed of the product's :class:`Study` against the landscape (``warm`` configs queued
-    first; ``prior``: the sampler's database prior), until the best is within 2% and 25% of the
+    first; ``prior``: the sampler's database prior; ``equivalence``: configs the spec says run
+    alike are measured once, as in a job), until the best is within 2% and 25% of the
     space is spent or the optimum is found (only with ``stop_early``), or the horizon or the
     space ends."""
     started = time.perf_counter()
@@ -386,7 +393,8 @@ def run_seed(
     )
     optuna_study = optuna.create_study(direction="minimize", sampler=sampler)
     search = SearchStudy(optuna_study, encoding, random.Random(seed))
-    study = Study(search, bench.space, bench.limits, budget)
+    equivalent = bench.equivalent if equivalence else None
+    study = Study(search, bench.space, bench.limits, budget, equivalent=equivalent)
     study.warm_start([dict(c) for c in warm])
     max_asks = MAX_ASKS_PER_CONFIG * bench.size
     trace: list[float | None] = []
@@ -505,19 +513,21 @@ def summarize(
 
 
 def _one(
-    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]], tuple[str, ...], int],
+    args: tuple[str, bool, str, int, int, float, list[dict[str, Any]], tuple[str, ...], int, bool],
 ) -> SeedRun:
-    path, observed, sampler, seed, batch, horizon, warm, prior, sparse = args
+    path, observed, sampler, seed, batch, horizon, warm, prior, sparse, equivalence = args
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     factory, numeric = sampler_table()[sampler]
     bench = _cached_bench(path, observed)
     if sparse:
         trials: Sequence[PriorTrial] = sparse_prior(
-            bench.kernel, bench.problem, prior, observed, seed, batch, sparse
+            bench.kernel, bench.problem, prior, observed, seed, batch, sparse, equivalence
         )
     else:
         trials = _cached_prior(path, observed, prior) if prior else ()
-    return run_seed(bench, factory, numeric, seed, batch, horizon, warm, trials)
+    return run_seed(
+        bench, factory, numeric, seed, batch, horizon, warm, trials, equivalence=equivalence
+    )
 
 
 def _shipped(kernel: str) -> KernelSpec | None:
@@ -542,18 +552,19 @@ def sparse_prior(
     seed: int,
     batch: int,
     trials: int,
+    equivalence: bool = True,
 ) -> list[PriorTrial]:
     """The sparse database prior of a leave-one-problem-out run (``learned+sparse``): of each
     landscape in ``paths`` of ``kernel`` on a problem other than ``problem``, the ok trials among
     the first ``trials`` that ``local`` measured there (seed ``seed``, batches of ``batch``,
-    ``observed`` as ``--space observed``), as an earlier job with that budget would have left
+    ``observed`` as ``--space observed``, ``equivalence`` as in :func:`run_seed`), as an earlier job with that budget would have left
     them in a database."""
     out = []
     for other_path in paths:
         other = _cached_bench(other_path, observed)
         if other.kernel != kernel or other.problem == problem:
             continue
-        run = _local_history(other_path, observed, seed, batch, trials)
+        run = _local_history(other_path, observed, seed, batch, trials, equivalence)
         out += [
             PriorTrial(dict(other.problem), other.device_class, dict(config), value)
             for config, value in zip(run.configs, run.trace, strict=True)
@@ -563,12 +574,16 @@ def sparse_prior(
 
 
 @functools.lru_cache(maxsize=4096)
-def _local_history(path: str, observed: bool, seed: int, batch: int, trials: int) -> SeedRun:
+def _local_history(
+    path: str, observed: bool, seed: int, batch: int, trials: int, equivalence: bool
+) -> SeedRun:
     """The first ``trials`` trials of ``local`` on a landscape (once per process and seed)."""
     bench = _cached_bench(path, observed)
     factory, numeric = sampler_table()["local"]
     horizon = min(1.0, trials / bench.size)
-    return run_seed(bench, factory, numeric, seed, batch, horizon, stop_early=False)
+    return run_seed(
+        bench, factory, numeric, seed, batch, horizon, stop_early=False, equivalence=equivalence
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -679,6 +694,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="run only these starts (row suffixes; '' is cold); default: every one the "
         "--warm-from and --prior-from options give",
     )
+    parser.add_argument(
+        "--no-equivalence",
+        action="store_true",
+        help="measure every config, also those the spec says run alike on the problem (the "
+        "study loop before KernelSpec.equivalence)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes running seeds")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--synthesize", type=Path, metavar="OUT_DIR")
@@ -727,7 +748,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                 if (prior and sampler != "learned") or (args.start and suffix not in args.start):
                     continue  # only the learned sampler takes a prior
                 tasks = [
-                    (str(path), observed, sampler, s, args.batch, args.horizon, warm, prior, sparse)
+                    (
+                        str(path),
+                        observed,
+                        sampler,
+                        s,
+                        args.batch,
+                        args.horizon,
+                        warm,
+                        prior,
+                        sparse,
+                        not args.no_equivalence,
+                    )
                     for s in range(args.seeds)
                 ]
                 runs = list(mapper(_one, tasks))

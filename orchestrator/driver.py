@@ -172,6 +172,7 @@ class Driver:
                 spec.trials,
                 valid=rows.plan.valid,
                 reuse=ledger.reuse(rows),
+                equivalent=job.kernel.equivalence(rows.plan.problem),
             )
             study.restore(rows.history)
             study.warm_start(rows.warm)

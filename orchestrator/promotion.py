@@ -89,7 +89,7 @@ def _plan(job: OpenJob, study: Study) -> _Plan | None:
         return None
     everything = study.ranked(len(study.values))
     median = everything[(len(everything) - 1) // 2]  # the lower median of an even count
-    default = job.kernel.default_for(study.limits)
+    default = study.representative(job.kernel.default_for(study.limits))
     measured = next((r for r in everything if config_key(r.config) == config_key(default)), None)
     return _Plan(top, default, measured, median)
 

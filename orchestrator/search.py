@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import random
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -190,17 +190,22 @@ class SearchStudy:
         """Count one ask: ``new`` when it brought a config to measure, else it was idle."""
         self.idle = 0 if new else self.idle + 1
 
-    def unstick(self, *known: Collection[str]) -> bool:
+    def unstick(
+        self, *known: Collection[str], equivalent: Callable[[Config], Config] | None = None
+    ) -> bool:
         """After ``IDLE_LIMIT`` idle asks in a row (``IDLE_LIMIT_AFTER_DRAW`` once it has drawn),
-        queue a valid config whose key is in none of ``known``, drawn at random; False only when
-        stalled with every valid config known. TPE and GP keep proposing known or invalid configs
-        on sparse spaces (benchmarks/results/search/); this keeps such a study spending its
-        budget."""
+        queue a valid config whose key is in none of ``known``, drawn at random (among the
+        representatives of ``equivalent``, the same on every call); False only when stalled with
+        every valid config known. TPE and GP keep proposing known or invalid configs on sparse
+        spaces (benchmarks/results/search/); this keeps such a study spending its budget."""
         if self.idle < (IDLE_LIMIT if self.drawn == 0 else IDLE_LIMIT_AFTER_DRAW):
             return True
         if self._valid is None:
             enc = self.encoding
-            self._valid = [(config_key(c), c) for c in valid_configs(enc.space, enc.limits)]
+            configs = valid_configs(enc.space, enc.limits)
+            if equivalent is not None:
+                configs = tuple(map(equivalent, configs))
+            self._valid = list({config_key(c): c for c in configs}.items())
         unseen = [c for key, c in self._valid if not any(key in k for k in known)]
         if not unseen:
             return False

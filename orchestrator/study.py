@@ -6,7 +6,9 @@ pool; the search benchmark, with a landscape) asks it for configs to measure and
 they measured.
 
 Per suggestion of the sampler, in order (:meth:`Study.propose`): a config that breaks the space's
-constraints on the device is told PRUNED at no cost (``rejected``); a config already pending joins
+constraints on the device is told PRUNED at no cost (``rejected``); a config is replaced by the
+representative of its class where the spec says which configs launch the same programs on the
+problem (``equivalent``: :meth:`search_spaces.spec.KernelSpec.equivalence`); a config already pending joins
 that measurement and one already known is answered from this study (``cached``); a config the
 ``reuse`` hook knows (the driver: measured for the same key by any job) is answered from it and
 counts toward the budget (``reused``); else it is returned, pending until :meth:`Study.tell`.
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 from optuna.trial import Trial
 
+from orchestrator.encoding import valid_configs
 from orchestrator.search import SearchStudy
 from search_spaces.space import Config, DeviceLimits, Space, config_key
 
@@ -36,6 +39,9 @@ class Answer:
     value: float | None
     row: int | None = None
 
+
+#: A valid config -> the representative of its class of configs that run alike (valid too).
+Equivalent = Callable[[Config], Config]
 
 #: ``(config, key) -> Answer`` when the config was measured elsewhere (it is then counted as
 #: reused), else None.
@@ -63,11 +69,16 @@ class Study:
         *,
         valid: int | None = None,
         reuse: Reuse | None = None,
+        equivalent: Equivalent | None = None,
     ) -> None:
-        """``valid``: how many valid configs ``space`` has on ``limits`` (counted if None)."""
+        """``valid``: how many valid configs ``space`` has on ``limits`` (counted if None);
+        with ``equivalent``, how many classes (always counted)."""
         self.search = search
         self.space, self.limits = space, limits
         self.budget = budget
+        self._equivalent = equivalent
+        if equivalent is not None:
+            valid = len({config_key(equivalent(c)) for c in valid_configs(space, limits)})
         self.valid = space.count(limits) if valid is None else valid
         self._reuse = reuse
         self.values: dict[str, float | None] = {}  # config key -> time, None: no valid time
@@ -84,7 +95,7 @@ class Study:
         """Rebuild from a resumed job's results ``(config, answer, reused)``, in the order they
         were recorded: each counts toward the budget and is taught to the sampler."""
         for config, answer, reused in results:
-            key = config_key(config)
+            key = config_key(self.representative(config))
             self.counted += 1
             self.reused += int(reused)
             self.measured += int(not reused)
@@ -124,17 +135,22 @@ class Study:
         for _ in range(max_asks):
             if not self.wants():
                 return None
-            if len(self.values) >= self.valid or not self.search.unstick(self.values, self.pending):
+            if len(self.values) >= self.valid or not self.search.unstick(
+                self.values, self.pending, equivalent=self._equivalent
+            ):
                 self.exhausted = True
                 return None
             trial, config = self.search.ask()
             self.asks += 1
-            key = config_key(config)
             violation = self.space.violation(config, self.limits)
             if violation is not None:
                 self.search.tell_bad(trial, str(violation))
                 self.rejected += 1
-            elif key in self.pending:
+                self.search.note(new=False)
+                continue
+            config = self.representative(config)
+            key = config_key(config)
+            if key in self.pending:
                 self.pending[key].append(trial)
                 self.cached += 1
             elif key in self.values:
@@ -161,6 +177,11 @@ class Study:
         self._record(key, config, answer)
         self.measured += 1
         self._tell(self.pending.pop(key, []), answer.value)
+
+    def representative(self, config: Config) -> Config:
+        """The config that stands for ``config``'s class (``config`` itself without
+        ``equivalent``)."""
+        return config if self._equivalent is None else self._equivalent(config)
 
     def hold(self, config: Config) -> None:
         """Make ``config`` pending without asking the sampler (a resumed job's re-measurement

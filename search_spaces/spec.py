@@ -80,6 +80,14 @@ class KernelSpec(abc.ABC):
         of the space; none by default (the model then sees the parameters only)."""
         return {}
 
+    def equivalence(self, problem: Problem) -> Callable[[Config], Config] | None:
+        """On ``problem``, a map from a valid config to the representative of the configs that
+        launch the same programs in the same order (a parameter that changes nothing on this
+        problem set to one value); the representative is valid too. A study measures one config
+        of each class and answers the others from it. None (here): every config is its own
+        class."""
+        return None
+
     def tolerance(self, problem: Problem) -> float:
         """Max-norm relative error allowed for ``problem`` (by its dtype unless overridden)."""
         return DEFAULT_TOLERANCE[str(problem.get("dtype", "float32"))]

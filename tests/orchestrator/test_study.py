@@ -128,3 +128,36 @@ def test_a_dropped_config_is_told_without_a_time_and_not_counted() -> None:
     assert config is not None
     study.drop(config)
     assert states(study) == ["PRUNED"] and study.counted == 0 and not study.pending
+
+
+def one_class_below_two(config: Config) -> Config:
+    """A toy equivalence: b changes nothing when a == 1 (5 classes of the 6 valid configs)."""
+    return cfg(1, 1) if config["a"] == 1 else config
+
+
+def test_configs_of_one_class_are_measured_once_as_its_representative() -> None:
+    study = make_study([cfg(1, 2), cfg(1, 1), cfg(2, 1)], equivalent=one_class_below_two)
+    assert study.valid == 5
+    assert study.propose(5) == cfg(1, 1)  # (1, 2) stands for its class
+    study.tell(cfg(1, 1), Answer(2.0, row=1))
+    assert study.propose(5) == cfg(2, 1)  # (1, 1) answered from (1, 2)'s measurement
+    assert (study.counted, study.cached) == (1, 1)
+    values = [t.value for t in study.search.study.get_trials() if t.state.name == "COMPLETE"]
+    assert values == [2.0, 2.0]
+
+
+def test_a_stuck_study_draws_one_config_per_class_and_is_exhausted_after_the_last() -> None:
+    study = make_study([cfg(1, 2)] * 60, budget=50, equivalent=one_class_below_two)
+    proposed = []
+    while (config := study.propose(IDLE_LIMIT + 10)) is not None:
+        proposed.append(config)
+        study.tell(config, Answer(1.0 + len(proposed), row=len(proposed)))
+    assert len(proposed) == 5 and cfg(1, 2) not in proposed
+    assert study.exhausted and study.finished()
+
+
+def test_restored_history_is_keyed_by_class() -> None:
+    study = make_study([cfg(1, 1), cfg(2, 1)], equivalent=one_class_below_two)
+    study.restore([(cfg(1, 2), Answer(3.0, row=7), False)])  # measured before classes existed
+    assert study.values == {config_key(cfg(1, 1)): 3.0}
+    assert study.propose(5) == cfg(2, 1) and study.cached == 1

@@ -3,9 +3,12 @@ on a GPU, split-K's in-launch reduction under real concurrency."""
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from search_spaces import Config, DeviceLimits, Problem, SpecError, Vendor
 from search_spaces.accuracy import max_rel_error
+from search_spaces.kernels._matmul_kernels import _tile
 from search_spaces.kernels.matmul import SPEC
 from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import checked_launch
@@ -200,3 +203,49 @@ def test_tma_is_a_hopper_parameter(h200_limits: DeviceLimits) -> None:
     violation = SPEC.space.violation(tma, a100)
     assert violation is not None and violation.rule == "tma-arch"
     assert "TMA" not in SPEC.default_for(mi300x)
+
+
+@triton.jit
+def _order(out, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = _tile(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    tl.store(out + 2 * pid, pid_m)
+    tl.store(out + 2 * pid + 1, pid_n)
+
+
+def _tile_order(m: int, n: int, block_m: int, block_n: int, group: int) -> list[tuple[int, int]]:
+    """(tile row, tile column) of each program, from the kernel's own ``_tile`` (interpreter)."""
+    programs = -(-m // block_m) * -(-n // block_n)
+    out = torch.full((programs, 2), -1, dtype=torch.int32)
+    _order[(programs,)](out, m, n, block_m, block_n, group)
+    return [(int(r), int(c)) for r, c in out.tolist()]
+
+
+@pytest.mark.parametrize("m", [1, 20, 128, 300])
+def test_equivalent_configs_visit_the_same_tiles_in_the_same_order(m: int) -> None:
+    representative = SPEC.equivalence({"M": m, "N": 100, "K": 64, "dtype": "float16"})
+    orders = {}
+    for block_m in (16, 64, 128):
+        for group in (1, 4, 8):
+            config = cfg(block_m, 32, group=group)
+            rep = representative(config)
+            assert rep["GROUP_M"] <= group and rep == {**config, "GROUP_M": rep["GROUP_M"]}
+            order = _tile_order(m, 100, block_m, 32, group)
+            assert order == _tile_order(m, 100, block_m, 32, int(rep["GROUP_M"]))
+            orders[block_m, group] = order
+    if m == 300:  # 19 tile rows at BLOCK_M 16: GROUP_M 4 and 8 are kept apart, and differ
+        assert representative(cfg(16, 32, group=8))["GROUP_M"] == 8
+        assert orders[16, 4] != orders[16, 8]
+
+
+def test_every_representative_is_valid_and_only_small_m_has_fewer_classes(
+    h200_limits: DeviceLimits,
+) -> None:
+    valid = list(SPEC.space.iter_valid(h200_limits))
+    classes = {}
+    for m in (1, 4096):
+        representative = SPEC.equivalence({"M": m, "N": 4096, "K": 4096, "dtype": "bfloat16"})
+        reps = [representative(c) for c in valid]
+        assert all(SPEC.space.violation(r, h200_limits) is None for r in reps)
+        classes[m] = len({tuple(sorted(r.items())) for r in reps})
+    assert classes[1] < 0.8 * len(valid) and classes[4096] == len(valid)
