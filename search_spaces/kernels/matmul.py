@@ -296,7 +296,7 @@ class MatmulSpec(KernelSpec):
         them in the space represents the others: on the H200 space at M = 1-16, 9,592 classes of
         12,456 configs (10,712 at M = 128, none fewer from M = 2048). In the recorded H200
         landscapes such pairs ran a median 0.1-0.4% apart (p90 1.3% at most), GROUP_M pairs of
-        two classes 1.3-16% (benchmarks/results/search/2026-12-02-5434f4e-cpu-equivalence/)."""
+        two classes 1.3-16% (benchmarks/results/search/2026-12-02-8c3225b-cpu-equivalence/)."""
         m = int(problem["M"])
         groups = sorted(int(v) for v in SPACE.param("GROUP_M").values)
 
