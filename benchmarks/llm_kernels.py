@@ -201,7 +201,7 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
     spec = get_spec(kernel)
     limits, backend, device = local_target()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for text in SUITES[kernel]:
         problem = spec.parse_problem(text)
         config = best.get(problem_key(problem))
@@ -261,11 +261,11 @@ def measure(kernel: str, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for text in (SUITES[kernel][i] for i in PORTABILITY[kernel])
         if problem_key(spec.parse_problem(text)) in best
     ]
-    matrix = []
+    matrix: list[dict[str, Any]] = []
     for target in subset:
         problem = spec.parse_problem(target)
         inputs = spec.build_inputs(problem, device)
-        times = []
+        times: list[float | None] = []
         for source in subset:
             config = best[problem_key(spec.parse_problem(source))]
             try:
