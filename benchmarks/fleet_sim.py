@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -36,6 +37,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,14 @@ from db import Database, repository  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("matmul_*.json.gz"))
 CLASSES = ("H100", "A100", "B200", "L40S", "MI300X", "H200")
+
+
+def steady_series(per_second: Sequence[tuple[Any, int]], start: float, end: float) -> list[int]:
+    """Trials written in each whole second ``s`` with ``start <= s < end``, from (second,
+    count) rows that name only the seconds with a trial: the seconds without one count 0 (long
+    trials finish in waves, and a mean over the seconds with rows alone overstates the rate)."""
+    counts = {int(float(s)): int(c) for s, c in per_second}
+    return [counts.get(s, 0) for s in range(math.ceil(start), math.ceil(end))]
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -348,8 +358,8 @@ def _report(
             t: conn.scalar(sa.text(f"SELECT pg_total_relation_size('{t}')"))
             for t in ("tf_jobs", "tf_studies", "tf_trials", "tf_best_configs", "tf_audit")
         }
-    window = [(float(s), c) for s, c in per_second if t0_wall + warm <= float(s) < t_end_wall - 1]
-    steady = sum(c for _, c in window) / max(1, len(window))
+    window = steady_series(per_second, t0_wall + warm, t_end_wall - 1)
+    steady = sum(window) / max(1, len(window))
     waits: dict[str, list[float]] = defaultdict(list)
     never: dict[str, int] = defaultdict(int)
     for _id, team, _status, created, started, _finished in jobs:
@@ -382,8 +392,8 @@ def _report(
         "jobs_submitted": len(submitted),
         "jobs_by_status": dict(status_counts),
         "trials_per_s_steady": round(steady, 1),
-        "trials_per_s_peak": max((c for _, c in window), default=0),
-        "trials_per_s_series": [c for _, c in window],
+        "trials_per_s_peak": max(window, default=0),
+        "trials_per_s_series": window,
         "slot_busy_share": round(util, 3),
         "claim_ms": {"calls": len(claims), "p50": _pct(claims, 0.5), "p99": _pct(claims, 0.99)},
         "server_stop_s": stops,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from db import Objective
 from orchestrator import samplers
@@ -29,8 +30,9 @@ class StudyPlan:
     info: WorkerInfo
     valid: int
 
-    @property
+    @cached_property
     def problem_key(self) -> str:
+        """The problem's canonical JSON, computed once (every trial row of the study carries it)."""
         return problem_key(self.problem)
 
     @property

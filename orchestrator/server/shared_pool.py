@@ -14,6 +14,11 @@ class was empty) keeps its trials and gets no new slot until it is back under it
 class converges to the fair split within one trial's duration. The asking job always counts as
 wanting more, so a job that was satisfied gets its share back as soon as it asks.
 
+A class's split is kept with what it was computed from: its users, the class's slots, which
+users were satisfied and what they had in flight. An asking job that wants more (the usual case)
+reads its share from the kept split while those are unchanged; a job that is offered a slot is
+satisfied only until it submits, so a split is usually valid again after each submit.
+
 The underlying pool need not be thread-safe: every call to it holds one lock. With one job on the
 pool ``wait`` blocks in the pool as before; with several, one waiting job at a time collects,
 polling the pool (``wait(0)``) every ``POLL_S`` so that no job's submissions wait behind a blocking
@@ -63,6 +68,12 @@ class SharedPool:
         self._state = threading.Condition()  # views, counts, routed results
         self._views: list[JobView] = []
         self._collecting = False
+        # Per class: the users' trials in flight, a count bumped when a user joins or leaves,
+        # the satisfied users, the last split with what it was computed from (_allowance).
+        self._users_flying: dict[str, int] = {}
+        self._joins: dict[str, int] = {}
+        self._satisfied: dict[str, set[JobView]] = {}
+        self._splits: dict[str, tuple[tuple[object, ...], dict[JobView, int]]] = {}
 
     def view(self, job_id: int, team: str | None) -> JobView:
         """A new job's view (``team`` None: the job is a team of its own)."""
@@ -76,12 +87,34 @@ class SharedPool:
         with self._state:
             if view in self._views:
                 self._views.remove(view)
+                for class_key in view.satisfied:
+                    self._users_flying[class_key] -= view.flying.get(class_key, 0)
+                    self._joins[class_key] += 1
+                    self._satisfied[class_key].discard(view)
 
     # ----- for the views (``_state`` held where noted)
     def _allowance(self, asker: JobView, class_key: str, free: int) -> int:
-        """``asker``'s fair share of ``class_key``'s slots (``_state`` held)."""
+        """``asker``'s fair share of ``class_key``'s slots (``_state`` held): from the class's
+        kept split if the asker wants more and the split still holds, else computed afresh."""
+        capacity = free + self._users_flying.get(class_key, 0)
+        wanting = asker.satisfied.get(class_key) is False
+        if not wanting:
+            return self._split(asker, class_key, capacity)[asker]
+        basis = (
+            capacity,
+            self._joins[class_key],
+            frozenset((v, v.flying.get(class_key, 0)) for v in self._satisfied[class_key]),
+        )
+        kept = self._splits.get(class_key)
+        if kept is None or kept[0] != basis:
+            kept = basis, self._split(asker, class_key, capacity)
+            self._splits[class_key] = kept
+        return kept[1][asker]
+
+    def _split(self, asker: JobView, class_key: str, capacity: int) -> dict[JobView, int]:
+        """Each user's share of ``capacity`` slots of ``class_key``, max-min fair by team, then
+        by job, the asker wanting more (``_state`` held)."""
         users = [v for v in self._views if v is asker or class_key in v.satisfied]
-        capacity = free + sum(v.flying.get(class_key, 0) for v in users)
         demand = {
             v: math.inf
             if v is asker or not v.satisfied[class_key]
@@ -92,8 +125,11 @@ class SharedPool:
         for v in users:
             teams.setdefault(v.team, []).append(v)
         by_team = water_fill(capacity, {t: sum(demand[v] for v in vs) for t, vs in teams.items()})
-        mine = water_fill(by_team[asker.team], {v: demand[v] for v in teams[asker.team]})
-        return math.ceil(mine[asker] - 1e-9)
+        shares: dict[JobView, int] = {}
+        for team, views in teams.items():
+            split = water_fill(by_team[team], {v: demand[v] for v in views})
+            shares.update({v: math.ceil(split[v] - 1e-9) for v in views})
+        return shares
 
     def _free_slots(self, view: JobView, class_key: str) -> int:
         with self._pool_lock:
@@ -101,8 +137,19 @@ class SharedPool:
         with self._state:
             share = self._allowance(view, class_key, free)
             n = max(0, min(free, share - view.flying.get(class_key, 0)))
-            view.satisfied[class_key] = n > 0  # reset by a submit: offered and not taken
+            self._set_satisfied(view, class_key, n > 0)  # reset by a submit: offered, not taken
             return n
+
+    def _set_satisfied(self, view: JobView, class_key: str, satisfied: bool) -> None:
+        """``_state`` held; the first call for a view and class makes the view a user."""
+        if class_key not in view.satisfied:
+            self._joins[class_key] = self._joins.get(class_key, 0) + 1
+        view.satisfied[class_key] = satisfied
+        users = self._satisfied.setdefault(class_key, set())
+        if satisfied:
+            users.add(view)
+        else:
+            users.discard(view)
 
     def _submit(
         self, view: JobView, class_key: str, request: TrialRequest, tag: object
@@ -111,7 +158,9 @@ class SharedPool:
             info = self.pool.submit(class_key, request, _Tagged(view, tag))
         with self._state:
             view.flying[class_key] = view.flying.get(class_key, 0) + 1
-            view.satisfied[class_key] = False
+            if view in self._views:
+                self._users_flying[class_key] = self._users_flying.get(class_key, 0) + 1
+            self._set_satisfied(view, class_key, False)
         return info
 
     def _wait(self, view: JobView, timeout: float) -> list[Done]:
@@ -139,6 +188,8 @@ class SharedPool:
                         assert isinstance(tagged, _Tagged)
                         owner, key = tagged.view, d.worker.class_key
                         owner.flying[key] = owner.flying.get(key, 0) - 1
+                        if owner in self._views:
+                            self._users_flying[key] -= 1
                         owner.routed.append(dataclasses.replace(d, tag=tagged.tag))
                     if done:
                         self._state.notify_all()

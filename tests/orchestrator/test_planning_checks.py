@@ -12,7 +12,7 @@ from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.planning import device_memory, oversized
-from search_spaces.problem import Problem
+from search_spaces.problem import Problem, problem_key
 from search_spaces.registry import get_spec
 
 HUGE: Problem = {"M": 262144, "N": 262144, "K": 262144, "dtype": "float16"}  # 3 * 128 GiB of fp16
@@ -46,3 +46,11 @@ def test_oversized_is_none_when_it_fits_or_memory_is_unknown() -> None:
     assert oversized(matmul, small, 2**30) is None
     assert oversized(matmul, HUGE, 0) is None
     assert oversized(matmul, HUGE, 2**30) is not None
+
+
+def test_a_plans_problem_key_is_computed_once(pool: LocalPool) -> None:
+    problem: Problem = {"N": 256, "M": 256, "K": 256, "dtype": "float16"}
+    job = JobSpec.from_mapping({"kernel": "matmul", "problems": [problem]})
+    (plan,) = plan_job(job, job.kernel_spec(), pool)
+    assert plan.problem_key == problem_key(problem)
+    assert plan.problem_key is plan.problem_key  # one string, not a new one per trial row

@@ -4,13 +4,14 @@ leaves go to the others, each job gets back exactly its own results."""
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
 
 from orchestrator.local_pool import LocalPool
 from orchestrator.pool import Done, RetimeJob, WorkerInfo
-from orchestrator.server.shared_pool import SharedPool, water_fill
+from orchestrator.server.shared_pool import JobView, SharedPool, water_fill
 from workers.measurement import Measurement, Outcome
 from workers.trial import TrialRequest
 
@@ -111,3 +112,69 @@ def test_a_satisfied_job_leaves_its_share_to_the_others(fake_pool_info: WorkerIn
     shared.leave(idle)
     pool.finish(10)
     assert len(busy.wait(0.0)) == 5
+
+
+def _fresh_share(shared: SharedPool, asker: JobView, class_key: str, free: int) -> int:
+    """The fair share computed from nothing kept: every user's demand and flight read now."""
+    users = [v for v in shared._views if v is asker or class_key in v.satisfied]
+    capacity = free + sum(v.flying.get(class_key, 0) for v in users)
+    demand = {
+        v: math.inf
+        if v is asker or not v.satisfied[class_key]
+        else float(v.flying.get(class_key, 0))
+        for v in users
+    }
+    teams: dict[str, list[JobView]] = {}
+    for v in users:
+        teams.setdefault(v.team, []).append(v)
+    by_team = water_fill(capacity, {t: sum(demand[v] for v in vs) for t, vs in teams.items()})
+    mine = water_fill(by_team[asker.team], {v: demand[v] for v in teams[asker.team]})
+    return math.ceil(mine[asker] - 1e-9)
+
+
+class _CheckedPool(SharedPool):
+    """Checks every share against the one computed from nothing kept; counts the splits."""
+
+    splits = 0
+
+    def _allowance(self, asker: JobView, class_key: str, free: int) -> int:
+        share = super()._allowance(asker, class_key, free)
+        assert share == _fresh_share(self, asker, class_key, free)
+        return share
+
+    def _split(self, asker: JobView, class_key: str, capacity: int) -> dict[JobView, int]:
+        self.splits += 1
+        return super()._split(asker, class_key, capacity)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kept_split_matches_a_fresh_one(fake_pool_info: WorkerInfo, seed: int) -> None:
+    # Jobs join, ask, take some or none of what they are offered, get results back and leave
+    # in random order; each share must be what a split computed afresh gives.
+    rng = random.Random(seed)
+    key = fake_pool_info.class_key
+    pool = FakePool(fake_pool_info, slots=rng.choice((7, 24, 60)))
+    shared = _CheckedPool(pool)
+    views = [shared.view(i, f"team{i % 3}") for i in range(5)]
+    queries = 0
+    for step in range(600):
+        op = rng.random()
+        if op < 0.02 and len(views) < 9:
+            views.append(shared.view(100 + step, f"team{rng.randrange(4)}"))
+        elif op < 0.04 and views:
+            gone = views.pop(rng.randrange(len(views)))
+            gone.wait(0.0)
+            shared.leave(gone)
+        elif op < 0.25:
+            pool.finish(rng.randrange(1, 6))
+            if views:
+                rng.choice(views).wait(0.0)
+        elif views:
+            view = rng.choice(views)
+            takes = rng.random() < 0.8  # else offered and takes none: satisfied
+            for _ in range(rng.randrange(1, 8)):
+                queries += 1
+                if view.free_slots(key) == 0 or not takes:
+                    break
+                view.submit(key, TrialRequest("k", {}, {"step": step}), view.job_id)
+    assert shared.splits < queries / 2  # most queries read the kept split
