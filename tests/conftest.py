@@ -84,6 +84,27 @@ def cpu_limits() -> DeviceLimits:
     return CPU
 
 
+#: The test files that take longest, longest first: collected first so that under pytest-xdist
+#: (pyproject's addopts) they start first and no worker is left running one of them alone at the end.
+SLOWEST_FIRST = (
+    "tests/orchestrator/test_capture_tune.py",
+    "tests/workers/test_profiling_cpu.py",
+    "tests/orchestrator/test_cli.py",
+    "tests/orchestrator/test_kept_workers.py",
+    "tests/faults/test_cli_faults.py",
+    "tests/server/test_page.py",
+    "tests/orchestrator/test_scheduler.py",
+    "tests/orchestrator/test_cluster.py",
+    "tests/server/test_serve.py",
+    "tests/faults/test_ray_faults.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

@@ -1,7 +1,10 @@
-"""Signals on ``tunefleet tune`` as a user sends them (subprocesses, a local Ray each, a user
-kernel that hangs under a 2 s run timeout on the interpreter): Ctrl-C cancels and exits 130,
-SIGTERM leaves the job queued and ``resume`` finishes it. SIGKILL of the driver then resume is
-tests/orchestrator/test_cli.py::test_resume_after_the_driver_is_killed."""
+"""Signals on ``tunefleet tune`` as a user sends them (subprocesses, a local Ray each): Ctrl-C
+cancels and exits 130, SIGTERM leaves the job queued and ``resume`` finishes it. The tune starts
+as a script's ``tunefleet tune ... &`` does, with SIGINT ignored (a non-interactive shell's
+background job; pytest itself may run so). The kernel's first trial process crashes; the
+re-measurement of that config waits for a file the test writes only once the driver has taken the
+signal, so the job cannot end before the signal lands however slow the machine. SIGKILL of the
+driver then resume is tests/orchestrator/test_cli.py::test_resume_after_the_driver_is_killed."""
 
 from __future__ import annotations
 
@@ -18,29 +21,39 @@ import pytest
 
 from db import Database, JobStatus, repository
 from tests.faults.checker import assert_held
-from tests.workers.fake_specs import ref
+from tests.workers.fake_specs import CRASHED_ENV, RELEASE_ENV, ref
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
-#: A kernel whose launches after the first hang: every trial is a run timeout (2 s here).
-HANGING = ["tune", ref("SleepLaterSpec"), "-p", "N=40", "--device", "interpreter"]
-HANGING += ["--run-timeout", "2", "--trials", "1"]
+#: The CLI with SIGINT ignored, as a shell without job control starts a background command.
+IN_BACKGROUND = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *CLI]
+KERNEL = ref("CrashOnceThenWaitSpec")
+TUNE = ["tune", KERNEL, "-p", "N=40", "--device", "interpreter", "--trials", "1"]
+#: Seconds the tune may take to start and to exit; a signal is taken in a fraction of it.
+WAIT_S = 120
 
 
-def _first_row(database: Database, proc: subprocess.Popen[str]) -> int:
-    """Wait until the job has a trial row; its job id."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
+def _poll(
+    database: Database, proc: subprocess.Popen[str], what: str, timeout_s: float = WAIT_S
+) -> tuple[int, JobStatus]:
+    """Wait until the job has a trial row and, for ``what`` other than "row", that status;
+    its id and status (the status it has when the tune exits first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        exited = proc.poll() is not None
         with database.session(readonly=True) as s:
-            jobs = repository.list_jobs(s)
-            for job in jobs:
-                for study in repository.studies_for_job(s, job.id):
-                    if repository.trials_for_study(s, study.id):
-                        return job.id
-        time.sleep(0.2)
-    if proc.poll() is not None and proc.stderr is not None:
-        raise AssertionError(f"tune exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
-    raise AssertionError("no trial row within 120 s")
+            for job in repository.list_jobs(s):
+                rows = any(
+                    repository.trials_for_study(s, study.id)
+                    for study in repository.studies_for_job(s, job.id)
+                )
+                if rows and (what == "row" or job.status.value == what or exited):
+                    return job.id, job.status
+        if exited:
+            assert proc.stderr is not None
+            raise AssertionError(f"tune exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"no trial row, or not {what}, within {timeout_s:g} s")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -50,18 +63,25 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
     db_url = f"sqlite:///{tmp_path / 'tf.db'}"
     database = Database(db_url)
     database.ensure_schema()
+    release = tmp_path / "release"
+    env = {**os.environ, CRASHED_ENV: str(tmp_path / "crashed"), RELEASE_ENV: str(release)}
     proc = subprocess.Popen(
-        [*CLI, *HANGING, "--db", db_url],
+        [*IN_BACKGROUND, *TUNE, "--db", db_url],
         cwd=ROOT,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
+    left = JobStatus.CANCELLED if sig is signal.SIGINT else JobStatus.QUEUED
     try:
-        job_id = _first_row(database, proc)  # the provisional run timeout: re-measuring now
+        job_id, status = _poll(database, proc, "row")  # the crash, provisional: re-measuring
+        assert status is JobStatus.RUNNING  # and it waits for the release file
         os.kill(proc.pid, sig)
-        _out, err = proc.communicate(timeout=60)
+        _poll(database, proc, left.value, WAIT_S / 4)
+        release.touch()
+        _out, err = proc.communicate(timeout=WAIT_S)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -71,16 +91,21 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
                 os.killpg(proc.pid, signal.SIGKILL)
     with database.session(readonly=True) as s:
         job = repository.get_job(s, job_id)
+        (study,) = repository.studies_for_job(s, job_id)
+        (crash,) = repository.trials_for_study(s, study.id)
+    assert crash.outcome.value == "crash" and crash.provisional  # the finished trial is kept
+    assert job.status is left
     if sig is signal.SIGINT:
         assert proc.returncode == 130, err
-        assert job.status is JobStatus.CANCELLED and "Ctrl-C" in (job.error or "")
+        assert "Ctrl-C" in (job.error or "")
     else:
         assert proc.returncode == 143, err
-        assert job.status is JobStatus.QUEUED and job.error is None
+        assert job.error is None
         assert "tunefleet resume" in err
         done = subprocess.run(
-            [*CLI, "resume", str(job_id), "--db", db_url, "--json", "--kernel-module", HANGING[1]],
+            [*CLI, "resume", str(job_id), "--db", db_url, "--json", "--kernel-module", KERNEL],
             cwd=ROOT,
+            env=env,
             capture_output=True,
             text=True,
             timeout=180,

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from search_spaces.capture_file import read_capture
 from tests.workers.test_capture import APP, ROOT, run_app
 from workers.capture_spec import ref_for
@@ -42,9 +44,17 @@ def serve(bundles: Path, *keys: int, **env: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_capture_tuned_listed_and_widened_then_served(tmp_path: Path, db_url: str) -> None:
-    capture = tmp_path / "capture"
-    run_app(capture)
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app's capture, read (never written) by every test here."""
+    out = tmp_path_factory.mktemp("capture")
+    run_app(out)
+    return out
+
+
+def test_capture_tuned_listed_and_widened_then_served(
+    capture: Path, tmp_path: Path, db_url: str
+) -> None:
     listed = cli("tune", "--from-capture", str(capture), "--device", "interpreter", "--db", db_url)
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.count("bundle: tunefleet pull") == 2  # one job per kernel
@@ -96,11 +106,10 @@ def test_bad_capture_input_exits_2_with_one_line(tmp_path: Path, db_url: str) ->
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_refs_name_each_captured_kernel(tmp_path: Path) -> None:
-    run_app(tmp_path)
-    done = cli("capture", "--refs", str(tmp_path), "--widen")
+def test_refs_name_each_captured_kernel(capture: Path) -> None:
+    done = cli("capture", "--refs", str(capture), "--widen")
     assert done.returncode == 0, done.stderr
     rows = dict(line.split("\t") for line in done.stdout.splitlines())
     assert rows == {
-        n: ref_for(tmp_path, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
+        n: ref_for(capture, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 from search_spaces import (
@@ -30,6 +31,10 @@ from search_spaces import (
 MODULE = "tests.workers.fake_specs"
 BLOCK_SMEM = 8192  # pretend bytes of shared memory per BLOCK element: BLOCK=32 needs 256 KiB
 LONG_S = 60.0
+#: The files CrashOnceThenWaitSpec reads from its environment: the one its crash leaves, and the
+#: one whose appearance ends its wait.
+CRASHED_ENV = "TUNEFLEET_TEST_CRASHED"
+RELEASE_ENV = "TUNEFLEET_TEST_RELEASE"
 
 
 def ref(name: str) -> str:
@@ -131,6 +136,23 @@ class SleepLaterSpec(_TorchSpec):
     def act(self, call: int) -> None:
         if call > 1:
             time.sleep(LONG_S)
+
+
+class CrashOnceThenWaitSpec(_TorchSpec):
+    """Its first trial process dies while timing (a crash, so measured once more); the later ones
+    wait there until ``$TUNEFLEET_TEST_RELEASE`` exists (at most LONG_S), then compute."""
+
+    def act(self, call: int) -> None:
+        if call == 1:
+            return
+        crashed = Path(os.environ[CRASHED_ENV])
+        if not crashed.exists():
+            crashed.touch()
+            os._exit(3)
+        release = Path(os.environ[RELEASE_ENV])
+        deadline = time.monotonic() + LONG_S
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 class ExitSpec(_TorchSpec):
