@@ -4,7 +4,6 @@ stderr with what to do, exit 2; help (also for a bare group) on stdout, exit 0."
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import Annotated, Any
 
@@ -110,13 +109,7 @@ def is_user_error(exc: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0, 2 (bad input), 130 (interrupted) or
-    143 (SIGTERM).
-
-    Ctrl-C (SIGINT) raises KeyboardInterrupt in every command, a running job is then cancelled,
-    also when a non-interactive shell started the command in the background (``tunefleet tune
-    ... &`` in a script): such a shell leaves SIGINT ignored, and Python keeps an ignored SIGINT.
-    """
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    143 (SIGTERM)."""
     command = typer.main.get_command(build_app())
     args = sys.argv[1:] if argv is None else argv
     try:
