@@ -1,7 +1,8 @@
 """Signals on ``tunefleet tune`` as a user sends them (subprocesses, a local Ray each): Ctrl-C
 cancels and exits 130, SIGTERM leaves the job queued and ``resume`` finishes it. The tune starts
-as a script's ``tunefleet tune ... &`` does, with SIGINT ignored (a non-interactive shell's
-background job; pytest itself may run so). The kernel's first trial process crashes; the
+with SIGINT as Python sets it at a terminal, whatever pytest's own (a pytest started by a script's
+``&`` has SIGINT ignored and passes that on); started so itself, a tune keeps ignoring SIGINT, as
+a background command should. The kernel's first trial process crashes; the
 re-measurement of that config waits for a file the test writes only once the driver has taken the
 signal, so the job cannot end before the signal lands however slow the machine. SIGKILL of the
 driver then resume is tests/orchestrator/test_cli.py::test_resume_after_the_driver_is_killed."""
@@ -25,6 +26,13 @@ from tests.workers.fake_specs import CRASHED_ENV, RELEASE_ENV, ref
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+#: The CLI with SIGINT raising KeyboardInterrupt, as Python starts a command at a terminal.
+AT_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from orchestrator.cli import main; main()",
+]
 #: The CLI with SIGINT ignored, as a shell without job control starts a background command.
 IN_BACKGROUND = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *CLI]
 KERNEL = ref("CrashOnceThenWaitSpec")
@@ -56,17 +64,19 @@ def _poll(
     raise AssertionError(f"no trial row, or not {what}, within {timeout_s:g} s")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_on_tune_cancels_or_requeues_never_fails(
-    tmp_path: Path, sig: signal.Signals
-) -> None:
+def _signalled_tune(
+    tmp_path: Path, cli: list[str], signals: list[signal.Signals], left: JobStatus
+) -> tuple[Database, int, subprocess.Popen[str], str, dict[str, str]]:
+    """Start ``cli tune``, wait for its first (crashed) trial row, send ``signals`` in turn
+    (one second apart), wait until the job is ``left``, release the waiting re-measurement and
+    wait for the exit: the database, job id, process, stderr and environment."""
     db_url = f"sqlite:///{tmp_path / 'tf.db'}"
     database = Database(db_url)
     database.ensure_schema()
     release = tmp_path / "release"
     env = {**os.environ, CRASHED_ENV: str(tmp_path / "crashed"), RELEASE_ENV: str(release)}
     proc = subprocess.Popen(
-        [*IN_BACKGROUND, *TUNE, "--db", db_url],
+        [*cli, *TUNE, "--db", db_url],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -74,11 +84,13 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
         text=True,
         start_new_session=True,
     )
-    left = JobStatus.CANCELLED if sig is signal.SIGINT else JobStatus.QUEUED
     try:
         job_id, status = _poll(database, proc, "row")  # the crash, provisional: re-measuring
         assert status is JobStatus.RUNNING  # and it waits for the release file
-        os.kill(proc.pid, sig)
+        for n, sig in enumerate(signals):
+            if n:
+                time.sleep(1.0)
+            os.kill(proc.pid, sig)
         _poll(database, proc, left.value, WAIT_S / 4)
         release.touch()
         _out, err = proc.communicate(timeout=WAIT_S)
@@ -89,6 +101,16 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
         else:
             with contextlib.suppress(ProcessLookupError):  # its Ray, if any is left
                 os.killpg(proc.pid, signal.SIGKILL)
+    return database, job_id, proc, err, env
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_on_tune_cancels_or_requeues_never_fails(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    left = JobStatus.CANCELLED if sig is signal.SIGINT else JobStatus.QUEUED
+    database, job_id, proc, err, env = _signalled_tune(tmp_path, AT_A_TERMINAL, [sig], left)
+    db_url = f"sqlite:///{tmp_path / 'tf.db'}"
     with database.session(readonly=True) as s:
         job = repository.get_job(s, job_id)
         (study,) = repository.studies_for_job(s, job_id)
@@ -114,3 +136,16 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
         assert json.loads(done.stdout)["status"] == "done"
     assert "Traceback" not in err
     assert_held(database, [job_id])
+
+
+def test_a_tune_started_with_sigint_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """A script's ``tunefleet tune ... &``: its shell ignores SIGINT for it, so that a Ctrl-C to
+    the script leaves it running; SIGTERM still requeues it."""
+    database, job_id, proc, err, _env = _signalled_tune(
+        tmp_path, IN_BACKGROUND, [signal.SIGINT, signal.SIGTERM], JobStatus.QUEUED
+    )
+    with database.session(readonly=True) as s:
+        job = repository.get_job(s, job_id)
+    assert proc.returncode == 143, err
+    assert job.status is JobStatus.QUEUED and job.error is None
+    assert "Traceback" not in err
