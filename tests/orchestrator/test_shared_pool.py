@@ -115,21 +115,10 @@ def test_a_satisfied_job_leaves_its_share_to_the_others(fake_pool_info: WorkerIn
 
 
 def _fresh_share(shared: SharedPool, asker: JobView, class_key: str, free: int) -> int:
-    """The fair share computed from nothing kept: every user's demand and flight read now."""
+    """The fair share split anew, nothing kept: capacity from every user's flight read now."""
     users = [v for v in shared._views if v is asker or class_key in v.satisfied]
     capacity = free + sum(v.flying.get(class_key, 0) for v in users)
-    demand = {
-        v: math.inf
-        if v is asker or not v.satisfied[class_key]
-        else float(v.flying.get(class_key, 0))
-        for v in users
-    }
-    teams: dict[str, list[JobView]] = {}
-    for v in users:
-        teams.setdefault(v.team, []).append(v)
-    by_team = water_fill(capacity, {t: sum(demand[v] for v in vs) for t, vs in teams.items()})
-    mine = water_fill(by_team[asker.team], {v: demand[v] for v in teams[asker.team]})
-    return math.ceil(mine[asker] - 1e-9)
+    return shared._split(asker, class_key, capacity)[asker]
 
 
 class _CheckedPool(SharedPool):
