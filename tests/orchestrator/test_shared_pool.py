@@ -118,7 +118,7 @@ def _fresh_share(shared: SharedPool, asker: JobView, class_key: str, free: int) 
     """The fair share split anew, nothing kept: capacity from every user's flight read now."""
     users = [v for v in shared._views if v is asker or class_key in v.satisfied]
     capacity = free + sum(v.flying.get(class_key, 0) for v in users)
-    return shared._split(asker, class_key, capacity)[asker]
+    return SharedPool._split(shared, asker, class_key, capacity)[asker]  # not counted
 
 
 class _CheckedPool(SharedPool):
