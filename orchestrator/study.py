@@ -8,12 +8,12 @@ they measured.
 Per suggestion of the sampler, in order (:meth:`Study.propose`): a config that breaks the space's
 constraints on the device is told PRUNED at no cost (``rejected``); a config is replaced by the
 representative of its class where the spec says which configs launch the same programs on the
-problem (``equivalent``: :meth:`search_spaces.spec.KernelSpec.equivalence`); a config already pending joins
-that measurement and one already known is answered from this study (``cached``); a config the
-``reuse`` hook knows (the driver: measured for the same key by any job) is answered from it and
-counts toward the budget (``reused``); else it is returned, pending until :meth:`Study.tell`.
-Budget = configs counted (measured or reused, whatever their outcome). The study is exhausted
-when every valid config is known. After ``IDLE_LIMIT`` suggestions in a row that needed no new
+problem (``equivalent``: :meth:`search_spaces.spec.KernelSpec.equivalence`); a config already
+pending joins that measurement and one already known is answered from this study (``cached``); a
+config the ``reuse`` hook knows (the driver: measured for the same key by any job) is answered from
+it and counts toward the budget (``reused``); else it is returned, pending until
+:meth:`Study.tell`. Budget = configs counted (measured or reused, whatever their outcome). The
+study is exhausted when every valid config (every class) is known. After ``IDLE_LIMIT`` suggestions in a row that needed no new
 measurement (TPE and GP keep proposing known or constraint-breaking configs on sparse spaces, see
 benchmarks/results/search/), an unmeasured valid config drawn at random is queued
 (:meth:`SearchStudy.unstick`), so the budget is spent.
