@@ -64,6 +64,40 @@ def steady_series(per_second: Sequence[tuple[Any, int]], start: float, end: floa
     return [counts.get(s, 0) for s in range(math.ceil(start), math.ceil(end))]
 
 
+def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``intervals`` as disjoint, ordered intervals covering the same time."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlap(a: float, b: float, spans: Sequence[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans)
+
+
+def wanted_busy_share(
+    classes: Sequence[dict[str, Any]],
+    wanted: dict[str, list[tuple[float, float]]],
+    start: float,
+    end: float,
+) -> float | None:
+    """Share of the worker-seconds of ``classes`` (:meth:`SimPool.summary` rows) in [start,
+    end] that were busy, counting only the seconds in which the worker's class had a job running
+    (``wanted``: class -> the running jobs' intervals): how full the path kept the GPUs that
+    had work, apart from the schedule's idle classes. None if no class had a job."""
+    busy = total = 0.0
+    for c in classes:
+        spans = [(max(a, start), min(b, end)) for a, b in _merged(wanted.get(str(c["class"]), []))]
+        spans = [(a, b) for a, b in spans if b > a]
+        total += int(c["workers"]) * sum(b - a for a, b in spans)
+        busy += sum(_overlap(a, b, spans) for a, b in c["intervals"])
+    return busy / total if total else None
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -241,12 +275,14 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
         return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
     def submit(team: str, n: int) -> None:
+        body = _job_body(args, team, n, problems)
         with client(n, tokens[team]) as c:
-            r = rec.call(
-                c, "POST /v1/jobs", "POST", "/v1/jobs", json=_job_body(args, team, n, problems)
-            )
+            r = rec.call(c, "POST /v1/jobs", "POST", "/v1/jobs", json=body)
         if r is not None:
-            submitted.append({"team": team, "job": r.json()["id"], "at": time.time()})
+            submitted.append(
+                {"team": team, "job": r.json()["id"], "at": time.time(),
+                 "classes": body["device_classes"]}
+            )  # fmt: skip
 
     def reader() -> None:
         with client(0, admin) as a, client(1, tokens[teams[0]]) as t:
@@ -332,8 +368,8 @@ def _report(
     with database.engine.connect() as conn:
         per_second = conn.execute(
             sa.text(
-                "SELECT extract(epoch FROM date_trunc('second', created_at)) AS s, count(*) "
-                "FROM tf_trials GROUP BY 1 ORDER BY 1"
+                "SELECT extract(epoch FROM date_trunc('second', created_at)) AS s, count(*), "
+                "count(*) FILTER (WHERE reused) FROM tf_trials GROUP BY 1 ORDER BY 1"
             )
         ).all()
         jobs = conn.execute(
@@ -358,8 +394,18 @@ def _report(
             t: conn.scalar(sa.text(f"SELECT pg_total_relation_size('{t}')"))
             for t in ("tf_jobs", "tf_studies", "tf_trials", "tf_best_configs", "tf_audit")
         }
-    window = steady_series(per_second, t0_wall + warm, t_end_wall - 1)
+    window = steady_series([(s, n) for s, n, _ in per_second], t0_wall + warm, t_end_wall - 1)
     steady = sum(window) / max(1, len(window))
+    reused = steady_series([(s, n) for s, _, n in per_second], t0_wall + warm, t_end_wall - 1)
+    # Each job's running interval (to its end, or the run's), on the pools' monotonic clock.
+    running: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    classes_of = {j["job"]: j["classes"] for j in submitted}
+    for job_id, _team, _status, _created, started, finished in jobs:
+        if started is not None:
+            a = t0 + float(started) - t0_wall
+            b = t0 + float(finished) - t0_wall if finished is not None else t_end
+            for c in classes_of.get(job_id, []):
+                running[c].append((a, b))
     waits: dict[str, list[float]] = defaultdict(list)
     never: dict[str, int] = defaultdict(int)
     for _id, team, _status, created, started, _finished in jobs:
@@ -373,6 +419,7 @@ def _report(
     fair = max(mean_wait.values()) / max(1e-9, min(mean_wait.values())) if mean_wait else None
     classes = [c for st in stats for pool in st["pools"].values() for c in pool]
     util = busy_share(classes, t0 + warm, t_end)
+    util_wanted = wanted_busy_share(classes, running, t0 + warm, t_end)
     claims = [ms for st in stats for ms in st["claims_ms"]]
     stops = [st["stop_s"] for st in stats]
     api = {
@@ -393,8 +440,10 @@ def _report(
         "jobs_by_status": dict(status_counts),
         "trials_per_s_steady": round(steady, 1),
         "trials_per_s_peak": max(window, default=0),
+        "reused_per_s_steady": round(sum(reused) / max(1, len(reused)), 1),
         "trials_per_s_series": window,
         "slot_busy_share": round(util, 3),
+        "slot_busy_share_with_jobs": None if util_wanted is None else round(util_wanted, 3),
         "claim_ms": {"calls": len(claims), "p50": _pct(claims, 0.5), "p99": _pct(claims, 0.99)},
         "server_stop_s": stops,
         "queue_wait_mean_s_by_team": mean_wait,
@@ -413,6 +462,10 @@ def _report(
     }
 
 
+def _share(x: float | None) -> str:
+    return "no class had a job" if x is None else f"{x * 100:.1f}%"
+
+
 def _markdown(r: dict[str, Any]) -> str:
     lines = [
         f"# fleet_sim: {r['argv'][1:]}",
@@ -420,8 +473,10 @@ def _markdown(r: dict[str, Any]) -> str:
         f"- duration {r['duration_s']} s; jobs submitted {r['jobs_submitted']} "
         f"(burst in {r['burst_submit_s']} s); by status {r['jobs_by_status']}",
         f"- trials/s sustained (mean over the steady window): **{r['trials_per_s_steady']}**, "
-        f"peak second {r['trials_per_s_peak']}",
-        f"- simulated slots busy: **{r['slot_busy_share'] * 100:.1f}%**",
+        f"peak second {r['trials_per_s_peak']}; of them reused (recorded from another job's "
+        f"measurement, no GPU): {r['reused_per_s_steady']}/s",
+        f"- simulated slots busy: **{r['slot_busy_share'] * 100:.1f}%**; while their class "
+        f"had a job running: **{_share(r['slot_busy_share_with_jobs'])}**",
         f"- claim_next_job: {r['claim_ms']}; graceful stop of each server (s, None: killed at "
         f"180 s): {r['server_stop_s']}",
         f"- queue wait by team (mean s): {r['queue_wait_mean_s_by_team']}; max/min "

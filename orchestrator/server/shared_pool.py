@@ -87,8 +87,9 @@ class SharedPool:
         with self._state:
             if view in self._views:
                 self._views.remove(view)
-                for class_key in view.satisfied:
-                    self._users_flying[class_key] -= view.flying.get(class_key, 0)
+                for class_key in view.satisfied:  # a user, if maybe never a submitter
+                    flying = self._users_flying.get(class_key, 0) - view.flying.get(class_key, 0)
+                    self._users_flying[class_key] = flying
                     self._joins[class_key] += 1
                     self._satisfied[class_key].discard(view)
 

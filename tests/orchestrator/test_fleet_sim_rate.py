@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.fleet_sim import steady_series
+from benchmarks.fleet.sim_pool import busy_share
+from benchmarks.fleet_sim import steady_series, wanted_busy_share
 
 
 def test_seconds_without_a_trial_count_zero() -> None:
@@ -19,3 +20,18 @@ def test_whole_seconds_from_start_to_end() -> None:
     assert steady_series(rows, 5.0, 7.0) == [1, 2]
     assert steady_series(rows, 5.2, 7.5) == [2, 3]
     assert steady_series(rows, 7.0, 7.0) == []
+
+
+def test_busy_share_counts_only_the_seconds_a_class_had_a_job() -> None:
+    # Two classes of two workers over [0, 10]: "a" had jobs in [0, 4] and [3, 6] (one span,
+    # 0-6), "b" none. a's workers were busy 0-6, 2-5 and 6-7 (that second is past its jobs).
+    classes = [
+        {"class": "a", "workers": 2, "intervals": [(0.0, 6.0), (2.0, 5.0), (6.0, 7.0)]},
+        {"class": "b", "workers": 2, "intervals": []},
+    ]
+    share = wanted_busy_share(classes, {"a": [(0.0, 4.0), (3.0, 6.0)]}, 0.0, 10.0)
+    assert share == (6.0 + 3.0) / (2 * 6.0)
+    assert busy_share(classes, 0.0, 10.0) == (6.0 + 3.0 + 1.0) / (4 * 10.0)
+    assert wanted_busy_share(classes, {}, 0.0, 10.0) is None
+    # The window cuts the job spans too.
+    assert wanted_busy_share(classes, {"a": [(0.0, 6.0)]}, 4.0, 10.0) == (2.0 + 1.0) / (2 * 2.0)

@@ -114,6 +114,18 @@ def test_a_satisfied_job_leaves_its_share_to_the_others(fake_pool_info: WorkerIn
     assert len(busy.wait(0.0)) == 5
 
 
+def test_a_job_that_asked_and_never_submitted_leaves_cleanly(fake_pool_info: WorkerInfo) -> None:
+    # The first user of a class asks, submits nothing (its studies wanted none) and leaves:
+    # no trial of that class was ever in flight on the pool. Its thread must end cleanly (the
+    # scheduler releases the job's lease after ``leave``) and the next job gets every slot.
+    pool = FakePool(fake_pool_info, slots=6)
+    shared = SharedPool(pool)
+    first = shared.view(1, "a")
+    assert first.free_slots(fake_pool_info.class_key) == 6
+    shared.leave(first)
+    assert fill(shared.view(2, "b"), "next") == 6
+
+
 def _fresh_share(shared: SharedPool, asker: JobView, class_key: str, free: int) -> int:
     """The fair share split anew, nothing kept: capacity from every user's flight read now."""
     users = [v for v in shared._views if v is asker or class_key in v.satisfied]

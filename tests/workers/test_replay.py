@@ -121,3 +121,21 @@ def test_a_parameter_added_after_the_recording_is_answered_at_its_default(tmp_pa
     assert runner.run(default_tma).median_ms == 0.5
     m = runner.run(Req("matmul", PROBLEM, {**FAST, "TMA": True}))
     assert m.outcome is Outcome.INVALID and "not in the recorded landscape" in (m.error or "")
+
+
+def test_answers_repeat_whatever_the_key_order_and_values(tmp_path: Path) -> None:
+    # The second and later calls for a request are answered from a memo of its keys: the same
+    # answers as the first, the same config in another key order too, each call still logged.
+    runner = ReplayRunner([write_landscape(tmp_path / "l.json", _landscape())])
+    first = runner.run(Req("matmul", PROBLEM, {**FAST, "TMA": False}))
+    again = runner.run(Req("matmul", dict(reversed(PROBLEM.items())), {"TMA": False, **FAST}))
+    assert first.median_ms == again.median_ms == 0.5
+    assert runner.run(Req("matmul", PROBLEM, {**FAST, "TMA": True})).outcome is Outcome.INVALID
+    odd = runner.run(Req("matmul", PROBLEM, {**FAST, "extra": [1, 2]}))  # unhashable: not kept
+    assert odd.outcome is Outcome.INVALID
+    assert [c[2] for c in runner.calls] == [
+        config_key({**FAST, "TMA": False}),
+        config_key({**FAST, "TMA": False}),
+        config_key({**FAST, "TMA": True}),
+        config_key({**FAST, "extra": [1, 2]}),
+    ]
