@@ -14,10 +14,14 @@ each trial keeping its worker busy for ``(overhead + 30 launches x recorded time
 
 Schedule: ``--teams`` teams with equal load; ``--burst`` jobs per team at the start, then one job
 per team every ``--every-s`` seconds until ``--duration-s``; then the servers get SIGTERM (drivers
-stop, trials in flight are recorded). A reader polls the API (job lists, job detail, best configs,
-device classes) throughout. Results: the trial rate (per second, from the trial rows), claim
-durations (timed inside the servers), queue wait by team (``started_at - created_at``), the busy
-share of the simulated workers, API latency p50/p99 by route, database rows and bytes, and the
+stop, trials in flight are recorded). Each round of jobs (one per team) asks for the next
+``--classes-per-job`` classes in turn, so a class has work only while its rounds' jobs run: the
+offered load, not the path, can set the rate (the report's busy share while a class had a job
+says which). A reader polls the API (job lists, job detail, best configs, device classes)
+throughout. Results: the trial rate (per second, from the trial rows; of it the ``reused`` rows,
+answered from another job's measurement), claim durations (timed inside the servers), queue
+wait by team (``started_at - created_at``), the busy share of the simulated workers (of all, and
+while their class had a job running), API latency p50/p99 by route, database rows and bytes, and the
 CPU seconds of each component in the steady window (each server and its threads by role, each
 server's PostgreSQL backends, the clients, the rest of the machine: benchmarks/fleet/cpu_meter.py)
 as cores and as ms per trial.
@@ -246,8 +250,11 @@ def _job_body(
     return {
         "kernel": "matmul",
         "problems": picked,
-        # Every team's k-th job asks for the same class (n // teams is the round): equal loads.
-        "device_classes": [f"replay:sim-{labels[(n // args.teams) % len(labels)]}"],
+        # Every team's k-th job asks for the same classes (n // teams is the round): equal loads.
+        "device_classes": [
+            f"replay:sim-{labels[((n // args.teams) * args.classes_per_job + j) % len(labels)]}"
+            for j in range(args.classes_per_job)
+        ],
         "trials": args.trials,
         "sampler": args.sampler,
         "seed": n,
@@ -520,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every-s", type=float, default=20.0, help="then one job per team every")
     parser.add_argument("--duration-s", type=float, default=180.0)
     parser.add_argument("--warmup-s", type=float, default=20.0, help="left out of the rates")
+    parser.add_argument("--classes-per-job", type=int, default=1, help="device classes per job")
     parser.add_argument("--problems", type=int, default=4, help="problems per job")
     parser.add_argument("--trials", type=int, default=300, help="trials per study")
     parser.add_argument("--sampler", default="local", help="the jobs' sampler (default: local)")
@@ -528,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the schema")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if not 1 <= args.classes_per_job <= args.classes:
+        parser.error("--classes-per-job must be between 1 and --classes")
     if args.workers < args.classes * args.servers:
         parser.error("--workers must give every class at least one worker on every server")
     args.out.mkdir(parents=True, exist_ok=True)

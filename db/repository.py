@@ -816,6 +816,68 @@ def find_measured(
     return _record(TrialRecord, trial) if trial is not None else None
 
 
+@dataclass(frozen=True)
+class ReusedVerdict:
+    """A ``reused`` trial row written by :func:`reuse_measured`: its id, and the verdict it
+    copied."""
+
+    id: int
+    outcome: TrialOutcome
+    median_ms: float | None
+
+
+def reuse_measured(
+    s: Session,
+    kernel_id: int,
+    problem_key: str,
+    device_class_id: int,
+    config_key: str,
+    objective: Objective,
+    *,
+    job_id: int,
+    study_id: int,
+    config: Mapping[str, Any],
+) -> ReusedVerdict | None:
+    """Copy the verdict :func:`find_measured` finds for this config into a new ``reused`` row
+    of ``job_id``'s study ``study_id`` (its measurement, environment, worker and host; ``config``
+    as the study names it), in one ``INSERT ... SELECT``; the new row, or None (nothing
+    written) if the config has no verdict on this key."""
+    table = cast(sa.Table, Trial.__table__)
+    c = table.c
+    copied = ("kernel_id", "problem_key", "device_class_id", "environment_id", "config_key",
+              "outcome", "objective", "samples_ms", "median_ms", "iqr_ms", "max_rel_error",
+              "error", "worker", "host")  # fmt: skip
+    given = {
+        "job_id": sa.literal(job_id, sa.BigInteger),
+        "study_id": sa.literal(study_id, sa.BigInteger),
+        "config": sa.literal(dict(config), c.config.type),
+        "reused": sa.literal(True, sa.Boolean),
+        "provisional": sa.literal(False, sa.Boolean),
+        "created_at": sa.literal(utcnow(), c.created_at.type),
+    }
+    prior = (
+        sa.select(*(c[name] for name in copied), *given.values())
+        .where(
+            c.kernel_id == kernel_id,
+            c.problem_key == problem_key,
+            c.device_class_id == device_class_id,
+            c.config_key == config_key,
+            c.objective == objective,
+            c.outcome != TrialOutcome.INFRA,
+            c.provisional.is_(False),
+        )
+        .order_by(c.id.desc())
+        .limit(1)
+    )
+    insert = (
+        sa.insert(table)
+        .from_select([*copied, *given], prior)
+        .returning(c.id, c.outcome, c.median_ms)
+    )
+    row = s.execute(insert).first()
+    return None if row is None else ReusedVerdict(row.id, TrialOutcome(row.outcome), row.median_ms)
+
+
 def measured_keys(
     s: Session,
     kernel_id: int,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy.orm import Session
 
-from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, TrialRecord, repository
+from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
 from orchestrator.errors import JobStateError
 from orchestrator.jobs import JobSpec
 from orchestrator.planning import StudyPlan
@@ -302,32 +302,19 @@ class Ledger:
         config among the key's measured keys (read at most every ``REUSE_REFRESH_S``) is looked
         up. The study key's set is kept (:class:`MeasuredKeys`) while the hook lives."""
 
-        def write(s: Session, config: Config, key: str) -> tuple[TrialRecord, int] | None:
+        def write(s: Session, config: Config, key: str) -> repository.ReusedVerdict | None:
             plan = rows.plan
-            prior = repository.find_measured(
-                s, self._kernel_id, plan.problem_key, rows.class_id, key, self._objective
-            )
-            if prior is None:
-                return None
-            row_id = self._write(
+            return repository.reuse_measured(
                 s,
-                rows,
-                config,
-                prior.outcome,
-                prior.environment_id,
-                reused=True,
-                key=key,
-                **_measured(
-                    prior.samples_ms,
-                    prior.median_ms,
-                    prior.iqr_ms,
-                    prior.max_rel_error,
-                    prior.error,
-                    prior.worker,
-                    prior.host,
-                ),
+                self._kernel_id,
+                plan.problem_key,
+                rows.class_id,
+                key,
+                self._objective,
+                job_id=self.job_id,
+                study_id=rows.study_id,
+                config=config,
             )
-            return prior, row_id
 
         measured = MeasuredKeys.of(self.database)
         study_key = (self._kernel_id, rows.plan.problem_key, rows.class_id, self._objective)
@@ -339,9 +326,8 @@ class Ledger:
             found = self.database.run_with_retry(lambda s: write(s, config, key))
             if found is None:
                 return None
-            prior, row_id = found
-            if prior.outcome is TrialOutcome.OK:
-                return Answer(prior.median_ms, row_id)
+            if found.outcome is TrialOutcome.OK:
+                return Answer(found.median_ms, found.id)
             return Answer(None)
 
         # The key is let go with the hook (when its study is gone, however the job ended).

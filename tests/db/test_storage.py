@@ -82,6 +82,19 @@ def _trial(
     )
 
 
+def _fields(ids: dict[str, int]) -> dict[str, Any]:
+    """A trial of config BLOCK=64 on the M=64 study of :func:`_setup`, less its outcome."""
+    return {
+        "kernel_id": ids["kernel"],
+        "problem_key": '{"M":64}',
+        "device_class_id": ids["dc"],
+        "config": {"BLOCK": 64},
+        "config_key": '{"BLOCK":64}',
+        "job_id": ids["job"],
+        "study_id": ids["study"],
+    }
+
+
 def _best(s: Any, time_ms: float, config: dict[str, Any], **key: str) -> bool:
     return repo.upsert_best(
         s,
@@ -358,6 +371,38 @@ class TestStorage:
             assert found is not None
             assert (found.id, found.outcome) == (wrong, TrialOutcome.WRONG)
             assert repo.find_measured(s, ids["kernel"], '{"M":128}', ids["dc"], args[3]) is None
+
+    def test_reuse_measured_copies_the_newest_verdict_into_a_reused_row(self, db: Database) -> None:
+        ids = _setup(db)
+        key = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}', Objective.KERNEL)
+        with db.session() as s:
+            job = repo.create_job(s, ids["kernel"], {"kernel": "matmul"}, "ml")
+            other = repo.ensure_study(
+                s, job, ids["kernel"], '{"M":64}', {"M": 64}, ids["dc"], "tpe", "other"
+            )
+            into = {"job_id": job, "study_id": other, "config": {"BLOCK": 64}}
+            _trial(s, ids, "infra")
+            assert repo.reuse_measured(s, *key, **into) is None  # no verdict: nothing written
+            assert repo.trials_for_study(s, other) == []
+            measured = repo.record_trial(
+                s, **{**_fields(ids), "outcome": "ok", "samples_ms": [1.5, 1.25],
+                      "median_ms": 1.25, "environment_id": ids["env"], "worker": "w3"}
+            )  # fmt: skip
+            _trial(s, ids, "ok", objective=Objective.GRAPH)  # another objective: not reused
+            reused = repo.reuse_measured(s, *key, **into)
+            assert reused is not None
+            assert (reused.outcome, reused.median_ms) == (TrialOutcome.OK, 1.25)
+            (row,) = repo.trials_for_study(s, other)
+            assert row.id == reused.id > measured
+            assert (row.reused, row.provisional, row.job_id, row.config) == (
+                True, False, job, {"BLOCK": 64}
+            )  # fmt: skip
+            assert (row.samples_ms, row.environment_id, row.worker) == (
+                [1.5, 1.25],
+                ids["env"],
+                "w3",
+            )
+            assert row.created_at.tzinfo is not None
 
     def test_measured_keys_reads_verdicts_newer_than_an_id(self, db: Database) -> None:
         ids = _setup(db)
