@@ -23,7 +23,8 @@ answered from another job's measurement), claim durations (timed inside the serv
 wait by team (``started_at - created_at``), the busy share of the simulated workers (of all, and
 while their class had a job running), API latency p50/p99 by route, database rows and bytes, and the
 CPU seconds of each component in the steady window (each server and its threads by role, each
-server's PostgreSQL backends, the clients, the rest of the machine: benchmarks/fleet/cpu_meter.py)
+server's PostgreSQL backends, the clients, the rest of the machine, and the time the hypervisor
+gave other guests (steal): benchmarks/fleet/cpu_meter.py)
 as cores and as ms per trial.
 """
 
@@ -51,7 +52,13 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.fleet.cpu_meter import CpuMeter, machine_busy_s, stat_cpu_s, window  # noqa: E402
+from benchmarks.fleet.cpu_meter import (  # noqa: E402
+    CpuMeter,
+    machine_busy_s,
+    machine_steal_s,
+    stat_cpu_s,
+    window,
+)
 from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import busy_share, landscape_problems  # noqa: E402
 from db import Database, repository  # noqa: E402
@@ -210,6 +217,7 @@ def _cpu_probe(servers: list[dict[str, Any]], url: str) -> Any:
         if cpu is not None:
             out["fleet_sim clients"][me] = cpu
         out["machine busy"][0] = machine_busy_s()
+        out["machine steal"][0] = machine_steal_s()  # part of busy: other guests' turn
         return out
 
     return probe
@@ -346,8 +354,9 @@ def _cpu(
     for i, st in enumerate(stats):
         _, roles = window([(t, c) for t, c in st.get("cpu", [])], start, end)
         components.update({f"server{i} {role}": s for role, s in roles.items()})
-    known = sum(v for k, v in by_process.items() if k != "machine busy")
-    components["rest of the machine"] = round(by_process.get("machine busy", 0.0) - known, 3)
+    known = sum(v for k, v in by_process.items() if k not in ("machine busy", "machine steal"))
+    busy, steal = by_process.get("machine busy", 0.0), by_process.get("machine steal", 0.0)
+    components["rest of the machine"] = round(busy - steal - known, 3)
     rate = r["trials_per_s_steady"]
     return {
         "window_s": elapsed,
