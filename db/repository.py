@@ -9,6 +9,7 @@ session closes. ``ensure_*`` functions are get-or-create and safe under concurre
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -842,40 +843,60 @@ def reuse_measured(
     of ``job_id``'s study ``study_id`` (its measurement, environment, worker and host; ``config``
     as the study names it), in one ``INSERT ... SELECT``; the new row, or None (nothing
     written) if the config has no verdict on this key."""
+    params = {
+        "kernel_id": kernel_id,
+        "problem_key": problem_key,
+        "device_class_id": device_class_id,
+        "config_key": config_key,
+        "objective": objective,
+        "job_id": job_id,
+        "study_id": study_id,
+        "config": dict(config),
+        "created_at": utcnow(),
+    }
+    row = s.connection().execute(_reuse_statement(), params).first()  # Core: no ORM layers
+    return None if row is None else ReusedVerdict(row.id, TrialOutcome(row.outcome), row.median_ms)
+
+
+#: The trial columns a reused row copies from the verdict it reuses.
+_REUSE_COPIED = ("kernel_id", "problem_key", "device_class_id", "environment_id", "config_key",
+                 "outcome", "objective", "samples_ms", "median_ms", "iqr_ms", "max_rel_error",
+                 "error", "worker", "host")  # fmt: skip
+
+
+@functools.cache
+def _reuse_statement() -> sa.Insert:
+    """:func:`reuse_measured`'s statement, built once: a new statement per call spent more of a
+    server's time in SQLAlchemy's construction and cache key than in the database."""
     table = cast(sa.Table, Trial.__table__)
     c = table.c
-    copied = ("kernel_id", "problem_key", "device_class_id", "environment_id", "config_key",
-              "outcome", "objective", "samples_ms", "median_ms", "iqr_ms", "max_rel_error",
-              "error", "worker", "host")  # fmt: skip
     given = {
-        "job_id": sa.literal(job_id, sa.BigInteger),
-        "study_id": sa.literal(study_id, sa.BigInteger),
-        "config": sa.literal(dict(config), c.config.type),
-        "reused": sa.literal(True, sa.Boolean),
-        "provisional": sa.literal(False, sa.Boolean),
-        "created_at": sa.literal(utcnow(), c.created_at.type),
+        "job_id": sa.bindparam("job_id", type_=c.job_id.type),
+        "study_id": sa.bindparam("study_id", type_=c.study_id.type),
+        "config": sa.bindparam("config", type_=c.config.type),
+        "reused": sa.true(),
+        "provisional": sa.false(),
+        "created_at": sa.bindparam("created_at", type_=c.created_at.type),
     }
     prior = (
-        sa.select(*(c[name] for name in copied), *given.values())
+        sa.select(*(c[name] for name in _REUSE_COPIED), *given.values())
         .where(
-            c.kernel_id == kernel_id,
-            c.problem_key == problem_key,
-            c.device_class_id == device_class_id,
-            c.config_key == config_key,
-            c.objective == objective,
+            c.kernel_id == sa.bindparam("kernel_id"),
+            c.problem_key == sa.bindparam("problem_key"),
+            c.device_class_id == sa.bindparam("device_class_id"),
+            c.config_key == sa.bindparam("config_key"),
+            c.objective == sa.bindparam("objective", type_=c.objective.type),
             c.outcome != TrialOutcome.INFRA,
             c.provisional.is_(False),
         )
         .order_by(c.id.desc())
         .limit(1)
     )
-    insert = (
+    return (
         sa.insert(table)
-        .from_select([*copied, *given], prior)
+        .from_select([*_REUSE_COPIED, *given], prior)
         .returning(c.id, c.outcome, c.median_ms)
     )
-    row = s.execute(insert).first()
-    return None if row is None else ReusedVerdict(row.id, TrialOutcome(row.outcome), row.median_ms)
 
 
 def measured_keys(
