@@ -25,7 +25,8 @@ while their class had a job running), API latency p50/p99 by route, database row
 CPU seconds of each component in the steady window (each server and its threads by role, each
 server's PostgreSQL backends, the clients, the rest of the machine, and the time the hypervisor
 gave other guests (steal): benchmarks/fleet/cpu_meter.py)
-as cores and as ms per trial.
+as cores and as ms per trial, and how fast the machine ran Python meanwhile (benchmarks/fleet/speed.py:
+the same work's CPU time before and during the run; compare runs by it).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from benchmarks.fleet.cpu_meter import (  # noqa: E402
 )
 from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import busy_share, landscape_problems  # noqa: E402
+from benchmarks.fleet.speed import SpeedProbe, idle_us  # noqa: E402
 from db import Database, repository  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("matmul_*.json.gz"))
@@ -278,9 +280,12 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
         tokens = {t: repository.create_token(s, t, "submit")[1] for t in teams}
         _, admin = repository.create_token(s, "ops", "admin")
     problems = landscape_problems(LANDSCAPES)
+    speed_idle = idle_us()  # before anything of the run starts
     servers = _start_servers(args, url, out)
     meter = CpuMeter(_cpu_probe(servers, url))
     meter.start()
+    speed = SpeedProbe()
+    speed.start()
     rec = Recorder()
     submitted: list[dict[str, Any]] = []
     stop = threading.Event()
@@ -338,9 +343,11 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     for r in readers:
         r.join(30)
     meter.stop()
+    speed.stop()
     stats = _collect(servers, out)
     report = _report(args, database, stats, rec, submitted, t0, t_end, t0_wall, t_end_wall, t_burst)
     report["cpu"] = _cpu(meter.series(), stats, t0 + args.warmup_s, t_end, report)
+    report["speed_probe_us"] = {"idle": round(speed_idle, 1), "run_median": speed.median_us()}
     return report
 
 
@@ -502,6 +509,9 @@ def _markdown(r: dict[str, Any]) -> str:
         f"- DB rows {r['db_rows']}; bytes {r['db_bytes']}; "
         f"{r['trial_bytes_per_row']} bytes per trial row (table + indexes)",
         f"- load average at the end: {r['load_at_end']}",
+        f"- speed probe (CPU us for a fixed piece of Python: the same work costs more on a slower "
+        f"machine): {r['speed_probe_us']['idle']} before the run, median "
+        f"{r['speed_probe_us']['run_median']} during it",
         "",
         f"CPU in the steady window ({r['cpu']['window_s']} s; ms per trial at "
         f"{r['trials_per_s_steady']} trials/s):",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from benchmarks.fleet.sim_pool import busy_share
+from benchmarks.fleet.speed import SpeedProbe, idle_us
 from benchmarks.fleet_sim import steady_series, wanted_busy_share
 
 
@@ -35,3 +38,17 @@ def test_busy_share_counts_only_the_seconds_a_class_had_a_job() -> None:
     assert wanted_busy_share(classes, {}, 0.0, 10.0) is None
     # The window cuts the job spans too.
     assert wanted_busy_share(classes, {"a": [(0.0, 6.0)]}, 4.0, 10.0) == (2.0 + 1.0) / (2 * 2.0)
+
+
+def test_the_speed_probe_times_the_same_work_by_cpu_time() -> None:
+    # CPU time, not wall time: a thread that holds the probe back (the GIL) adds none.
+    probe = SpeedProbe(interval_s=0.01)
+    probe.start()
+    deadline = time.monotonic() + 5.0
+    while len(probe.samples) < 3 and time.monotonic() < deadline:
+        sum(i * i for i in range(20_000))  # this thread keeps the GIL busy meanwhile
+    probe.stop()
+    assert len(probe.samples) >= 3 and all(s > 0 for s in probe.samples)
+    median = probe.median_us()
+    assert median is not None and median < 20 * idle_us(samples=3)
+    assert SpeedProbe().median_us() is None
