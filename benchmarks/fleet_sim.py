@@ -347,7 +347,11 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     stats = _collect(servers, out)
     report = _report(args, database, stats, rec, submitted, t0, t_end, t0_wall, t_end_wall, t_burst)
     report["cpu"] = _cpu(meter.series(), stats, t0 + args.warmup_s, t_end, report)
-    report["speed_probe_us"] = {"idle": round(speed_idle, 1), "run_median": speed.median_us()}
+    during = speed.median_us()
+    report["speed_probe_us"] = {
+        "idle": round(speed_idle, 1),
+        "run_median": None if during is None else round(during, 1),
+    }
     return report
 
 

@@ -230,10 +230,10 @@ class Scheduler:
                 alive.add(job.id)
                 log.warning("job %d: its driver did not stop within %g s", job.id, timeout_s)
         with self._lock:
-            for job in list(self._claimed.values()):
-                if job.thread is None:  # claimed but not started
-                    self._release(job)
+            waiting = [job for job in self._claimed.values() if job.thread is None]
             groups = list(self._groups)
+        for job in waiting:  # claimed, never started (``_release`` takes the lock itself)
+            self._release(job)
         for group in groups:
             # A driver still running keeps its pool (its trials would fail the job): the job's
             # lease expires with this process and another scheduler resumes it.

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from db import Database
+from db import Database, repository
 from orchestrator.lease import LeaseKeeper
 from orchestrator.server.scheduler import Scheduler, _Job
 
@@ -46,3 +46,21 @@ def test_stop_waits_for_every_driver_together_against_one_deadline(
         "job 2: its driver did not stop within 0.4 s",
         "job 3: its driver did not stop within 0.4 s",
     ]
+
+
+def test_stop_releases_a_claimed_job_that_never_started(database: Database) -> None:
+    # A job claimed while its class was busy waits without a thread; stop lets it go (its lease
+    # released, back in the queue for another server) and returns: it deadlocked on its own lock.
+    with database.session() as s:
+        kernel = repository.ensure_kernel(s, "matmul", "v1", "space1")
+        job_id = repository.create_job(s, kernel, {"kernel": "matmul"}, "team-a")
+        assert repository.claim_next_job(s, "stop-test", 30.0) == job_id
+    scheduler = Scheduler(database, owner="stop-test")
+    assert scheduler._take(job_id)
+    stopper = threading.Thread(target=scheduler.stop, kwargs={"timeout_s": 1.0}, daemon=True)
+    stopper.start()
+    stopper.join(10)
+    assert not stopper.is_alive()
+    with database.session(readonly=True) as s:
+        record = repository.get_job(s, job_id)
+    assert record.lease_owner is None and scheduler._claimed == {}
