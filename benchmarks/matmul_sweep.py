@@ -104,6 +104,31 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
         _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
     ],
+    # More K in flight than the space allows (BLOCK_K x stages up to 512, MAX_K_IN_FLIGHT is 256)
+    # on the same few-tile shapes: does a weight-streaming GEMM at M <= 256 want deeper loads?
+    # The waves winners first, as the reference.
+    "deep": [
+        _cfg(128, 64, 64, 8, 4, split=4, tma=True),
+        _cfg(128, 256, 64, 8, 4, split=3, tma=True),
+        _cfg(64, 256, 64, 4, 4, tma=True, group=8),
+        _cfg(128, 256, 64, 8, 4, tma=True, group=8),
+        _cfg(128, 64, 128, 8, 4, split=4, tma=True),
+        _cfg(128, 64, 128, 4, 4, split=4, tma=True),
+        _cfg(128, 64, 128, 8, 3, split=4, tma=True),
+        _cfg(128, 64, 64, 8, 8, split=4, tma=True),
+        _cfg(128, 64, 64, 8, 6, split=4, tma=True),
+        _cfg(64, 128, 128, 4, 4, split=4, tma=True),
+        _cfg(64, 128, 128, 8, 4, split=3, tma=True),
+        _cfg(128, 128, 128, 8, 3, split=2, tma=True),
+        _cfg(128, 128, 128, 8, 3, split=3, tma=True),
+        _cfg(128, 128, 64, 8, 6, split=3, tma=True),
+        _cfg(128, 128, 64, 8, 6, tma=True, group=8),
+        _cfg(64, 256, 128, 8, 2, tma=True, group=8),
+        _cfg(128, 256, 128, 8, 2, tma=True, group=8),
+        _cfg(128, 256, 32, 8, 8, split=3, tma=True),
+        _cfg(64, 64, 128, 4, 4, split=2, tma=True),
+        _cfg(64, 64, 128, 4, 4, split=4, tma=True),
+    ],
     # PDL on split-K (each kernel launched while the one before it drains): the split-K winners
     # of the suite tune at M <= 128, each with and without it.
     "pdl": [
@@ -135,6 +160,10 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
     ],
     "waves": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
+        for m, n, k in ((128, 6144, 4096), (128, 4096, 4096), (256, 10240, 8192), (256, 8192, 8192))
+    ],
+    "deep": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
         for m, n, k in ((128, 6144, 4096), (128, 4096, 4096), (256, 10240, 8192), (256, 8192, 8192))
     ],
