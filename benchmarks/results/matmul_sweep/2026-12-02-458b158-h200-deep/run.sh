@@ -4,7 +4,7 @@
 set -u
 R=/tmp/res; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit --format=csv > $R/gpu.txt 2>&1
-timeout 400 python3 benchmarks/matmul_sweep.py --out $R/sweep.json --grid deep --rounds 3 --jobs 16 > $R/log.txt 2>&1
+timeout 400 python3 benchmarks/matmul_sweep.py --out $R/sweep.json --grid deep --outside-space --rounds 3 --jobs 16 > $R/log.txt 2>&1
 echo "sweep rc=$?" | tee -a $R/log.txt
 python3 - > $R/table.txt <<'PY'
 import json
