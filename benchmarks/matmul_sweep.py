@@ -53,29 +53,31 @@ def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
     }
 
 
+_ISSUE: list[dict[str, Any]] = [
+    _cfg(64, 64, 32, 4, 3, group=8),  # the spec default
+    # The split-K winners of the 200-trial tune on the Llama-3-8B suite (M 16 and 128).
+    _cfg(16, 64, 64, 4, 4, split=4, fused=True),
+    _cfg(16, 32, 64, 2, 4, split=4, fused=True, tma=True),
+    _cfg(128, 64, 64, 8, 4, split=2, fused=True, tma=True),
+    _cfg(128, 64, 64, 8, 4, split=4),
+    _cfg(128, 64, 64, 4, 4, split=4, tma=True),
+    _cfg(64, 64, 64, 4, 4, split=4, fused=True, tma=True),
+    # Stream-K.
+    _cfg(16, 64, 64, 4, 4, stream_k=True),
+    _cfg(16, 128, 64, 4, 4, stream_k=True, tma=True),
+    _cfg(32, 64, 64, 4, 4, stream_k=True, tma=True),
+    _cfg(64, 64, 64, 4, 4, stream_k=True, tma=True),
+    _cfg(64, 128, 64, 4, 4, stream_k=True, tma=True),
+    _cfg(64, 128, 64, 4, 4, stream_k=True),
+    _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
+    _cfg(128, 64, 64, 8, 4, stream_k=True),
+    _cfg(128, 128, 64, 8, 3, stream_k=True, tma=True),
+    _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
+    _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
+]
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
-    "issue": [
-        _cfg(64, 64, 32, 4, 3, group=8),  # the spec default
-        # The split-K winners of the 200-trial tune on the Llama-3-8B suite (M 16 and 128).
-        _cfg(16, 64, 64, 4, 4, split=4, fused=True),
-        _cfg(16, 32, 64, 2, 4, split=4, fused=True, tma=True),
-        _cfg(128, 64, 64, 8, 4, split=2, fused=True, tma=True),
-        _cfg(128, 64, 64, 8, 4, split=4),
-        _cfg(128, 64, 64, 4, 4, split=4, tma=True),
-        _cfg(64, 64, 64, 4, 4, split=4, fused=True, tma=True),
-        # Stream-K.
-        _cfg(16, 64, 64, 4, 4, stream_k=True),
-        _cfg(16, 128, 64, 4, 4, stream_k=True, tma=True),
-        _cfg(32, 64, 64, 4, 4, stream_k=True, tma=True),
-        _cfg(64, 64, 64, 4, 4, stream_k=True, tma=True),
-        _cfg(64, 128, 64, 4, 4, stream_k=True, tma=True),
-        _cfg(64, 128, 64, 4, 4, stream_k=True),
-        _cfg(128, 64, 64, 8, 4, stream_k=True, tma=True),
-        _cfg(128, 64, 64, 8, 4, stream_k=True),
-        _cfg(128, 128, 64, 8, 3, stream_k=True, tma=True),
-        _cfg(128, 128, 64, 8, 4, stream_k=True, tma=True),
-        _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
-    ],
+    "issue": _ISSUE,
     # Few-tile shapes below 0.9x after the 200-trial tune: split-K counts that fill the waves, the
     # fused reduction against the second kernel, and stream-K at the tiles that won without it.
     "waves": [
@@ -129,6 +131,23 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 64, 128, 4, 4, split=2, tma=True),
         _cfg(64, 64, 128, 4, 4, split=4, tma=True),
     ],
+    # The issue grid's candidates and the six-stage pipelines that won on the deep grid (384 K
+    # elements in flight: outside the space, run with --outside-space), with split-K at small M.
+    "deep6": [
+        *_ISSUE,
+        _cfg(128, 256, 64, 8, 4, tma=True, group=8),  # the waves grid's in-space winners
+        _cfg(128, 256, 64, 8, 4, split=3, tma=True),
+        _cfg(64, 256, 64, 4, 4, tma=True, group=8),
+        _cfg(128, 128, 64, 8, 6, tma=True, group=8),
+        _cfg(128, 128, 64, 8, 6, split=2, tma=True),
+        _cfg(128, 128, 64, 8, 6, split=3, tma=True),
+        _cfg(64, 128, 64, 4, 6, tma=True, group=8),
+        _cfg(64, 128, 64, 4, 6, split=4, tma=True),
+        _cfg(64, 64, 64, 4, 6, split=4, tma=True),
+        _cfg(16, 64, 64, 4, 6, split=4, fused=True),
+        _cfg(64, 256, 64, 4, 5, tma=True, group=8),
+        _cfg(128, 64, 64, 8, 6, tma=True, group=8),
+    ],
     # PDL on split-K (each kernel launched while the one before it drains): the split-K winners
     # of the suite tune at M <= 128, each with and without it.
     "pdl": [
@@ -166,6 +185,9 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "deep": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
         for m, n, k in ((128, 6144, 4096), (128, 4096, 4096), (256, 10240, 8192), (256, 8192, 8192))
+    ],
+    "deep6": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
     ],
     "pdl": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
