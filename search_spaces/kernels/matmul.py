@@ -45,9 +45,10 @@ from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_option
 
 #: Fewest outputs per warp: one 16x16 MMA tile (NVIDIA mma m16n8 x2, AMD MFMA 16x16).
 MIN_OUT_PER_WARP = 256
-#: Most K elements in flight (BLOCK_K x num_stages): two stages of 128 or four of 64 already hide
-#: the global-load latency; deeper pipelines only spend shared memory.
-MAX_K_IN_FLIGHT = 256
+#: Most K elements in flight (BLOCK_K x num_stages). Six stages of 64 beat every config with 256 on
+#: 16 of the 24 few-tile H200 shapes of benchmarks/matmul_sweep.py's deep6 grid (up to 1.22x: the
+#: weights of a small-M GEMM stream from HBM); 512 won none.
+MAX_K_IN_FLIGHT = 384
 #: Largest tile edge ratio; thinner tiles reload one operand for little reuse.
 MAX_ASPECT = 4
 #: Split-K serves small M, where a BLOCK_M above this only computes padding rows.
@@ -93,7 +94,7 @@ SPACE = Space(
             "(else a second kernel does)",
         ),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
-        Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
+        Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
         Param(
             "TMA",
             (False, True),
@@ -293,8 +294,8 @@ class MatmulSpec(KernelSpec):
     def equivalence(self, problem: Problem) -> Callable[[Config], Config]:
         """GROUP_M at or above the tile rows (M / BLOCK_M, rounded up) puts every tile in one
         group, so all such values visit the tiles in the same order (``_tile``): the smallest of
-        them in the space represents the others: on the H200 space at M = 1-16, 9,592 classes of
-        12,456 configs (10,712 at M = 128, none fewer from M = 2048). In the recorded H200
+        them in the space represents the others: on the H200 space at M = 1-16, 14,122 classes of
+        18,306 configs (15,782 at M = 128, none fewer from M = 2048). In the recorded H200
         landscapes such pairs ran a median 0.1-0.4% apart (p90 1.3% at most), GROUP_M pairs of
         two classes 1.3-16% (benchmarks/results/search/2026-12-02-8c3225b-cpu-equivalence/)."""
         m = int(problem["M"])
