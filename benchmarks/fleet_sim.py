@@ -161,6 +161,7 @@ def _start_servers(args: argparse.Namespace, url: str, out: Path) -> list[dict[s
             "--overhead-s", str(args.overhead_s), "--scale", str(args.scale),
             "--owner", f"sim-server-{i}", "--stats", str(out / f"server{i}.stats.json"),
             "--jobs-per-class", str(args.jobs_per_class),
+            *(["--landscape-space"] if args.landscape_space else []),
         ]  # fmt: skip
         log = open(out / f"server{i}.log", "w")  # noqa: SIM115 - closed after the process ends
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -556,6 +557,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampler", default="local", help="the jobs' sampler (default: local)")
     parser.add_argument("--readers", type=int, default=1, help="API polling threads")
     parser.add_argument("--read-every-s", type=float, default=0.5)
+    parser.add_argument(
+        "--landscape-space",
+        action="store_true",
+        help="studies search only the configs the landscapes answer (else the spec's whole space, "
+        "whose other configs replay answers invalid)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the schema")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)

@@ -31,7 +31,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet.cpu_meter import CpuMeter, threads_by_role  # noqa: E402
-from benchmarks.fleet.sim_pool import ClassPlan, SimPool, SimTiming, class_plans  # noqa: E402
+from benchmarks.fleet.sim_pool import (  # noqa: E402
+    ClassPlan,
+    SimPool,
+    SimTiming,
+    class_plans,
+    search_only_landscapes,
+)
 from db import Database, repository  # noqa: E402
 from orchestrator import dispatch  # noqa: E402
 from orchestrator.worker import PoolOptions, WorkerPlan  # noqa: E402
@@ -112,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll-s", type=float, default=0.5)
     parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
     parser.add_argument("--stats", type=Path, required=True)
+    parser.add_argument(
+        "--landscape-space", action="store_true", help="search only the configs replay answers"
+    )
     args = parser.parse_args(argv)
+    if args.landscape_space:
+        search_only_landscapes([p for p in LANDSCAPES if p.name.startswith("matmul_")])
 
     fleet = Fleet(
         class_plans(args.workers, args.classes.split(",")),

@@ -16,6 +16,7 @@ the re-timing processes (``retime`` answers from the landscape without delay).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import heapq
 import itertools
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from orchestrator.errors import NoWorkersError
 from orchestrator.pool import Done, RetimeJob, WorkerInfo
+from search_spaces.space import Config, DeviceLimits, Space
 from workers.replay import ReplayOptions, ReplayRunner
 from workers.trial import TrialRequest
 
@@ -231,3 +233,30 @@ def class_plans(workers: int, labels: Sequence[str]) -> list[ClassPlan]:
     """``workers`` spread as evenly as possible over ``labels``."""
     base, extra = divmod(workers, len(labels))
     return [ClassPlan(label, base + (1 if i < extra else 0)) for i, label in enumerate(labels)]
+
+
+def search_only_landscapes(landscapes: Sequence[Path]) -> int:
+    """Make this process's studies search only the configs the landscapes answer (every matmul
+    landscape holds the same 1,176), not the spec's whole space, of which replay answers the rest
+    ``invalid``: a simulated fleet whose trials are measured like a real one's. Replaces
+    ``orchestrator.encoding.valid_configs`` where the planner and the samplers look it up; call
+    before any study starts. The number of configs answered on the first landscape."""
+    from orchestrator import encoding, planning, search
+
+    runner = ReplayRunner([landscapes[0]])
+    ((kernel, key),) = runner.keys()
+    problem = json.loads(key)
+    whole = encoding.valid_configs
+
+    @functools.lru_cache(maxsize=16)
+    def answered(space: Space, limits: DeviceLimits) -> tuple[Config, ...]:
+        return tuple(
+            c
+            for c in whole(space, limits)
+            if runner.answers(TrialRequest(kernel, problem, dict(c)))
+        )
+
+    encoding.valid_configs = answered  # type: ignore[assignment]
+    planning.valid_configs = answered  # type: ignore[assignment]
+    search.valid_configs = answered  # type: ignore[assignment]
+    return sum(1 for _ in runner.landscapes[0].results)

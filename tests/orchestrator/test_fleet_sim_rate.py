@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-from benchmarks.fleet.sim_pool import busy_share
+import pytest
+
+from benchmarks.fleet.sim_pool import busy_share, search_only_landscapes
 from benchmarks.fleet.speed import SpeedProbe, idle_us
 from benchmarks.fleet_sim import steady_series, wanted_busy_share
+from workers.replay import ReplayRunner
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_seconds_without_a_trial_count_zero() -> None:
@@ -52,3 +58,21 @@ def test_the_speed_probe_times_the_same_work_by_cpu_time() -> None:
     median = probe.median_us()
     assert median is not None and median < 20 * idle_us(samples=3)
     assert SpeedProbe().median_us() is None
+
+
+def test_the_simulation_can_search_only_what_its_landscapes_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from orchestrator import encoding, planning, search
+    from search_spaces import get_spec
+
+    for module in (encoding, planning, search):  # restored after the test
+        monkeypatch.setattr(module, "valid_configs", module.valid_configs)
+    paths = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("matmul_*.json.gz"))
+    limits = ReplayRunner(paths[:1]).limits
+    space = get_spec("matmul").space
+    whole = len(encoding.valid_configs(space, limits))
+    assert search_only_landscapes(paths) == 1176
+    answered = planning.valid_configs(space, limits)
+    assert len(answered) == 1176 < whole
+    assert search.valid_configs(space, limits) == answered == encoding.valid_configs(space, limits)
