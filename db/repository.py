@@ -886,8 +886,7 @@ def _reuse_statement() -> sa.Insert:
             c.device_class_id == sa.bindparam("device_class_id"),
             c.config_key == sa.bindparam("config_key"),
             c.objective == sa.bindparam("objective", type_=c.objective.type),
-            c.outcome != TrialOutcome.INFRA,
-            c.provisional.is_(False),
+            *_VERDICT,
         )
         .order_by(c.id.desc())
         .limit(1)

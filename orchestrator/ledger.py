@@ -382,20 +382,6 @@ class Ledger:
             out.append(Answer(m.median_ms, row_id) if ok else Answer(None))
         return out
 
-    def _write(
-        self,
-        s: Session,
-        rows: StudyRows,
-        config: Config,
-        outcome: TrialOutcome | str,
-        environment_id: int | None,
-        **fields: Any,
-    ) -> int:
-        """``record_trial`` with this job's, study's and key's ids filled in; the row id."""
-        return repository.record_trial(
-            s, **self._row(rows, config, outcome, environment_id, **fields)
-        )
-
     def _row(
         self,
         rows: StudyRows,

@@ -160,11 +160,7 @@ class ReplayRunner:
     def answers(self, request: TrialLike) -> bool:
         """Whether a landscape holds ``request``'s config (so :meth:`run` does not answer
         ``invalid`` for lack of it); records no call."""
-        results = self._table.get((request.kernel, problem_key(request.problem)))
-        if results is None:
-            return False
-        found = results.get(config_key(request.config))
-        return found is not None or self._recorded_without_new_params(request, results) is not None
+        return self._resolve(request)[2] is not None
 
     def keys(self) -> list[tuple[str, str]]:
         """The (kernel, problem key) pairs this runner can answer."""

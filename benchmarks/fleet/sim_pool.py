@@ -240,7 +240,7 @@ def search_only_landscapes(landscapes: Sequence[Path]) -> int:
     landscape holds the same 1,176), not the spec's whole space, of which replay answers the rest
     ``invalid``: a simulated fleet whose trials are measured like a real one's. Replaces
     ``orchestrator.encoding.valid_configs`` where the planner and the samplers look it up; call
-    before any study starts. The number of configs answered on the first landscape."""
+    before any study starts. The number of configs the first landscape holds."""
     from orchestrator import encoding, planning, search
 
     runner = ReplayRunner([landscapes[0]])
@@ -259,4 +259,4 @@ def search_only_landscapes(landscapes: Sequence[Path]) -> int:
     encoding.valid_configs = answered  # type: ignore[assignment]
     planning.valid_configs = answered  # type: ignore[assignment]
     search.valid_configs = answered  # type: ignore[assignment]
-    return sum(1 for _ in runner.landscapes[0].results)
+    return len(runner.landscapes[0].results)
