@@ -55,13 +55,16 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet.cpu_meter import (  # noqa: E402
     CpuMeter,
-    machine_busy_s,
-    machine_steal_s,
+    machine_cpu_s,
     stat_cpu_s,
     window,
 )
 from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
-from benchmarks.fleet.sim_pool import busy_share, landscape_problems  # noqa: E402
+from benchmarks.fleet.sim_pool import (  # noqa: E402
+    busy_share,
+    landscape_problems,
+    wanted_busy_share,
+)
 from benchmarks.fleet.speed import SpeedProbe, idle_us  # noqa: E402
 from db import Database, repository  # noqa: E402
 
@@ -75,40 +78,6 @@ def steady_series(per_second: Sequence[tuple[Any, int]], start: float, end: floa
     trials finish in waves, and a mean over the seconds with rows alone overstates the rate)."""
     counts = {int(float(s)): int(c) for s, c in per_second}
     return [counts.get(s, 0) for s in range(math.ceil(start), math.ceil(end))]
-
-
-def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """``intervals`` as disjoint, ordered intervals covering the same time."""
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _overlap(a: float, b: float, spans: Sequence[tuple[float, float]]) -> float:
-    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans)
-
-
-def wanted_busy_share(
-    classes: Sequence[dict[str, Any]],
-    wanted: dict[str, list[tuple[float, float]]],
-    start: float,
-    end: float,
-) -> float | None:
-    """Share of the worker-seconds of ``classes`` (:meth:`SimPool.summary` rows) in [start,
-    end] that were busy, counting only the seconds in which the worker's class had a job running
-    (``wanted``: class -> the running jobs' intervals): how full the path kept the GPUs that
-    had work, apart from the schedule's idle classes. None if no class had a job."""
-    busy = total = 0.0
-    for c in classes:
-        spans = [(max(a, start), min(b, end)) for a, b in _merged(wanted.get(str(c["class"]), []))]
-        spans = [(a, b) for a, b in spans if b > a]
-        total += int(c["workers"]) * sum(b - a for a, b in spans)
-        busy += sum(_overlap(a, b, spans) for a, b in c["intervals"])
-    return busy / total if total else None
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -219,8 +188,9 @@ def _cpu_probe(servers: list[dict[str, Any]], url: str) -> Any:
         cpu = stat_cpu_s(f"/proc/{me}/stat")
         if cpu is not None:
             out["fleet_sim clients"][me] = cpu
-        out["machine busy"][0] = machine_busy_s()
-        out["machine steal"][0] = machine_steal_s()  # part of busy: other guests' turn
+        busy, steal = machine_cpu_s()
+        out["machine busy"][0] = busy
+        out["machine steal"][0] = steal  # part of busy: other guests' turn
         return out
 
     return probe

@@ -36,20 +36,12 @@ def stat_cpu_s(path: str | Path) -> float | None:
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime (fields 14, 15)
 
 
-def machine_busy_s() -> float:
-    """CPU seconds every core of the machine spent busy (not idle, not waiting for I/O), the
-    time the hypervisor gave to other guests (steal) included."""
-    user, nice, system, _idle, _iowait, irq, softirq, steal = _machine_ticks()
-    return (user + nice + system + irq + softirq + steal) * TICK_S
-
-
-def machine_steal_s() -> float:
-    """CPU seconds the hypervisor ran other guests while this machine's cores wanted to run."""
-    return _machine_ticks()[7] * TICK_S
-
-
-def _machine_ticks() -> list[int]:
-    return [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+def machine_cpu_s() -> tuple[float, float]:
+    """CPU seconds every core of the machine spent busy (not idle, not waiting for I/O), the time
+    the hypervisor gave to other guests included, and that time (steal) alone; one read."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:9]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields)
+    return (user + nice + system + irq + softirq + steal) * TICK_S, steal * TICK_S
 
 
 def threads_by_role(role: Callable[[str], str]) -> dict[str, dict[Hashable, float]]:

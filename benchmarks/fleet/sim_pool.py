@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import NoWorkersError
 from orchestrator.pool import Done, RetimeJob, WorkerInfo
@@ -208,16 +209,45 @@ class SimPool:
             ]
 
 
-def busy_share(classes: list[dict[str, object]], start: float, end: float) -> float:
+def busy_share(classes: Sequence[dict[str, Any]], start: float, end: float) -> float:
     """Share of the worker-seconds of ``classes`` (:meth:`SimPool.summary` rows) in [start, end]
     that were busy."""
-    workers = sum(int(c["workers"]) for c in classes)  # type: ignore[call-overload]
-    busy = sum(
-        max(0.0, min(b, end) - max(a, start))
-        for c in classes
-        for a, b in c["intervals"]  # type: ignore[attr-defined]
-    )
-    return busy / (workers * max(1e-9, end - start))
+    whole = {str(c["class"]): [(start, end)] for c in classes}
+    return wanted_busy_share(classes, whole, start, end) or 0.0
+
+
+def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``intervals`` as disjoint, ordered intervals covering the same time."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlap(a: float, b: float, spans: Sequence[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans)
+
+
+def wanted_busy_share(
+    classes: Sequence[dict[str, Any]],
+    wanted: dict[str, list[tuple[float, float]]],
+    start: float,
+    end: float,
+) -> float | None:
+    """Share of the worker-seconds of ``classes`` (:meth:`SimPool.summary` rows) in [start,
+    end] that were busy, counting only the seconds in which the worker's class had a job running
+    (``wanted``: class -> the running jobs' intervals): how full the path kept the GPUs that
+    had work, apart from the schedule's idle classes. None if no class had a job."""
+    busy = total = 0.0
+    for c in classes:
+        spans = [(max(a, start), min(b, end)) for a, b in _merged(wanted.get(str(c["class"]), []))]
+        spans = [(a, b) for a, b in spans if b > a]
+        total += int(c["workers"]) * sum(b - a for a, b in spans)
+        busy += sum(_overlap(a, b, spans) for a, b in c["intervals"])
+    return busy / total if total else None
 
 
 def landscape_problems(paths: Sequence[Path]) -> list[dict[str, object]]:

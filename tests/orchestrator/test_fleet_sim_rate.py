@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.fleet.sim_pool import busy_share, search_only_landscapes
+from benchmarks.fleet.sim_pool import busy_share, search_only_landscapes, wanted_busy_share
 from benchmarks.fleet.speed import SpeedProbe, idle_us
-from benchmarks.fleet_sim import steady_series, wanted_busy_share
+from benchmarks.fleet_sim import steady_series
 from workers.replay import ReplayRunner
 
 ROOT = Path(__file__).resolve().parents[2]
