@@ -360,6 +360,7 @@ class LearnedSampler(BaseSampler):
         self._mu0 = np.zeros(0)  # the prior per valid config (0 without one)
         self._probes: tuple[int, ...] = ()  # configs measured first: the prior's, the default
         self._asked = 0
+        self._every_config_asked = False  # found when an ask had no unasked config left
         self._near_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, dtype=int))
         self._pos = np.zeros((0, 0), dtype=int)  # index of each parameter's value, per config
         self._length: tuple[int, float] | None = None  # own trials when last chosen, the length
@@ -380,6 +381,10 @@ class LearnedSampler(BaseSampler):
         trial in one storage write). Every trial of the study counts as another one's, so
         ``trial``'s number must be none of theirs."""
         return whole_trial(self, study, trial, self._distributions)
+
+    def asked_every_config(self) -> bool:
+        """Whether every valid config was asked (found when an ask had none left)."""
+        return self._every_config_asked
 
     def _prepare(self) -> None:
         """Enumerate the valid configs, featurize them and fit the prior (once per study)."""
@@ -441,6 +446,7 @@ class LearnedSampler(BaseSampler):
         fresh[list(seen)] = False
         unseen = np.flatnonzero(fresh)
         if unseen.size == 0:
+            self._every_config_asked = True
             return {}
         self._asked += 1
         probes = [i for i in self._probes if fresh[i]]
@@ -450,7 +456,7 @@ class LearnedSampler(BaseSampler):
             pick = int(self._rng.choice(unseen))
         else:
             if done and self._asked % EI_EVERY != EI_EVERY - 1:
-                moved = self._move.sample_relative(study, trial, search_space)
+                moved = self._move.sample_move(study)
                 if moved:
                     return moved
             if unseen.size > MAX_CANDIDATES:

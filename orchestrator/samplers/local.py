@@ -22,8 +22,11 @@ from orchestrator.samplers import one_blas_thread, whole_trial
 LOCAL_PARENTS = 2
 #: Ridge penalty of ``local``'s model (per one-hot coefficient, on centred log times).
 LOCAL_RIDGE = 1.0
-#: Random picks among the valid points before a startup draw scans for an unasked one.
+#: Random picks among the valid points before a draw scans for an unasked one (while at most
+#: half of them were asked; past that it scans at once).
 STARTUP_DRAWS = 64
+#: Points whose valid neighbours a space's index keeps for every study (then it starts again).
+NEIGHBOURS_KEPT = 20_000
 
 
 class LocalSearchSampler(BaseSampler):
@@ -38,8 +41,9 @@ class LocalSearchSampler(BaseSampler):
     that have any, the one predicted fastest is asked: its parent's measured log time plus the
     change an additive model (ridge over one-hot parameter values, fitted to the measured log
     times) predicts for the move; ties are broken at random. A second parent keeps a plateau of
-    near-equal configs around the best from hiding a nearby better region. Random when every
-    neighbour is known. Asked-but-pending configs count as known."""
+    near-equal configs around the best from hiding a nearby better region. When every
+    neighbour of every measured config is known (valid points in islands no move leaves): a
+    random unasked valid point, as at startup. Asked-but-pending configs count as known."""
 
     def __init__(
         self,
@@ -67,14 +71,17 @@ class LocalSearchSampler(BaseSampler):
         self._ordered = np.array(
             [isinstance(d, IntDistribution) for d in self._distributions.values()]
         )
+        # Neighbours without valid points (with them, _ValidIndex keeps them for every study).
         self._neighbour_cache: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         width = sum(self._sizes)
         self._model: tuple[int, np.ndarray] = (-1, np.zeros(width))
-        # The ridge fit's sums over the complete trials, kept as each one is looked at: the
-        # one-hot features' Gram matrix (counts), their sums of log times, the log times' sum.
+        # The ridge fit's sums over the complete trials: the one-hot features' Gram matrix
+        # (counts), their sums of log times, the log times' sum; the trials looked at since the
+        # last fit are added to them by that fit, all at once (_unfitted: columns, log time).
         self._gram = LOCAL_RIDGE * np.eye(width)
         self._feature_logs = np.zeros(width)
         self._feature_counts = np.zeros(width)
+        self._unfitted: list[tuple[np.ndarray, float]] = []
         self._log_sum = 0.0
         # Parent candidates: the complete trials as (value, number, position), fastest first
         # (ties by number), less those found with every neighbour asked (for good: asked
@@ -85,6 +92,10 @@ class LocalSearchSampler(BaseSampler):
         # looking only at the trials that are new or may have changed (see _look).
         self._scanned = 0  # trials (by number) looked at
         self._seen: set[tuple[int, ...]] = set()  # positions of the trials looked at
+        self._seen_order: list[tuple[int, ...]] = []  # the same, in the order first seen
+        # Rows of the valid points asked, marked up to _seen_order[:_marked] (once needed).
+        self._asked: np.ndarray | None = None
+        self._marked = 0
         self._unplaced: set[int] = set()  # looked at, without params yet (queued, being asked)
         self._open: set[int] = set()  # looked at, not finished yet
         self._done: dict[int, tuple[tuple[int, ...], float]] = {}  # complete with a value
@@ -126,37 +137,15 @@ class LocalSearchSampler(BaseSampler):
         return x
 
     def _neighbours(self, x: tuple[int, ...]) -> list[tuple[int, ...]]:
-        if x in self._neighbour_cache:
-            return self._neighbour_cache[x]
-        moves = [
-            (j, v)
-            for j, size in enumerate(self._sizes)
-            for v in ((x[j] - 1, x[j] + 1) if self._ordered[j] else range(size))
-            if 0 <= v < size and v != x[j]
-        ]
-        out: list[tuple[int, ...]] = []
-        if self._valid is None:
-            out = [(*x[:j], v, *x[j + 1 :]) for j, v in moves]
-        else:
-            index = _ValidIndex.of(self._valid, self._sizes, self._ordered)
-            steps: np.ndarray | None = None
-            for j, v in moves:
-                moved = (*x[:j], v, *x[j + 1 :])
-                if moved in index.rows:  # valid as it is: the only point 0 steps away
-                    out.append(moved)
-                    continue
-                rows = index.rows_with[j][v]
-                if not len(rows):
-                    continue
-                # Every row of ``rows`` is as far from x in parameter j: the fewest steps in
-                # the other parameters are the fewest in all.
-                steps = index.steps(x) if steps is None else steps
-                far = steps[rows]
-                nearest = self._valid[rows[far == far.min()]]
-                out.extend(tuple(int(i) for i in row) for row in nearest)
-        out = list(dict.fromkeys(out))
-        self._neighbour_cache[x] = out
-        return out
+        """Every neighbour of ``x`` (repaired to valid points given ``valid``; see the class)."""
+        if self._valid is not None:
+            return _ValidIndex.of(self._valid, self._sizes, self._ordered).neighbours(x)
+        found = self._neighbour_cache.get(x)
+        if found is None:
+            found = self._neighbour_cache[x] = [
+                (*x[:j], v, *x[j + 1 :]) for j, v in _moves(x, self._sizes, self._ordered)
+            ]
+        return found
 
     def _fit(self) -> np.ndarray:
         """Ridge coefficients per one-hot parameter value for the measured log times (centred),
@@ -164,6 +153,16 @@ class LocalSearchSampler(BaseSampler):
         n = len(self._done)
         if self._model[0] == n:
             return self._model[1]
+        if self._unfitted:
+            columns = np.array([c for c, _ in self._unfitted])
+            logs = np.array([log for _, log in self._unfitted])
+            onehot = np.zeros((len(columns), len(self._gram)))
+            np.put_along_axis(onehot, columns, 1.0, axis=1)
+            self._gram += onehot.T @ onehot
+            self._feature_logs += onehot.T @ logs
+            self._feature_counts += onehot.sum(axis=0)
+            self._log_sum += float(logs.sum())
+            self._unfitted.clear()
         mean = self._log_sum / n
         rhs = self._feature_logs - mean * self._feature_counts
         one_blas_thread()
@@ -172,15 +171,11 @@ class LocalSearchSampler(BaseSampler):
         return coef
 
     def _add_done(self, number: int, x: tuple[int, ...], value: float) -> None:
-        """Count complete trial ``number`` (at ``x``, ``value``) in the fit's sums and the
-        parent candidates."""
+        """Count complete trial ``number`` (at ``x``, ``value``) among the parent candidates and
+        for the next fit."""
         self._done[number] = (x, value)
-        columns = self._offsets + np.asarray(x)
-        self._gram[np.ix_(columns, columns)] += 1.0
         log = float(np.log(max(value, 1e-300)))
-        self._feature_logs[columns] += log
-        self._feature_counts[columns] += 1.0
-        self._log_sum += log
+        self._unfitted.append((self._offsets + np.asarray(x), log))
         bisect.insort(self._ranked, (value, number, x))
 
     def sample_trial(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
@@ -194,17 +189,38 @@ class LocalSearchSampler(BaseSampler):
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        trials = study.get_trials(deepcopy=False)
-        self._look(trials)
+        self._update(study)
+        if len(self._done) < self._startup:
+            return self._startup_draw(self._seen)
+        moved = self._best_move()
+        return self._startup_draw(self._seen) if moved is None else self._params(moved)
+
+    def sample_move(self, study: Study) -> dict[str, Any]:
+        """The params of the unasked neighbour :meth:`sample_relative` would pick, ``{}`` when
+        there is none (no startup draw, no unasked point instead): the moves of a sampler that
+        falls back on its own way. The study must have a complete trial."""
+        self._update(study)
+        moved = self._best_move()
+        return {} if moved is None else self._params(moved)
+
+    def asked_every_config(self) -> bool:
+        """Whether every valid point was asked (found when a draw for an unasked one had none)."""
+        return self._asked is not None and bool(self._asked.all())
+
+    def _update(self, study: Study) -> None:
+        """Look at the study's trials (:meth:`_look`); load the valid points once."""
+        self._look(study.get_trials(deepcopy=False))
         if self._valid is None and self._load_positions is not None:
             self._valid = self._load_positions()
         elif self._valid is None and self._load_valid is not None:
             points = [self._position(p) for p in self._load_valid()]
             valid = np.array([x for x in points if x is not None], dtype=np.int64)
             self._valid = valid.reshape(-1, len(self._names))
+
+    def _best_move(self) -> tuple[int, ...] | None:
+        """The unasked neighbour of the ``LOCAL_PARENTS`` best configs that have any that the
+        model predicts fastest (see the class); None when no complete trial has one."""
         seen = self._seen
-        if len(self._done) < self._startup:
-            return self._startup_draw(seen)
         coef = self._fit()
         best: tuple[float, tuple[int, ...]] | None = None
         parents = 0
@@ -224,7 +240,7 @@ class LocalSearchSampler(BaseSampler):
             if best is None or scores[k] < best[0]:
                 best = (float(scores[k]), unseen[k])
             parents += 1
-        return {} if best is None else self._params(best[1])
+        return None if best is None else best[1]
 
     def _look(self, trials: Sequence[FrozenTrial]) -> None:
         """Bring ``_seen`` (the positions of every trial with params) and ``_done`` (the
@@ -239,7 +255,9 @@ class LocalSearchSampler(BaseSampler):
         for n in list(self._unplaced):
             x = self._trial_position(_numbered(trials, n))
             if x is not None:
-                self._seen.add(x)
+                if x not in self._seen:
+                    self._seen.add(x)
+                    self._seen_order.append(x)
                 self._unplaced.discard(n)
         for n in list(self._open):
             t = _numbered(trials, n)
@@ -252,19 +270,28 @@ class LocalSearchSampler(BaseSampler):
                     self._add_done(n, x, float(t.value))
 
     def _startup_draw(self, seen: set[tuple[int, ...]]) -> dict[str, Any]:
-        """A uniform draw from the valid points not asked yet: the distribution rejection
-        sampling of the product space gives, without the rejected asks (random draws of a
-        constrained space such as matmul's break a rule most of the time). ``{}`` (Optuna's
-        independent random draw) without valid points or when every one was asked."""
+        """A uniform draw from the valid points not asked yet (``seen``: the asked ones): the
+        distribution rejection sampling of the product space gives, without the rejected asks
+        (random draws of a constrained space such as matmul's break a rule most of the time).
+        ``{}`` (Optuna's independent random draw) without valid points or when every one was
+        asked."""
         if self._valid is None or not len(self._valid):
             return {}
-        for _ in range(STARTUP_DRAWS):
-            x = tuple(int(i) for i in self._valid[self._rng.randrange(len(self._valid))])
-            if x not in seen:
-                return self._params(x)
-        unseen = [tuple(int(i) for i in row) for row in self._valid]
-        unseen = [x for x in unseen if x not in seen]
-        return self._params(self._rng.choice(unseen)) if unseen else {}
+        if 2 * len(seen) < len(self._valid):  # a draw is likely unasked: no need to mark
+            for _ in range(STARTUP_DRAWS):
+                x = tuple(int(i) for i in self._valid[self._rng.randrange(len(self._valid))])
+                if x not in seen:
+                    return self._params(x)
+        rows = _ValidIndex.of(self._valid, self._sizes, self._ordered).rows
+        if self._asked is None:
+            self._asked = np.zeros(len(self._valid), dtype=bool)
+        new = self._seen_order[self._marked :]
+        self._asked[[rows[x] for x in new if x in rows]] = True
+        self._marked += len(new)
+        free = np.flatnonzero(~self._asked)
+        if not len(free):
+            return {}
+        return self._params(self._valid[free[self._rng.randrange(len(free))]].tolist())
 
     def _predict(self, coef: np.ndarray, x: Sequence[int]) -> float:
         return float(coef[self._offsets + np.asarray(x)].sum())
@@ -287,6 +314,17 @@ def _numbered(trials: Sequence[FrozenTrial], number: int) -> FrozenTrial:
     return next(t for t in trials if t.number == number)
 
 
+def _moves(x: Sequence[int], sizes: Sequence[int], ordered: np.ndarray) -> list[tuple[int, int]]:
+    """``(parameter, value index)`` of every one-parameter move from ``x``: one index step of an
+    ordered parameter, any other value of a categorical one."""
+    return [
+        (j, v)
+        for j, size in enumerate(sizes)
+        for v in ((x[j] - 1, x[j] + 1) if ordered[j] else range(size))
+        if 0 <= v < size and v != x[j]
+    ]
+
+
 def _size(dist: BaseDistribution) -> int:
     if isinstance(dist, IntDistribution):
         return dist.high - dist.low + 1
@@ -295,18 +333,24 @@ def _size(dist: BaseDistribution) -> int:
 
 class _ValidIndex:
     """A space's valid points (index positions, one per row) indexed for the repair of a move:
-    the set of rows, per parameter ``j`` and value ``v`` the rows (ascending) whose ``j`` is
+    each point's row, per parameter ``j`` and value ``v`` the rows (ascending) whose ``j`` is
     ``v``, and each row's one-hot columns, from which :meth:`steps` counts every row's index
     steps from a point in one gather. A move is then repaired among the points with the moved
     value only, and not at all when the moved point is valid. One per points array
-    (:meth:`of`), shared by the studies that share the array."""
+    (:meth:`of`), shared by the studies that share the array, with the neighbours found so far
+    (a server's studies of one kernel on one device ask for the same points' neighbours over
+    and over; forgotten past ``NEIGHBOURS_KEPT`` points)."""
 
     _built: ClassVar[dict[int, _ValidIndex]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, points: np.ndarray, sizes: Sequence[int], ordered: np.ndarray) -> None:
         self.of_points = weakref.ref(points)
-        self.rows = set(map(tuple, points.tolist()))
+        self._points = points.copy()  # not ``points``: the index must not keep it alive
+        self._sizes = list(sizes)
+        self._ordered_params = np.asarray(ordered)
+        self._found: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        self.rows = {x: i for i, x in enumerate(map(tuple, points.tolist()))}
         self.rows_with = [
             [np.flatnonzero(points[:, j] == v) for v in range(size)] for j, size in enumerate(sizes)
         ]
@@ -316,6 +360,33 @@ class _ValidIndex:
         self._param = np.repeat(np.arange(len(sizes)), sizes)
         self._value = np.concatenate([np.arange(size) for size in sizes])
         self._ordered = np.asarray(ordered)[self._param]
+
+    def neighbours(self, x: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The valid neighbours of ``x``, each once: a move's point where it is valid, else the
+        valid points with the moved value nearest to ``x`` (every tie); see
+        :class:`LocalSearchSampler`. Kept once found (threads may both find one: the same list)."""
+        found = self._found.get(x)
+        if found is not None:
+            return found
+        out: list[tuple[int, ...]] = []
+        steps: np.ndarray | None = None
+        for j, v in _moves(x, self._sizes, self._ordered_params):
+            moved = (*x[:j], v, *x[j + 1 :])
+            if moved in self.rows:  # valid as it is: the only point 0 steps away
+                out.append(moved)
+                continue
+            rows = self.rows_with[j][v]
+            if not len(rows):
+                continue
+            # Every row of ``rows`` is as far from x in parameter j: the fewest steps in the
+            # other parameters are the fewest in all.
+            steps = self.steps(x) if steps is None else steps
+            far = steps[rows]
+            out.extend(map(tuple, self._points[rows[far == far.min()]].tolist()))
+        if len(self._found) >= NEIGHBOURS_KEPT:
+            self._found.clear()
+        found = self._found[x] = list(dict.fromkeys(out))
+        return found
 
     def steps(self, x: Sequence[int]) -> np.ndarray:
         """Every row's index steps from ``x`` (summed over the parameters; a categorical one

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+import pytest
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import Trial
 
@@ -112,6 +113,42 @@ def test_startup_draws_every_valid_point_once_before_repeating_none() -> None:
         trial, _key = ask_new(study, COUPLED, seen)  # fails on a repeat
         study.tell(trial, 1.0)
     assert seen == {(p["a"], p["b"], p["c"]) for p in VALID}
+
+
+#: Valid points of DISTRIBUTIONS in four islands (a and b at 0 or 9): no move leaves an island,
+#: as the valid points of an ``@triton.autotune`` list or a landscape often are.
+ISLANDS = [{"a": a, "b": b, "c": c} for a in (0, 9) for b in (0, 9) for c in (True, False)]
+
+
+def test_past_its_islands_neighbours_it_proposes_unasked_valid_points_until_none_is_left() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = LocalSearchSampler(DISTRIBUTIONS, seed=4, startup=1, valid=lambda: ISLANDS)
+    study = optuna.create_study(sampler=sampler)
+    seen: set[tuple[Any, ...]] = set()
+    for _ in ISLANDS:
+        trial, key = ask_new(study, DISTRIBUTIONS, seen)  # fails on a repeat
+        assert key[0] in (0, 9) and key[1] in (0, 9)  # not a random draw of the product space
+        study.tell(trial, cost(trial.params))
+    assert seen == {(p["a"], p["b"], p["c"]) for p in ISLANDS}
+
+
+def test_the_fit_sums_are_those_of_every_complete_trial() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = LocalSearchSampler(COUPLED, seed=5, startup=3, valid=lambda: VALID)
+    study = optuna.create_study(sampler=sampler)
+    for _ in range(20):
+        trial = study.ask(COUPLED)
+        study.tell(trial, coupled_cost(trial.params))
+    sampler._fit()
+    onehot = np.zeros((len(sampler._done), len(sampler._gram)))
+    logs = np.zeros(len(sampler._done))
+    for i, (x, value) in enumerate(sampler._done.values()):
+        onehot[i, sampler._offsets + np.asarray(x)] = 1.0
+        logs[i] = np.log(max(value, 1e-300))  # the sampler's floor (coupled_cost goes below 0)
+    np.testing.assert_allclose(sampler._gram, np.eye(len(sampler._gram)) + onehot.T @ onehot)
+    np.testing.assert_allclose(sampler._feature_logs, onehot.T @ logs)
+    np.testing.assert_allclose(sampler._feature_counts, onehot.sum(axis=0))
+    assert sampler._log_sum == pytest.approx(logs.sum())
 
 
 def test_the_product_sampler_takes_the_spec_space_valid_points() -> None:
