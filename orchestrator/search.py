@@ -121,6 +121,7 @@ class SearchStudy:
         self._rng = rng or random.Random(study.study_name)
         self._valid: list[tuple[str, Config]] | None = None
         self._params_seen: set[tuple[tuple[str, object], ...]] = set()  # of the trials scanned
+        self._waiting = 0  # trials enqueued and not asked yet (Optuna's WAITING ones)
         self._scanned = 0  # trials whose params are in ``_params_seen``
 
     @classmethod
@@ -184,6 +185,7 @@ class SearchStudy:
             self.study.enqueue_trial(params)
             self._params_seen.add(key)
             self._scanned += 1
+            self._waiting += 1
         return True
 
     def note(self, *, new: bool) -> None:
@@ -196,8 +198,12 @@ class SearchStudy:
         """After ``IDLE_LIMIT`` idle asks in a row (``IDLE_LIMIT_AFTER_DRAW`` once it has drawn),
         queue a valid config whose key is in none of ``known``, drawn at random (among the
         representatives of ``equivalent``, the same on every call); False only when stalled with
-        every valid config known. TPE and GP keep proposing known or invalid configs on sparse
-        spaces (benchmarks/results/search/); this keeps such a study spending its budget."""
+        every valid config known, or at once when the sampler says it asked every one
+        (:func:`~orchestrator.samplers.asked_every_config`). TPE and GP keep proposing known or
+        invalid configs on sparse spaces (benchmarks/results/search/); this keeps such a study
+        spending its budget."""
+        if samplers.asked_every_config(self.study.sampler):
+            return False
         if self.idle < (IDLE_LIMIT if self.drawn == 0 else IDLE_LIMIT_AFTER_DRAW):
             return True
         if self._valid is None:
@@ -217,11 +223,10 @@ class SearchStudy:
     def ask(self) -> tuple[Trial, Config]:
         """The next trial and its config (enqueued configs come first)."""
         sampler = self.study.sampler
-        if gives_whole_trials(sampler) and not self.study.get_trials(
-            deepcopy=False, states=(TrialState.WAITING,)
-        ):
+        if gives_whole_trials(sampler) and not self._waiting:
             trial, params = self._ask_whole(sampler)
             return trial, self.encoding.decode(params)
+        self._waiting = max(0, self._waiting - 1)  # Optuna's ask takes a waiting trial first
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trial = self.study.ask(fixed_distributions=self._distributions)

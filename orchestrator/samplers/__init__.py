@@ -77,6 +77,14 @@ def gives_whole_trials(sampler: object) -> TypeGuard[WholeTrialSampler]:
     return callable(getattr(sampler, "sample_trial", None))
 
 
+def asked_every_config(sampler: object) -> bool:
+    """Whether ``sampler`` says it has asked every valid config of its space (a sampler may
+    have ``asked_every_config() -> bool``; one without it never says so): the study then knows
+    it is exhausted without asking further."""
+    told = getattr(sampler, "asked_every_config", None)
+    return callable(told) and bool(told())
+
+
 def whole_trial(
     sampler: BaseSampler,
     study: Study,

@@ -160,3 +160,17 @@ def test_restored_history_is_keyed_by_class() -> None:
     study.restore([(cfg(1, 2), Answer(3.0, row=7), False)])  # measured before classes existed
     assert study.values == {config_key(cfg(1, 1)): 3.0}
     assert study.propose(5) == cfg(2, 1) and study.cached == 1
+
+
+def test_a_study_whose_sampler_asked_every_config_is_exhausted_without_idle_asks() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    search = SearchStudy.create("all", SPACE, LIMITS, "local", seed=0, budget=50)
+    study = Study(search, SPACE, LIMITS, 50, equivalent=one_class_below_two)
+    proposed = []
+    while (config := study.propose(IDLE_LIMIT + 10)) is not None:
+        proposed.append(config)
+        study.tell(config, Answer(1.0 + len(proposed), row=len(proposed)))
+    assert len(proposed) == 5 and study.exhausted and study.finished()
+    # Six valid configs, one class of two: every one asked once, then the sampler says so
+    # (the study stalled for IDLE_LIMIT asks of known or invalid configs before).
+    assert study.asks <= 7
