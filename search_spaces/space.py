@@ -8,6 +8,7 @@ stable hash that changes whenever a parameter, a value or a constraint changes.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -258,7 +259,22 @@ class Space:
 
 
 def config_key(config: Mapping[str, Value]) -> str:
-    """Canonical JSON of a config: the same config always gives the same string."""
+    """Canonical JSON of a config: the same config always gives the same string. Memoised for
+    hashable values (a driver keys each config several times per trial)."""
+    items = tuple(config.items())
+    try:
+        return _config_key(items, tuple(map(type, config.values())))
+    except TypeError:  # an unhashable value
+        return _canonical(config)
+
+
+@functools.lru_cache(maxsize=8192)
+def _config_key(items: tuple[tuple[str, Value], ...], types: tuple[type, ...]) -> str:
+    # ``types`` keeps 1, 1.0 and True apart: equal (and hashed alike) as items, not as JSON.
+    return _canonical(dict(items))
+
+
+def _canonical(config: Mapping[str, Value]) -> str:
     return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
 
 

@@ -78,12 +78,11 @@ def test_enqueue_skips_params_any_trial_has_as_optunas_skip_if_exists_does() -> 
         ours.enqueue(config)
         ref.study.enqueue_trial(ref.encoding.encode(config) or {}, skip_if_exists=True)
 
-    def queued(s: SearchStudy) -> list[dict[str, object]]:
-        waiting = s.study.get_trials(states=(optuna.trial.TrialState.WAITING,))
-        return [t.system_attrs["fixed_params"] for t in waiting]
-
-    assert queued(ours) == queued(ref)
-    assert len(queued(ours)) == 3  # configs 2, 3 and 4; 1 was asked
+    waiting = ref.study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert ours.queued == len(waiting) == 3  # configs 2, 3 and 4; 1 was asked
+    for _ in waiting:  # asked in the order Optuna's queue gives them
+        assert ours.ask()[1] == ref.ask()[1]
+    assert ours.queued == 0
     assert ours.enqueue({**configs[0], "BLOCK_K": 16}) is False  # outside the space
 
 
@@ -97,7 +96,7 @@ def test_a_warm_start_of_hundreds_of_configs_enqueues_in_well_under_a_second() -
     for config in configs + configs:
         study.enqueue(config)
     assert time.process_time() - t0 < 0.5  # Optuna's own check: tens of seconds
-    assert len(study.study.get_trials(deepcopy=False)) == len(configs)
+    assert study.queued == len(configs)
 
 
 def test_asks_of_the_local_sampler_are_optunas_asks_made_in_one_write() -> None:
@@ -107,7 +106,8 @@ def test_asks_of_the_local_sampler_are_optunas_asks_made_in_one_write() -> None:
     ref = SearchStudy.create("twin", SPACE, LIMITS, "local", seed=3, budget=60)
     for s in (ours, ref):
         s.add_history(configs[5], 2.0)
-        s.enqueue(configs[900])  # a queued config is asked first, through Optuna's ask
+    ours.enqueue(configs[900])  # a queued config is asked first, as from Optuna's queue
+    ref.study.enqueue_trial(ref.encoding.encode(configs[900]) or {})
     pending: list[tuple[Trial, Trial]] = []
     for i in range(60):
         a = ours.ask()[0]

@@ -286,3 +286,13 @@ def test_pow2_params_are_ordered() -> None:
         for p in MATMUL.space.params
         if p.name not in AMD_NAMES and p.kind is not ParamKind.BOOL
     )
+
+
+def test_config_key_is_the_canonical_json_whatever_the_order_type_or_hashability() -> None:
+    from search_spaces.space import config_key
+
+    assert config_key({"b": 2, "a": 1}) == config_key({"a": 1, "b": 2}) == '{"a":1,"b":2}'
+    # Equal as Python values (and hashed alike), not as configs: the memo keeps them apart.
+    assert [config_key({"x": v}) for v in (1, True, 1.0)] == ['{"x":1}', '{"x":true}', '{"x":1.0}']
+    assert [config_key({"x": v}) for v in (True, 1.0, 1)] == ['{"x":true}', '{"x":1.0}', '{"x":1}']
+    assert config_key({"x": [1, 2]}) == '{"x":[1,2]}'  # unhashable: not memoised
