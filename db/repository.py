@@ -828,7 +828,7 @@ class ReusedVerdict:
 
 
 def reuse_measured(
-    s: Session,
+    s: Session | sa.Connection,
     kernel_id: int,
     problem_key: str,
     device_class_id: int,
@@ -842,7 +842,8 @@ def reuse_measured(
     """Copy the verdict :func:`find_measured` finds for this config into a new ``reused`` row
     of ``job_id``'s study ``study_id`` (its measurement, environment, worker and host; ``config``
     as the study names it), in one ``INSERT ... SELECT``; the new row, or None (nothing
-    written) if the config has no verdict on this key."""
+    written) if the config has no verdict on this key. ``s`` may be a connection (one in
+    autocommit: :meth:`db.Database.write_one`)."""
     params = {
         "kernel_id": kernel_id,
         "problem_key": problem_key,
@@ -854,7 +855,8 @@ def reuse_measured(
         "config": dict(config),
         "created_at": utcnow(),
     }
-    row = s.connection().execute(_reuse_statement(), params).first()  # Core: no ORM layers
+    conn = s.connection() if isinstance(s, Session) else s  # Core either way: no ORM layers
+    row = conn.execute(_reuse_statement(), params).first()
     return None if row is None else ReusedVerdict(row.id, TrialOutcome(row.outcome), row.median_ms)
 
 

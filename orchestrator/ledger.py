@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
@@ -302,7 +303,7 @@ class Ledger:
         config among the key's measured keys (read at most every ``REUSE_REFRESH_S``) is looked
         up. The study key's set is kept (:class:`MeasuredKeys`) while the hook lives."""
 
-        def write(s: Session, config: Config, key: str) -> repository.ReusedVerdict | None:
+        def write(s: Connection, config: Config, key: str) -> repository.ReusedVerdict | None:
             plan = rows.plan
             return repository.reuse_measured(
                 s,
@@ -323,7 +324,7 @@ class Ledger:
         def answer(config: Config, key: str) -> Answer | None:
             if not measured.may_hold(study_key, key):
                 return None
-            found = self.database.run_with_retry(lambda s: write(s, config, key))
+            found = self.database.write_one(lambda s: write(s, config, key))
             if found is None:
                 return None
             if found.outcome is TrialOutcome.OK:

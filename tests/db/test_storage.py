@@ -404,6 +404,27 @@ class TestStorage:
             )
             assert row.created_at.tzinfo is not None
 
+    def test_write_one_commits_its_statement_and_a_violation_writes_nothing(
+        self, db: Database
+    ) -> None:
+        ids = _setup(db)
+        key = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}', Objective.KERNEL)
+        with db.session() as s:
+            job = repo.create_job(s, ids["kernel"], {"kernel": "matmul"}, "ml")
+            study = repo.ensure_study(
+                s, job, ids["kernel"], '{"M":64}', {"M": 64}, ids["dc"], "tpe", "other"
+            )
+            _trial(s, ids, "ok")
+        into = {"job_id": job, "study_id": study, "config": {"BLOCK": 64}}
+        reused = db.write_one(lambda c: repo.reuse_measured(c, *key, **into))
+        assert reused is not None
+        with db.session(readonly=True) as s:  # another connection sees it: committed
+            assert [r.id for r in repo.trials_for_study(s, study)] == [reused.id]
+        with pytest.raises(ConstraintViolation):  # no such study: the foreign key refuses it
+            db.write_one(lambda c: repo.reuse_measured(c, *key, **{**into, "study_id": 10**9}))
+        with db.session(readonly=True) as s:
+            assert len(repo.trials_for_study(s, study)) == 1
+
     def test_measured_keys_reads_verdicts_newer_than_an_id(self, db: Database) -> None:
         ids = _setup(db)
         args = (ids["kernel"], '{"M":64}', ids["dc"], Objective.KERNEL)
