@@ -69,7 +69,10 @@ from benchmarks.fleet.speed import SpeedProbe, idle_us  # noqa: E402
 from db import Database, repository  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("matmul_*.json.gz"))
-CLASSES = ("H100", "A100", "B200", "L40S", "MI300X", "H200")
+#: Class labels, in the order ``--classes`` takes them: six named ones, then numbered ones (every
+#: class answers with the recorded H200 times). More classes give a schedule more (problem,
+#: class) keys, so that its jobs measure instead of reusing one another's trials.
+CLASSES = ("H100", "A100", "B200", "L40S", "MI300X", "H200", *(f"G{i}" for i in range(7, 49)))
 
 
 def steady_series(per_second: Sequence[tuple[Any, int]], start: float, end: float) -> list[int]:
@@ -510,7 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--nodes", type=int, default=50)
-    parser.add_argument("--classes", type=int, default=6, choices=range(1, len(CLASSES) + 1))
+    parser.add_argument(
+        "--classes", type=int, default=6, choices=range(1, len(CLASSES) + 1), metavar="1-48"
+    )
     parser.add_argument("--servers", type=int, default=2, choices=(1, 2))
     parser.add_argument("--slots", type=int, default=2, help="trials queued per simulated worker")
     parser.add_argument("--overhead-s", type=float, default=0.5, help="per-trial compile + setup")
