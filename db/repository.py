@@ -406,6 +406,15 @@ def cancel_requested(s: Session, job_id: int) -> bool:
     return bool(found)
 
 
+def cancels_requested(s: Session, job_ids: Sequence[int]) -> set[int]:
+    """Which of ``job_ids`` have a cancel asked for (a scheduler's poll of its running jobs, in
+    one query)."""
+    if not job_ids:
+        return set()
+    query = sa.select(Job.id).where(Job.id.in_(list(job_ids)), Job.cancel_requested.is_(True))
+    return set(s.scalars(query))
+
+
 def _job_filters(
     query: _Q, team: str | None, status: JobStatus | str | None, kernel: str | None
 ) -> _Q:

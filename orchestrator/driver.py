@@ -19,7 +19,8 @@ killed from outside, a loaded node) is, the first time for its config in the stu
 ``provisional``, neither told nor counted, and measured once more (on a fresh trial process: the
 runner replaces a crashed or timed-out one); that second verdict stands. A resumed job re-measures
 the provisional configs that have no final row yet. The database is checked every poll
-(the cancel flag is read in a write transaction: ``Ledger.cancel_requested``); once it is lost (``DatabaseLost``: the SQLite file deleted, replaced
+(the cancel flag is read in a write transaction: ``Ledger.cancel_requested``, or for every job of a
+server at once by its scheduler); once it is lost (``DatabaseLost``: the SQLite file deleted, replaced
 or read-only) the driver dispatches and records nothing more and the error leaves ``run``.
 Every write is retried on transient errors (orchestrator.ledger). The job ends when every
 study is finished (budget spent or every valid config known) or the time budget is spent, then
@@ -127,13 +128,18 @@ class Driver:
         retime_rounds: int = 3,
         poll_s: float = 1.0,
         stop: Callable[[], bool] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
+        """``cancelled``: whether a cancel of the job was asked for, as the caller reads it
+        (a server's scheduler reads its jobs' flags in one query per poll); without it the
+        driver reads the flag itself every ``poll_s``."""
         self.database = database
         self.pool = pool
         self.reporter: Reporter = reporter or SilentReporter()
         self.retime_rounds = retime_rounds
         self.poll_s = poll_s
         self._stop = stop
+        self._cancelled = cancelled
         self._studies: list[_Running] = []
         self._retries: dict[str, list[tuple[TrialRequest, _Ticket]]] = {}
         self._rr: dict[str, int] = {}
@@ -246,7 +252,9 @@ class Driver:
             now = time.monotonic()
             if not stopping and now >= next_poll:
                 next_poll = now + self.poll_s
-                if ledger.cancel_requested():  # also checks the database takes writes
+                # The driver's own read also checks the database takes writes.
+                asked = self._cancelled or ledger.cancel_requested
+                if asked():
                     early = JobStatus.CANCELLED
                     self.reporter.note("cancel requested: stopping dispatch")
                 elif self._stop is not None and self._stop():

@@ -535,16 +535,18 @@ def drive(
     reporter: Reporter | None = None,
     *,
     stop: Callable[[], bool] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
     stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner); the
-    driver's result (its status, and the winners that give the summary's speedups)."""
+    driver's result (its status, and the winners that give the summary's speedups).
+    ``cancelled``: the cancel flag as the caller reads it (see :class:`Driver`)."""
     from orchestrator.driver import Driver
 
     def stopping() -> bool:
         return keeper.lost() or (stop is not None and bool(stop()))
 
-    return Driver(database, pool, reporter=reporter, stop=stopping).run(job_id)
+    return Driver(database, pool, reporter=reporter, stop=stopping, cancelled=cancelled).run(job_id)
 
 
 def _announce(reporter: Reporter, job_id: int, spec: JobSpec) -> None:

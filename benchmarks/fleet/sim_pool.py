@@ -91,8 +91,9 @@ class SimPool:
         self._workers: list[_Worker] = []
         self._closed = False
         n = 0
+        # One runner answers every class (the same landscapes): one copy of them, one memo.
+        runner = ReplayRunner(list(landscapes), ReplayOptions(samples=25))
         for plan in plans:
-            runner = ReplayRunner(list(landscapes), ReplayOptions(samples=25))
             fingerprint = replace(runner.fingerprint, name=f"sim-{plan.label}")
             keys = tuple(runner.keys())
             for _ in range(plan.workers):

@@ -179,6 +179,7 @@ class Scheduler:
         self._stopping = threading.Event()
         self._groups: list[_Group] = []
         self._claimed: dict[int, _Job] = {}
+        self._cancels: frozenset[int] = frozenset()  # running jobs with a cancel asked for
         self._thread: threading.Thread | None = None
         self._lock_fd: int | None = None
         self._started_ray = False
@@ -329,6 +330,7 @@ class Scheduler:
             self._take(job_id)
         while not self._stopping.is_set():
             try:
+                self._read_cancels()
                 self._step()
             except DatabaseError as exc:
                 log.warning("scheduler: %s", exc)
@@ -367,6 +369,17 @@ class Scheduler:
         with self._lock:
             self._claimed[job_id] = _Job(job_id, keeper)
         return True
+
+    def _read_cancels(self) -> None:
+        """Read the cancel flags of the running jobs, in one query (in a write transaction, so
+        that it also checks the database takes writes, as a driver's own poll does); their
+        drivers read the set instead of polling one query each (with a hundred jobs those polls
+        were a twelfth of a server's Python time)."""
+        with self._lock:
+            running = [j.id for j in self._claimed.values() if j.thread is not None]
+        self._cancels = frozenset(
+            self.database.run_with_retry(lambda s: repository.cancels_requested(s, running))
+        )
 
     def _step(self) -> None:
         """Start the claimed jobs whose classes can take them; claim more (see the bounds)."""
@@ -500,7 +513,12 @@ class Scheduler:
             for g in job.groups:
                 views.append(self._view(g, options, job))
             status = service.drive(
-                self.database, PoolSet(views), job.id, job.keeper, stop=self._stopping.is_set
+                self.database,
+                PoolSet(views),
+                job.id,
+                job.keeper,
+                stop=self._stopping.is_set,
+                cancelled=lambda: job.id in self._cancels,
             ).status
             log.info("job %d: %s", job.id, status.value)
         except JOB_ERRORS as exc:

@@ -404,6 +404,16 @@ class TestStorage:
             )
             assert row.created_at.tzinfo is not None
 
+    def test_cancels_requested_reads_the_flags_of_the_jobs_asked_about(self, db: Database) -> None:
+        ids = _setup(db)
+        with db.session() as s:
+            jobs = [repo.create_job(s, ids["kernel"], {"kernel": "matmul"}, "ml") for _ in range(3)]
+            repo.request_cancel(s, jobs[1])
+            repo.request_cancel(s, jobs[2])
+        with db.session() as s:
+            assert repo.cancels_requested(s, jobs[:2]) == {jobs[1]}
+            assert repo.cancels_requested(s, []) == set()
+
     def test_write_one_commits_its_statement_and_a_violation_writes_nothing(
         self, db: Database
     ) -> None:

@@ -1,6 +1,6 @@
 """The scheduler on a real local Ray with replay workers (two device classes): queued jobs run
 exactly once, by priority, classes at once and one class's pool shared by its jobs (on SQLite and
-PostgreSQL); a stopped scheduler's job is finished by the next one with no trial lost or measured
+PostgreSQL); a cancel reaches a running job; a stopped scheduler's job is finished by the next one with no trial lost or measured
 twice; what a scheduler owned it resumes at once; it never imports a kernel module it was not
 allowed; a second scheduler on one SQLite file refuses to start."""
 
@@ -108,6 +108,26 @@ def test_queued_jobs_run_once_by_priority_sharing_classes(
     assert b.started_at < c.finished_at  # type: ignore[operator]  # two classes: at once
     for j in (later, other, first):
         assert_once(database, j, 6)
+
+
+def test_a_cancel_reaches_the_running_job_through_the_schedulers_one_read(
+    database: Database, landscapes: dict[str, list[Path]]
+) -> None:
+    job_id = submit(database, H200, 200)
+    scheduler = Scheduler(
+        database,
+        devices=(replay(landscapes, H200),),
+        pool_options=PoolOptions(replay_delay_s=0.2),
+        poll_s=0.2,
+    )
+    scheduler.start()
+    try:
+        until(lambda: len(trials(database, job_id)) >= 2, what="2 trial rows")
+        service.cancel_job(database, job_id)
+        until(lambda: job(database, job_id).status is JobStatus.CANCELLED, what="cancelled")
+    finally:
+        scheduler.stop(60)
+    assert len(trials(database, job_id)) < 200
 
 
 def test_a_stopped_scheduler_leaves_the_job_to_the_next_one(
