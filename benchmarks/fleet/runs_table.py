@@ -1,12 +1,27 @@
-"""The MANIFEST's table from the runs' reports: python3 table.py DIR (runs in the order they ended)."""
+"""A Markdown table of a results folder's fleet runs (``DIR/runs/NAME.fleet_sim.json``, in the
+order ``DIR/load.txt`` says they ended, else by name): rows and measured trials per second, slots
+busy, CPU per trial by component, the speed probe, the jobs at the end.
+
+    python3 benchmarks/fleet/runs_table.py benchmarks/results/fleet_sim/FOLDER
+"""
 
 import json
 import pathlib
 import sys
 
-runs = sorted(
-    pathlib.Path(sys.argv[1]).glob("runs/*.fleet_sim.json"), key=lambda p: p.stat().st_mtime
+folder = pathlib.Path(sys.argv[1])
+log = folder / "load.txt"  # "HH:MM:SS end NAME rc=0" lines, in the order the runs ended
+ended = (
+    [ln.split()[2] for ln in log.read_text().splitlines() if " end " in ln] if log.exists() else []
 )
+
+
+def _order(path: pathlib.Path) -> tuple[int, str]:
+    name = path.name.removesuffix(".fleet_sim.json")
+    return (ended.index(name) if name in ended else len(ended), name)
+
+
+runs = sorted(folder.glob("runs/*.fleet_sim.json"), key=_order)
 print(
     "| run | trials/s | of them reused | measured | slots busy | machine CPU per trial | cores busy "
     "| drivers ms/trial | PostgreSQL ms/trial | speed probe µs, before / during | jobs at the end |"
