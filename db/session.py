@@ -396,7 +396,9 @@ class Database:
         with self.session(readonly=readonly) as s:
             return fn(s)
 
-    def write_one(self, fn: Callable[[Connection], _T], *, retries: int = 4) -> _T:
+    def write_one(
+        self, fn: Callable[[Connection], _T], *, retries: int = 4, backoff_s: float = 0.25
+    ) -> _T:
         """``fn(connection)``, which must run exactly one writing statement, in a transaction of
         its own. On PostgreSQL the connection is in autocommit: one round trip, without the
         BEGIN, COMMIT and ORM session of :meth:`run_with_retry` (a reused trial row per ask
@@ -405,8 +407,10 @@ class Database:
         a connection lost during the statement raises DatabaseLost (the server may have kept
         the write). On SQLite: :meth:`run_with_retry` on the session's connection."""
         if self.backend == "sqlite":
-            return self.run_with_retry(lambda s: fn(s.connection()), retries=retries)
-        delay = 0.25
+            return self.run_with_retry(
+                lambda s: fn(s.connection()), retries=retries, backoff_s=backoff_s
+            )
+        delay = backoff_s
         for attempt in range(retries + 1):
             with self._connection(write=True) as conn:
                 try:

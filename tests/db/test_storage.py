@@ -14,6 +14,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 
 from db import (
     ConstraintViolation,
@@ -119,6 +120,15 @@ def _move(db: Database, job: int, *path: JobStatus) -> None:
     for status in path:
         with db.session() as s:
             repo.set_job_status(s, job, status)
+
+
+def _reuse_into(s: Session, ids: dict[str, int]) -> dict[str, Any]:
+    """``reuse_measured``'s target: a new job's study of M=64 and the config it names."""
+    job = repo.create_job(s, ids["kernel"], {"kernel": "matmul"}, "ml")
+    study = repo.ensure_study(
+        s, job, ids["kernel"], '{"M":64}', {"M": 64}, ids["dc"], "tpe", "other"
+    )
+    return {"job_id": job, "study_id": study, "config": {"BLOCK": 64}}
 
 
 class TestStorage:
@@ -376,11 +386,8 @@ class TestStorage:
         ids = _setup(db)
         key = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}', Objective.KERNEL)
         with db.session() as s:
-            job = repo.create_job(s, ids["kernel"], {"kernel": "matmul"}, "ml")
-            other = repo.ensure_study(
-                s, job, ids["kernel"], '{"M":64}', {"M": 64}, ids["dc"], "tpe", "other"
-            )
-            into = {"job_id": job, "study_id": other, "config": {"BLOCK": 64}}
+            into = _reuse_into(s, ids)
+            job, other = into["job_id"], into["study_id"]
             _trial(s, ids, "infra")
             assert repo.reuse_measured(s, *key, **into) is None  # no verdict: nothing written
             assert repo.trials_for_study(s, other) == []
@@ -420,12 +427,9 @@ class TestStorage:
         ids = _setup(db)
         key = (ids["kernel"], '{"M":64}', ids["dc"], '{"BLOCK":64}', Objective.KERNEL)
         with db.session() as s:
-            job = repo.create_job(s, ids["kernel"], {"kernel": "matmul"}, "ml")
-            study = repo.ensure_study(
-                s, job, ids["kernel"], '{"M":64}', {"M": 64}, ids["dc"], "tpe", "other"
-            )
+            into = _reuse_into(s, ids)
             _trial(s, ids, "ok")
-        into = {"job_id": job, "study_id": study, "config": {"BLOCK": 64}}
+        study = into["study_id"]
         reused = db.write_one(lambda c: repo.reuse_measured(c, *key, **into))
         assert reused is not None
         with db.session(readonly=True) as s:  # another connection sees it: committed
