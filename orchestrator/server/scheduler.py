@@ -373,8 +373,8 @@ class Scheduler:
     def _read_cancels(self) -> None:
         """Read the cancel flags of the running jobs, in one query (in a write transaction, so
         that it also checks the database takes writes, as a driver's own poll does); their
-        drivers read the set instead of polling one query each (with a hundred jobs those polls
-        were a twelfth of a server's Python time)."""
+        drivers read the set instead of polling one query each (those polls were 8.5% of a server's
+        Python time in a fleet simulation of many short jobs)."""
         with self._lock:
             running = [j.id for j in self._claimed.values() if j.thread is not None]
         self._cancels = frozenset(
