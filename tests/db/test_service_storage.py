@@ -202,6 +202,11 @@ class TestJobPaging:
             assert [j.id for j in repo.list_jobs(s, status="running")] == [ml[0]]
             assert repo.count_jobs(s, status=JobStatus.QUEUED) == 4
             assert [j.id for j in repo.list_jobs(s, kernel="rmsnorm")] == infra[::-1]
+            assert [j.id for j in repo.list_jobs(s, kernel="rmsnorm", limit=1, offset=1)] == [
+                infra[0]
+            ]
+            assert [j.id for j in repo.list_jobs(s, limit=2, offset=3)] == every[3:5]
+            assert repo.list_jobs(s, offset=5) == []
             assert repo.count_jobs(s, kernel="rmsnorm", team="ml") == 0
             assert repo.list_jobs(s, team="nobody") == []
             (record,) = repo.list_jobs(s, limit=1)
