@@ -178,3 +178,27 @@ def test_the_sampler_is_built_with_its_studys_context(
     assert (context.seed, context.budget, context.device_class) == (7, 3, H200_CLASS)
     assert context.problem == SMALL and context.kernel is not None
     assert context.kernel.name == "matmul"
+
+
+def test_a_job_looks_up_each_environment_once_not_once_per_worker(
+    pool: LocalPool, database: Database
+) -> None:
+    looked_up: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if "FROM tf_environments" in statement:
+            looked_up.append(statement)
+
+    sa.event.listen(database.engine, "before_cursor_execute", note)
+    try:
+        result = Driver(database, pool, retime_rounds=1, poll_s=0.0).run(
+            submit_job(database, spec(trials=8), pool)
+        )
+    finally:
+        sa.event.remove(database.engine, "before_cursor_execute", note)
+    assert result.status is JobStatus.DONE
+    environments = {t.environment_id for t in rows(database, result.job_id)}
+    workers = {t.worker for t in rows(database, result.job_id)}
+    # Two H200 workers share one environment; the A100's is the other.
+    assert len(workers) == 3 and len(environments) == 2
+    assert len(looked_up) == len(environments)
