@@ -505,17 +505,24 @@ def acquire_lease(s: Session, job_id: int, owner: str, ttl_s: float) -> bool:
     return True
 
 
-def renew_lease(s: Session, job_id: int, owner: str, ttl_s: float) -> bool:
+def renew_lease(s: Session | sa.Connection, job_id: int, owner: str, ttl_s: float) -> bool:
     """Extend ``owner``'s lease on job ``job_id`` to ``ttl_s`` seconds from now; False if
-    ``owner`` no longer holds it (released, or taken over after it expired)."""
+    ``owner`` no longer holds it (released, or taken over after it expired). One ``UPDATE``
+    (the job's row is not loaded); ``s`` may be a connection in autocommit
+    (:meth:`db.Database.write_one`)."""
     _check_owner(owner)
     now, until = _lease_until(ttl_s)
-    job = _job_row(s, job_id, for_update=True)
-    if job.lease_owner != owner:
-        return False
-    _take_lease(job, owner, now, until)
-    s.flush()
-    return True
+    renew = (
+        sa.update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner)
+        .values(lease_expires_at=until, heartbeat_at=now)
+        .returning(Job.id)
+    )
+    if s.execute(renew).first() is not None:
+        return True
+    if s.scalar(sa.select(Job.id).where(Job.id == job_id)) is None:
+        raise NotFound(f"no job {job_id}; list jobs with `tunefleet jobs`")
+    return False
 
 
 def release_lease(s: Session, job_id: int, owner: str) -> None:

@@ -73,8 +73,9 @@ class LeaseKeeper:
         renewed = time.monotonic()
         while not self._done.wait(self.ttl_s / 3):
             try:
-                with self.database.session() as s:
-                    held = repository.renew_lease(s, self.job_id, self.owner, self.ttl_s)
+                held = self.database.write_one(
+                    lambda c: repository.renew_lease(c, self.job_id, self.owner, self.ttl_s)
+                )
             except DatabaseError:
                 if time.monotonic() - renewed > self.ttl_s:
                     self._lost.set()

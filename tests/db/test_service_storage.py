@@ -64,6 +64,21 @@ class TestLeases:
             )
             assert repo.acquire_lease(s, job, "c", 30) is True
 
+    def test_renewal_is_one_statement_on_a_connection_too(self, db: Database) -> None:
+        (job,) = _jobs(db, 1)
+        with db.session() as s:
+            assert repo.acquire_lease(s, job, "a", 5) is True
+            before = repo.get_job(s, job).lease_expires_at
+        assert db.write_one(lambda c: repo.renew_lease(c, job, "a", 300)) is True
+        assert db.write_one(lambda c: repo.renew_lease(c, job, "b", 300)) is False
+        with db.session(readonly=True) as s:
+            after = repo.get_job(s, job)
+        assert before is not None and after.lease_expires_at is not None
+        assert after.lease_expires_at - before > timedelta(seconds=200)
+        assert after.lease_owner == "a"
+        with pytest.raises(NotFound, match="no job"):
+            db.write_one(lambda c: repo.renew_lease(c, job + 1000, "a", 30))
+
     def test_stopped_job_goes_back_to_the_queue_and_is_claimed_again(self, db: Database) -> None:
         (job,) = _jobs(db, 1)
         with db.session() as s:
