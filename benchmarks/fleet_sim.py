@@ -83,6 +83,38 @@ def steady_series(per_second: Sequence[tuple[Any, int]], start: float, end: floa
     return [counts.get(s, 0) for s in range(math.ceil(start), math.ceil(end))]
 
 
+def phases(
+    trials: Sequence[int],
+    running: Sequence[int],
+    cpu: list[Any],
+    first: float,
+    phase_s: int,
+) -> list[dict[str, Any]]:
+    """The steady window in spans of ``phase_s`` seconds: trials/s, jobs running (mean over the
+    span's seconds), and the machine's and the servers' CPU (cores, ms per trial) from the
+    meter's samples ``cpu``, whose clock reads ``first`` at the start of ``trials[0]``'s second.
+    Shows whether a long run's rate holds as jobs pile up, and what each trial costs meanwhile."""
+    out = []
+    for i in range(0, len(trials), phase_s):
+        span = trials[i : i + phase_s]
+        seconds, used = window(cpu, first + i, first + i + len(span))
+        n = max(1, sum(span))
+        servers = sum(v for k, v in used.items() if k.startswith("server") and " " not in k)
+        busy = used.get("machine busy", 0.0)
+        out.append(
+            {
+                "from_s": i,
+                "seconds": len(span),
+                "trials_per_s": round(sum(span) / len(span), 1),
+                "jobs_running": round(sum(running[i : i + phase_s]) / len(span), 1),
+                "machine_cores": round(busy / max(seconds, 1e-9), 2),
+                "machine_ms_per_trial": round(1e3 * busy / n, 3),
+                "servers_ms_per_trial": round(1e3 * servers / n, 3),
+            }
+        )
+    return out
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -321,6 +353,14 @@ def _run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     stats = _collect(servers, out)
     report = _report(args, database, stats, rec, submitted, t0, t_end, t0_wall, t_end_wall, t_burst)
     report["cpu"] = _cpu(meter.series(), stats, t0 + args.warmup_s, t_end, report)
+    report["phase_s"] = args.phase_s
+    report["phases"] = phases(
+        report["trials_per_s_series"],
+        report["jobs_running_series"],
+        meter.series(),
+        t0 + report["series_first_epoch_s"] - t0_wall,
+        args.phase_s,
+    )
     during = speed.median_us()
     report["speed_probe_us"] = {
         "idle": round(speed_idle, 1),
@@ -396,6 +436,9 @@ def _report(
             for t in ("tf_jobs", "tf_studies", "tf_trials", "tf_best_configs", "tf_audit")
         }
     window = steady_series([(s, n) for s, n, _ in per_second], t0_wall + warm, t_end_wall - 1)
+    first = math.ceil(t0_wall + warm)  # the epoch second of window[0]
+    spans = [(float(a), math.inf if b is None else float(b)) for *_, a, b in jobs if a is not None]
+    running_series = [sum(a <= first + k < b for a, b in spans) for k in range(len(window))]
     steady = sum(window) / max(1, len(window))
     reused = steady_series([(s, n) for s, _, n in per_second], t0_wall + warm, t_end_wall - 1)
     # Each job's running interval (to its end, or the run's), on the pools' monotonic clock.
@@ -443,6 +486,8 @@ def _report(
         "trials_per_s_peak": max(window, default=0),
         "reused_per_s_steady": round(sum(reused) / max(1, len(reused)), 1),
         "trials_per_s_series": window,
+        "jobs_running_series": running_series,
+        "series_first_epoch_s": first,
         "slot_busy_share": round(util, 3),
         "slot_busy_share_with_jobs": None if util_wanted is None else round(util_wanted, 3),
         "claim_ms": {"calls": len(claims), "p50": _pct(claims, 0.5), "p99": _pct(claims, 0.99)},
@@ -501,6 +546,16 @@ def _markdown(r: dict[str, Any]) -> str:
             for k, v in r["cpu"]["cpu_s"].items()
         ),
         "",
+        f"By phase ({r['phase_s']} s each, from the end of the warm-up):",
+        "",
+        "| from s | trials/s | jobs running | machine cores | machine ms/trial | servers ms/trial |",
+        "|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {p['from_s']} | {p['trials_per_s']} | {p['jobs_running']} | "
+            f"{p['machine_cores']} | {p['machine_ms_per_trial']} | {p['servers_ms_per_trial']} |"
+            for p in r["phases"]
+        ),
+        "",
         "| API route | calls | p50 ms | p99 ms | errors |",
         "|---|---:|---:|---:|---:|",
     ]
@@ -526,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every-s", type=float, default=20.0, help="then one job per team every")
     parser.add_argument("--duration-s", type=float, default=180.0)
     parser.add_argument("--warmup-s", type=float, default=20.0, help="left out of the rates")
+    parser.add_argument("--phase-s", type=int, default=60, help="seconds per row of the phases")
     parser.add_argument("--classes-per-job", type=int, default=1, help="device classes per job")
     parser.add_argument("--problems", type=int, default=4, help="problems per job")
     parser.add_argument("--trials", type=int, default=300, help="trials per study")

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.fleet.sim_pool import busy_share, search_only_landscapes, wanted_busy_share
 from benchmarks.fleet.speed import SpeedProbe, idle_us
-from benchmarks.fleet_sim import steady_series
+from benchmarks.fleet_sim import phases, steady_series
 from workers.replay import ReplayRunner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +29,25 @@ def test_whole_seconds_from_start_to_end() -> None:
     assert steady_series(rows, 5.0, 7.0) == [1, 2]
     assert steady_series(rows, 5.2, 7.5) == [2, 3]
     assert steady_series(rows, 7.0, 7.0) == []
+
+
+def test_phases_split_the_window_with_the_cpu_each_span_spent() -> None:
+    # Five seconds of trials from the meter's clock 100.0; the meter read cumulative CPU
+    # seconds every second (the machine one core busy, each server a quarter of a core).
+    cpu = [
+        (100.0 + k, {"machine busy": 1.0 * k, "server0": 0.25 * k, "server1": 0.25 * k,
+                     "server0 drivers": 0.2 * k})
+        for k in range(6)
+    ]  # fmt: skip
+    out = phases([100, 100, 200, 200, 50], [1, 1, 3, 3, 4], cpu, 100.0, 2)
+    assert [p["from_s"] for p in out] == [0, 2, 4]
+    assert [p["trials_per_s"] for p in out] == [100.0, 200.0, 50.0]
+    assert [p["jobs_running"] for p in out] == [1.0, 3.0, 4.0]
+    assert [p["machine_cores"] for p in out] == [1.0, 1.0, 1.0]
+    # 2 CPU seconds over 200 trials, then over 400, then 1 over 50; the servers half of it
+    # (the drivers are a role inside server0, not counted twice).
+    assert [p["machine_ms_per_trial"] for p in out] == [10.0, 5.0, 20.0]
+    assert [p["servers_ms_per_trial"] for p in out] == [5.0, 2.5, 10.0]
 
 
 def test_busy_share_counts_only_the_seconds_a_class_had_a_job() -> None:
