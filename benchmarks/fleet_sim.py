@@ -165,6 +165,7 @@ def _start_servers(args: argparse.Namespace, url: str, out: Path) -> list[dict[s
             "--overhead-s", str(args.overhead_s), "--scale", str(args.scale),
             "--owner", f"sim-server-{i}", "--stats", str(out / f"server{i}.stats.json"),
             "--jobs-per-class", str(args.jobs_per_class),
+            *(["--max-jobs", str(args.max_jobs)] if args.max_jobs else []),
             *(["--landscape-space"] if args.landscape_space else []),
         ]  # fmt: skip
         log = open(out / f"server{i}.log", "w")  # noqa: SIM115 - closed after the process ends
@@ -576,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overhead-s", type=float, default=0.5, help="per-trial compile + setup")
     parser.add_argument("--scale", type=float, default=1.0, help="wall seconds per recorded second")
     parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
+    parser.add_argument("--max-jobs", type=int, default=None, help="jobs a server runs at once")
     parser.add_argument("--teams", type=int, default=4)
     parser.add_argument("--burst", type=int, default=3, help="jobs per team at the start")
     parser.add_argument("--every-s", type=float, default=20.0, help="then one job per team every")

@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--owner", required=True)
     parser.add_argument("--poll-s", type=float, default=0.5)
     parser.add_argument("--jobs-per-class", type=int, default=8, help="jobs sharing a class")
+    parser.add_argument("--max-jobs", type=int, default=None, help="jobs a server runs at once")
     parser.add_argument("--stats", type=Path, required=True)
     parser.add_argument(
         "--landscape-space", action="store_true", help="search only the configs replay answers"
@@ -148,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
 
     database = Database(args.db)
     scheduler = Scheduler(
-        database, owner=args.owner, poll_s=args.poll_s, jobs_per_class=args.jobs_per_class
+        database,
+        owner=args.owner,
+        poll_s=args.poll_s,
+        jobs_per_class=args.jobs_per_class,
+        max_jobs=args.max_jobs,
     )
     app = create_app(database, scheduler=scheduler)
     sock = socket.socket()

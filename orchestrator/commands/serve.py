@@ -133,6 +133,14 @@ def serve(
             help="Jobs that share one device class's workers at once (slots fair by team).",
         ),
     ] = 8,
+    max_jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-jobs",
+            min=1,
+            help="Jobs this server runs at once (default: no bound); the rest wait for others.",
+        ),
+    ] = None,
     allow_kernel_module: Annotated[
         list[str] | None,
         typer.Option(
@@ -173,6 +181,7 @@ def serve(
             owner=owner,
             kernel_modules=modules,
             jobs_per_class=jobs_per_class,
+            max_jobs=max_jobs,
         )
     app = create_app(
         database,

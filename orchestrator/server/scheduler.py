@@ -156,13 +156,18 @@ class Scheduler:
         pool_options: PoolOptions | None = None,
         kernel_modules: Collection[str] = (),
         jobs_per_class: int = 8,
+        max_jobs: int | None = None,
     ) -> None:
         """``pool_options``: the base settings of every pool (a job's ``in_flight`` and
         objective override theirs). ``kernel_modules``: the modules whose ``module:attribute``
         kernels jobs may name (the server's allow-list); a job row naming another is failed
-        without importing anything. ``jobs_per_class``: jobs that share a class's pool at once."""
+        without importing anything. ``jobs_per_class``: jobs that share a class's pool at once.
+        ``max_jobs``: jobs this scheduler holds at once (None: no bound); the rest stay queued
+        for other schedulers, since every driver of a server shares one interpreter."""
         if jobs_per_class < 1:
             raise OrchestratorError("jobs_per_class must be at least 1")
+        if max_jobs is not None and max_jobs < 1:
+            raise OrchestratorError("max_jobs must be at least 1")
         if not devices:
             raise OrchestratorError("the scheduler needs at least one --device source")
         self.database = database
@@ -174,6 +179,7 @@ class Scheduler:
         self._base = pool_options
         self.kernel_modules = frozenset(kernel_modules)
         self.jobs_per_class = jobs_per_class
+        self.max_jobs = max_jobs
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -386,10 +392,13 @@ class Scheduler:
         self._start_ready()
         while not self._stopping.is_set():
             with self._lock:
+                held = len(self._claimed)
                 waiting = sum(1 for j in self._claimed.values() if j.thread is None)
             # Up to one waiting job per class group: a job that waits for a busy class does not
             # keep a job of an idle class from being claimed, and few jobs are held from others.
-            if waiting >= len(self._groups):
+            if waiting >= len(self._groups) or (
+                self.max_jobs is not None and held >= self.max_jobs
+            ):
                 return
             with self.database.session() as s:
                 job_id = repository.claim_next_job(s, self.owner, self.lease_s)

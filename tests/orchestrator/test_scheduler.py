@@ -19,7 +19,7 @@ from db import Database, JobStatus, repository
 from db.models import Trial
 from orchestrator import service
 from orchestrator.dispatch import PoolOptions, ensure_ray
-from orchestrator.errors import SchedulerConflict
+from orchestrator.errors import OrchestratorError, SchedulerConflict
 from orchestrator.jobs import DeviceSource, JobSpec
 from orchestrator.server.scheduler import Scheduler
 from tests.orchestrator.conftest import A100, H200
@@ -128,6 +128,36 @@ def test_a_cancel_reaches_the_running_job_through_the_schedulers_one_read(
     finally:
         scheduler.stop(60)
     assert len(trials(database, job_id)) < 200
+
+
+def test_max_jobs_holds_the_rest_in_the_queue(
+    database: Database, landscapes: dict[str, list[Path]]
+) -> None:
+    # Two jobs on two idle classes would run at once; with max_jobs=1 the second waits.
+    first, second = submit(database, H200, 4), submit(database, A100, 4)
+    scheduler = Scheduler(
+        database,
+        devices=(replay(landscapes, H200), replay(landscapes, A100)),
+        pool_options=PoolOptions(replay_delay_s=0.1),
+        poll_s=0.2,
+        max_jobs=1,
+    )
+    scheduler.start()
+    try:
+        until(lambda: scheduler.status()["running"], what="a running job")
+        assert len(scheduler.status()["running"]) == 1
+        assert job(database, second).status is JobStatus.QUEUED
+        until(
+            lambda: all(job(database, j).status is JobStatus.DONE for j in (first, second)),
+            what="both jobs done",
+        )
+    finally:
+        scheduler.stop(60)
+    a, b = job(database, first), job(database, second)
+    assert a.finished_at is not None and b.started_at is not None
+    assert b.started_at >= a.finished_at
+    with pytest.raises(OrchestratorError, match="max_jobs"):
+        Scheduler(database, devices=(replay(landscapes, H200),), max_jobs=0)
 
 
 def test_a_stopped_scheduler_leaves_the_job_to_the_next_one(
