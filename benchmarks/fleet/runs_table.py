@@ -1,6 +1,7 @@
 """A Markdown table of a results folder's fleet runs (``DIR/runs/NAME.fleet_sim.json``, in the
 order ``DIR/load.txt`` says they ended, else by name): rows and measured trials per second, slots
-busy, CPU per trial by component, the speed probe, the jobs at the end.
+busy, CPU per trial by component, the speed probe, the jobs at the end; then, for runs that have
+them, the phases (trials/s, jobs running and CPU per trial in each span of the steady window).
 
     python3 benchmarks/fleet/runs_table.py benchmarks/results/fleet_sim/FOLDER
 """
@@ -21,14 +22,15 @@ def _order(path: pathlib.Path) -> tuple[int, str]:
     return (ended.index(name) if name in ended else len(ended), name)
 
 
-runs = sorted(folder.glob("runs/*.fleet_sim.json"), key=_order)
+runs = [
+    (p, json.loads(p.read_text())) for p in sorted(folder.glob("runs/*.fleet_sim.json"), key=_order)
+]
 print(
     "| run | trials/s | of them reused | measured | slots busy | machine CPU per trial | cores busy "
     "| drivers ms/trial | PostgreSQL ms/trial | speed probe µs, before / during | jobs at the end |"
 )
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-for p in runs:
-    r = json.loads(p.read_text())
+for p, r in runs:
     ms, cores = r["cpu"]["ms_per_trial"], r["cpu"]["cores"]
     drivers = sum(v for k, v in ms.items() if k.endswith("drivers"))
     pg = sum(v for k, v in ms.items() if k.startswith("postgres"))
@@ -41,3 +43,16 @@ for p in runs:
         f"| {cores['machine busy']:.2f} | {drivers:.3f} | {pg:.3f} "
         f"| {speed['idle']:.0f} / {speed['run_median']:.0f} | {jobs} |"
     )
+
+phased = [(p, r) for p, r in runs if r.get("phases")]
+if phased:
+    print()
+    print("| run | from s | trials/s | jobs running | machine ms/trial | servers ms/trial |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for p, r in phased:
+        for ph in r["phases"]:
+            print(
+                f"| {p.name.removesuffix('.fleet_sim.json')} | {ph['from_s']} "
+                f"| {ph['trials_per_s']} | {ph['jobs_running']} | {ph['machine_ms_per_trial']} "
+                f"| {ph['servers_ms_per_trial']} |"
+            )
