@@ -763,7 +763,7 @@ def _insert_json(s: Session, values: list[dict[str, Any]]) -> list[int]:
     rows = [_json_row(v) for v in values]
     try:
         document = json.dumps(rows, allow_nan=False)
-    except ValueError:  # a non-finite float: as text in its column (still refused in samples)
+    except ValueError:  # a non-finite float column: as text (samples are checked finite)
         document = json.dumps([_non_finite_as_text(r) for r in rows])
     ids = s.connection().exec_driver_sql(_JSON_INSERT, {"rows": document}).scalars().all()
     return sorted(ids)
@@ -779,6 +779,8 @@ def _trial_values(f: TrialFields) -> dict[str, Any]:
             f"only a retryable outcome ({allowed}) can be provisional, not {verdict.value}"
         )
     samples = f.get("samples_ms")
+    if samples is not None and not all(math.isfinite(x) for x in samples):
+        raise InvalidRecord(f"trial samples must be finite numbers of ms, got {list(samples)!r}")
     return {
         "job_id": f.get("job_id"),
         "study_id": f.get("study_id"),

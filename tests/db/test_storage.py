@@ -534,6 +534,32 @@ class TestStorage:
         got["outcome"], got["objective"] = got["outcome"].value, got["objective"].value
         assert got == fields
 
+    @pytest.mark.parametrize("bad", [math.inf, math.nan])
+    def test_a_batch_with_a_non_finite_sample_is_refused_whole(
+        self, db: Database, bad: float
+    ) -> None:
+        """JSON has no infinity or NaN (PostgreSQL's json type refuses them): every backend
+        refuses such a sample with our error, before any row of the batch is written."""
+        ids = _setup(db)
+
+        def row(key: str, samples: list[float]) -> dict[str, Any]:
+            return {
+                "kernel_id": ids["kernel"],
+                "problem_key": '{"M":64}',
+                "device_class_id": ids["dc"],
+                "config": {"BLOCK": 1},
+                "config_key": key,
+                "outcome": "ok",
+                "samples_ms": samples,
+                "median_ms": 1.0,
+            }
+
+        batch = [row('{"BLOCK":1}', [1.0]), row('{"BLOCK":2}', [1.0, bad])]
+        with pytest.raises(InvalidRecord, match="finite"), db.session() as s:
+            repo.record_trials(s, batch)  # type: ignore[arg-type]
+        with db.session(readonly=True) as s:
+            assert s.scalar(sa.select(sa.func.count()).select_from(Trial)) == 0
+
     def test_verdicts_after_an_id_come_by_study_key_from_the_new_rows_only(
         self, db: Database
     ) -> None:
