@@ -555,6 +555,8 @@ def _ops(database: Database, keys: dict[str, list[Any]], calls: int, out_dir: Pa
     trials, hot, bests, running = keys["trials"], keys["hot"], keys["bests"], keys["running"]
     newest = keys["newest"][0]
     teams = list(TEAMS)
+    with database.session(readonly=True) as s:  # the oldest jobs: the last pages' bounds
+        oldest = list(s.scalars(sa.text("SELECT id FROM tf_jobs ORDER BY id LIMIT 100")))
 
     def tr(i: int) -> Any:
         return trials[i % len(trials)]
@@ -676,6 +678,13 @@ def _ops(database: Database, keys: dict[str, list[Any]], calls: int, out_dir: Pa
             total = repository.count_jobs(s)
             return repository.list_jobs(s, limit=50, offset=max(0, total - 50 - i))
 
+    def jobs_page_last_keyset(i: int) -> object:
+        with database.session(readonly=True) as s:
+            repository.count_jobs(s)  # the listing's total, as jobs_page_last reads it
+            return repository.list_jobs(
+                s, limit=50, before=oldest[min(len(oldest) - 1, 50 + i % 50)]
+            )
+
     def claim(i: int) -> object:
         with database.session(readonly=True) as s:  # rolled back: the queue stays as it is
             return repository.claim_next_job(s, "bench", 30.0)
@@ -721,6 +730,8 @@ def _ops(database: Database, keys: dict[str, list[Any]], calls: int, out_dir: Pa
            jobs_page_kernel_status, calls, 20.0),
         Op("progress.jobs_page_last", "per request: the last page of all jobs", jobs_page_last,
            max(20, calls // 5), 20.0),
+        Op("progress.jobs_page_last_keyset", "per request: the last page of all jobs by `before`",
+           jobs_page_last_keyset, max(20, calls // 5), 20.0),
         Op("scheduler.claim_next_job", "per scheduler poll: claim (rolled back)", claim, calls),
         Op("study.trials_for_study", "per request: a study's trials", study_trials,
            max(20, calls // 5)),
@@ -864,6 +875,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the schema (drop it yourself)")
     parser.add_argument("--fill-only", action="store_true", help="stop after the fill (use --keep)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--ops",
+        nargs="+",
+        default=None,
+        metavar="PREFIX",
+        help="time only the queries whose names start so (default: every one)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     args = parser.parse_args(argv)
     if args.trials < 1000 or args.calls < 10:
@@ -906,7 +924,11 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         report["before"] = database.current_revision()
         keys = _keys(database, 2000, args.seed)
-        ops = _ops(database, keys, args.calls, out)
+        ops = [
+            op
+            for op in _ops(database, keys, args.calls, out)
+            if args.ops is None or op.name.startswith(tuple(args.ops))
+        ]
         report["sizes_before"] = _sizes(database)
         at_head = report["before"] == declared_head()  # nothing to compare: time once
         report["before_timing"] = [] if at_head else _time_ops(database, ops, "before", out)

@@ -435,9 +435,11 @@ def list_jobs(
     kernel: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    before: int | None = None,
 ) -> list[JobRecord]:
-    """Jobs matching every filter given (None: any; ``kernel`` is the kernel's name), newest
-    first, ``limit`` of them after skipping ``offset``."""
+    """Jobs matching every filter given (None: any; ``kernel`` is the kernel's name; ``before``:
+    ids below it), newest first, ``limit`` of them after skipping ``offset``. Paging by
+    ``before`` (the last id of the page before) reads as little deep in the table as on top."""
     if limit < 0 or offset < 0:
         raise InvalidRecord(f"limit={limit}, offset={offset}: both must be >= 0")
     # The page's ids first, then only their rows: an OFFSET deep in the table skips narrow index
@@ -445,6 +447,8 @@ def list_jobs(
     ids = sa.select(Job.id)
     if kernel is not None:
         ids = ids.join(Kernel, Job.kernel_id == Kernel.id)
+    if before is not None:
+        ids = ids.where(Job.id < before)
     page = _job_filters(ids, team, status, kernel).order_by(Job.id.desc()).limit(limit)
     query = _job_query().where(Job.id.in_(page.offset(offset).scalar_subquery()))
     return [_job_record(*row) for row in s.execute(query.order_by(Job.id.desc())).all()]

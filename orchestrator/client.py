@@ -197,10 +197,12 @@ class Client:
         kernel: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        before: int | None = None,
     ) -> JobPage:
-        """The jobs the token's team may see, newest first."""
-        params = {"team": team, "status": status, "kernel": kernel, "limit": limit}
-        response = self._request("GET", "/v1/jobs", params={**params, "offset": offset})
+        """The jobs the token's team may see, newest first (``before``: ids below it)."""
+        filters = {"team": team, "status": status, "kernel": kernel}
+        page = {"limit": limit, "offset": offset, "before": before}
+        response = self._request("GET", "/v1/jobs", params={**filters, **page})
         return JobPage.from_dict(self._json(response))
 
     def job(self, job_id: int) -> JobDetail:

@@ -187,12 +187,15 @@ class JobDetail(View):
 
 @dataclasses.dataclass(frozen=True)
 class JobPage(View):
-    """One page of a job listing, newest first; ``total`` matches the filters."""
+    """One page of a job listing, newest first; ``total`` matches the filters (``before``
+    aside); ``next_before``: the ``before`` of the next page, None on the last."""
 
     items: tuple[JobView, ...]
     total: int
     limit: int
     offset: int
+    before: int | None = None
+    next_before: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -695,11 +698,15 @@ def list_jobs(
     kernel: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    before: int | None = None,
 ) -> JobPage:
-    """The jobs matching every filter given, newest first, ``limit`` from ``offset``."""
+    """The jobs matching every filter given (``before``: ids below it), newest first, ``limit``
+    from ``offset``."""
     from db import repository
 
     _page(limit, offset)
+    if before is not None and before < 1:
+        raise InvalidRequest(f"before must be a job id (1 or more), got {before}")
     chosen = None
     if status is not None:
         try:
@@ -710,11 +717,12 @@ def list_jobs(
             ) from None
     filters: dict[str, Any] = {"team": team, "status": chosen, "kernel": kernel}
     with database.session(readonly=True) as s:
-        records = repository.list_jobs(s, **filters, limit=limit, offset=offset)
+        records = repository.list_jobs(s, **filters, limit=limit + 1, offset=offset, before=before)
+        more, records = len(records) > limit, records[:limit]
         total = repository.count_jobs(s, **filters)
         counts = _study_counts(s, [r.id for r in records]) if records else {}
     items = tuple(_job_view(r, counts.get(r.id, {})) for r in records)
-    return JobPage(items, total, limit, offset)
+    return JobPage(items, total, limit, offset, before, items[-1].id if more else None)
 
 
 def _label(study: StudyRecord) -> str:

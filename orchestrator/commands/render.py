@@ -72,6 +72,7 @@ def show_jobs(page: JobPage, json_out: bool, wide: bool = False) -> None:
                 "total": page.total,
                 "limit": page.limit,
                 "offset": page.offset,
+                "next_before": page.next_before,
             }
         )
         return
@@ -103,6 +104,8 @@ def show_jobs(page: JobPage, json_out: bool, wide: bool = False) -> None:
     ]
     console().print(f"jobs ({len(page.items)} of {page.total})")
     print_table(columns, rows, wide=wide)
+    if page.next_before is not None:
+        console().print(f"older: --before {page.next_before}")
 
 
 def show_detail(detail: JobDetail, json_out: bool) -> None:

@@ -336,6 +336,10 @@ def jobs(
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Jobs shown.")] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Newest jobs skipped.")] = 0,
+    before: Annotated[
+        int | None,
+        typer.Option(min=1, help="Only jobs below this id (the listing's next_before)."),
+    ] = None,
     db: DbOption = None,
     server: ServerOption = None,
     token_file: TokenFileOption = None,
@@ -349,7 +353,13 @@ def jobs(
     client = client_for(server, token_file, db)
     if client is None:
         page = service.list_jobs(
-            open_database(db), team=team, kernel=kernel, status=status, limit=limit, offset=offset
+            open_database(db),
+            team=team,
+            kernel=kernel,
+            status=status,
+            limit=limit,
+            offset=offset,
+            before=before,
         )
     else:
         with client:
@@ -359,6 +369,7 @@ def jobs(
                 status=status.value if status else None,
                 limit=limit,
                 offset=offset,
+                before=before,
             )
     render.show_jobs(page, json_out, wide)
 

@@ -379,8 +379,12 @@ def _routes(app: FastAPI, api: _Api) -> None:
         kernel: Annotated[str | None, Query(max_length=200)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+        before: Annotated[
+            int | None, Query(ge=1, le=2**63 - 1, description="only ids below it: next_before")
+        ] = None,
     ) -> Response:
-        """The jobs of the token's team (an admin token: any team's), newest first."""
+        """The jobs of the token's team (an admin token: any team's), newest first; page on
+        with ``before`` set to the page's ``next_before`` (as fast deep down as on top)."""
         if team is not None:
             names.team(team)
             if not principal.admin and team != principal.team:
@@ -394,6 +398,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
             kernel=kernel,
             limit=limit,
             offset=offset,
+            before=before,
         )
         return json_response(page)
 

@@ -221,6 +221,10 @@ class TestJobPaging:
                 infra[0]
             ]
             assert [j.id for j in repo.list_jobs(s, limit=2, offset=3)] == every[3:5]
+            assert [j.id for j in repo.list_jobs(s, before=every[1])] == every[2:]
+            assert [j.id for j in repo.list_jobs(s, team="ml", before=ml[2], limit=1)] == [ml[1]]
+            assert [j.id for j in repo.list_jobs(s, before=every[1], offset=1)] == every[3:]
+            assert repo.list_jobs(s, before=min(every)) == []
             assert repo.list_jobs(s, offset=5) == []
             assert repo.count_jobs(s, kernel="rmsnorm", team="ml") == 0
             assert repo.list_jobs(s, team="nobody") == []

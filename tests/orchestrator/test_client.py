@@ -89,10 +89,11 @@ def make_app(database: Database, seen: list[dict[str, Any]]) -> FastAPI:
         kernel: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        before: int | None = None,
     ) -> Any:
-        return service.list_jobs(
-            database, team=team, status=status, kernel=kernel, limit=limit, offset=offset
-        ).to_dict()
+        filters = {"team": team, "status": status, "kernel": kernel}
+        page = service.list_jobs(database, **filters, limit=limit, offset=offset, before=before)
+        return page.to_dict()
 
     @app.get("/v1/jobs/{job_id}")
     def job(job_id: int) -> Any:
@@ -161,6 +162,9 @@ def test_requests_carry_the_token_and_answers_read_back_as_views(
         page = client.jobs(team="red", status="queued", limit=5)
         assert seen[-1]["query"] == {"team": "red", "status": "queued", "limit": "5", "offset": "0"}
         assert [j.id for j in page.items] == [detail.job.id] and page.total == 1
+        assert page.next_before is None
+        assert client.jobs(before=detail.job.id).items == ()
+        assert seen[-1]["query"]["before"] == str(detail.job.id)
         assert client.job(detail.job.id) == detail
         assert client.cancel(detail.job.id).status is JobStatus.CANCELLED
         store_best(database, detail.job.id, "cpu", PROBLEM)

@@ -80,7 +80,16 @@ def test_list_filters_and_pages_newest_first(db: Database) -> None:
     ]
     cancelled = service.list_jobs(db, status="cancelled")
     assert [j.id for j in cancelled.items] == [ids[0]] and cancelled.total == 1
-    for bad in ({"limit": 0}, {"limit": service.MAX_LIMIT + 1}, {"offset": -1}, {"status": "x"}):
+    walked, before = [], None
+    while True:  # keyset paging visits every job once, newest first, and ends
+        page = service.list_jobs(db, limit=2, before=before)
+        walked += [j.id for j in page.items]
+        if page.next_before is None:
+            break
+        before = page.next_before
+    assert walked == ids[::-1] and page.total == 4
+    bad_pages: list[dict[str, Any]] = [{"limit": 0}, {"limit": service.MAX_LIMIT + 1}]
+    for bad in (*bad_pages, {"offset": -1}, {"status": "x"}, {"before": 0}):
         with pytest.raises(InvalidRequest):
             service.list_jobs(db, **bad)
 

@@ -133,6 +133,13 @@ def test_each_team_sees_only_its_own_jobs(api: Api) -> None:
     assert page["total"] == 3 and [j["id"] for j in page["items"]] == mine[::-1][:2]
     page = api.call("alpha_read", "GET", "/v1/jobs", params={"limit": 2, "offset": 2}).json()
     assert [j["id"] for j in page["items"]] == [mine[0]]
+    # Keyset paging: the page's next_before gives the next page; beta's job never shows.
+    first = api.call("alpha", "GET", "/v1/jobs", params={"limit": 2}).json()
+    assert first["next_before"] == mine[1]
+    last = api.call("alpha", "GET", "/v1/jobs", params={"limit": 2, "before": mine[1]}).json()
+    assert [j["id"] for j in last["items"]] == [mine[0]] and last["next_before"] is None
+    assert last["total"] == 3
+    assert api.call("alpha", "GET", "/v1/jobs", params={"before": 0}).status_code == 422
     assert [j["id"] for j in api.call("beta", "GET", "/v1/jobs").json()["items"]] == [theirs]
     assert api.call("alpha", "GET", "/v1/jobs", params={"team": "beta"}).status_code == 403
     assert api.call("alpha", "GET", f"/v1/jobs/{theirs}").status_code == 404
