@@ -2,7 +2,7 @@
 
 Usage (GPU machine, repo root):
     python benchmarks/llm_kernels.py --out-dir DIR [--kernels flash_attention paged_attention
-        fused_moe] [--trials 16] [--in-flight 12] [--flash-grid GRID]
+        fused_moe] [--trials 16] [--in-flight 12] [--flash-grid GRID] [--moe-grid GRID]
 Per kernel: one `python -m orchestrator tune JOB.json --json` job over the kernel's suite (local
 Ray, one worker per GPU, compile pool, TPE); the winners are what `tunefleet pull` exports from its
 database (the deployment path; with --best-db/--best-landscape, the fastest stored times instead).
@@ -317,7 +317,19 @@ def main() -> None:
         "--flash-grid",
         help="tune flash_attention over this grid of attention_sweep.py (e.g. issue-b1-8)",
     )
+    parser.add_argument(
+        "--moe-grid", help="tune fused_moe over this grid of moe_sweep.py (e.g. issue)"
+    )
     args = parser.parse_args()
+    if args.moe_grid:
+        from moe_sweep import GRIDS as MOE_GRIDS  # this folder
+
+        if args.moe_grid not in MOE_GRIDS:
+            raise SystemExit(f"--moe-grid: one of {', '.join(MOE_GRIDS)}")
+        SUITES["fused_moe"] = [
+            ",".join(f"{k}={v}" for k, v in p.items()) for p in MOE_GRIDS[args.moe_grid]
+        ]
+        PORTABILITY["fused_moe"] = list(range(min(3, len(SUITES["fused_moe"]))))
     if args.flash_grid:
         from attention_sweep import GRIDS  # this folder
 
