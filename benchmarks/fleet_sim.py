@@ -572,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--classes", type=int, default=6, choices=range(1, len(CLASSES) + 1), metavar="1-48"
     )
-    parser.add_argument("--servers", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--servers", type=int, default=2, choices=range(1, 9), metavar="1-8")
     parser.add_argument("--slots", type=int, default=2, help="trials queued per simulated worker")
     parser.add_argument("--overhead-s", type=float, default=0.5, help="per-trial compile + setup")
     parser.add_argument("--scale", type=float, default=1.0, help="wall seconds per recorded second")
