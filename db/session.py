@@ -50,6 +50,12 @@ PG_CONNECT_TIMEOUT_S = 10
 #: Connections a PostgreSQL engine keeps open, and how many more it opens at a burst.
 PG_POOL_SIZE = 10
 PG_POOL_OVERFLOW = 20
+#: How long (seconds) a new PostgreSQL connection is tried again while the server refuses it for
+#: now (its connection slots are full, or it is starting up): nothing was sent, so it is safe.
+PG_CONNECT_WAIT_S = 30.0
+#: SQLSTATEs of a refused connection that a later attempt may not meet: too_many_connections,
+#: cannot_connect_now.
+_PG_BUSY_CODES = frozenset({"53300", "57P03"})
 #: A pooled PostgreSQL connection idle in the pool longer than this (seconds) is pinged (one
 #: round trip) before use; one used more recently only has its socket looked at
 #: (:func:`_pg_on_checkout`).
@@ -129,6 +135,16 @@ def _parse_url(text: str) -> URL:
     return url
 
 
+def _pg_busy(error: exc.SQLAlchemyError) -> bool:
+    """Whether PostgreSQL refused a connection only for now: all its slots (or the role's) are
+    taken, or it is starting up."""
+    orig = getattr(error, "orig", None)
+    if getattr(orig, "sqlstate", None) in _PG_BUSY_CODES:
+        return True
+    text = str(orig or error).lower()
+    return "too many clients" in text or "too many connections" in text
+
+
 def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return lines[0].strip() if lines else type(error).__name__
@@ -190,10 +206,17 @@ class Database:
     long a SQLite writer waits for another's lock before TransientDatabaseError.
     """
 
-    def __init__(self, url: str | None = None, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
+        connect_wait_s: float = PG_CONNECT_WAIT_S,
+    ) -> None:
         self._url = _parse_url(url if url is not None else default_url())
         self.backend = "sqlite" if self._url.drivername == "sqlite" else "postgresql"
         self.busy_timeout_s = busy_timeout_s
+        self.connect_wait_s = connect_wait_s
         self._file: Path | None = None
         self._identity: tuple[int, int] | None = None
         if self.backend == "sqlite" and self._url.database not in (None, "", ":memory:"):
@@ -263,8 +286,28 @@ class Database:
         if self.backend == "postgresql":
             reason = detail.rsplit(": ", 1)[-1].strip()
             reason = reason[:1].lower() + reason[1:]
+            if _pg_busy(error):
+                return TransientDatabaseError(
+                    f"{self._where()} refused new connections for {self.connect_wait_s:g} s: "
+                    f"{reason}; raise its max_connections or run fewer servers (each keeps up "
+                    f"to {PG_POOL_SIZE + PG_POOL_OVERFLOW} connections)"
+                )
             return DatabaseUnavailable(f"cannot reach {self._where()}: {reason}; {_HINT}")
         return DatabaseUnavailable(f"cannot open {self._where()}: {detail}; {_HINT}")
+
+    def _connect(self) -> Connection:
+        """A pooled connection; while PostgreSQL refuses one for now (:func:`_pg_busy`), tried
+        again with backoff for up to ``connect_wait_s``."""
+        deadline = time.monotonic() + self.connect_wait_s
+        delay = 0.05
+        while True:
+            try:
+                return self.engine.connect()
+            except exc.SQLAlchemyError as e:
+                if not _pg_busy(e) or time.monotonic() + delay > deadline:
+                    raise self._connect_error(e) from e
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
 
     def _note_identity(self) -> None:
         """Record the SQLite file's (device, inode) the first time it exists."""
@@ -320,10 +363,7 @@ class Database:
     @contextmanager
     def _connection(self, *, write: bool = False) -> Iterator[Connection]:
         self._check_file(write)
-        try:
-            conn = self.engine.connect()
-        except exc.SQLAlchemyError as e:
-            raise self._connect_error(e) from e
+        conn = self._connect()
         self._note_identity()
         with conn:
             yield conn

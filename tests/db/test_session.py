@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import re
+import secrets
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from db import Database, DatabaseUnavailable, DatabaseURLError, SchemaOutOfDate, default_url
+from db import (
+    Database,
+    DatabaseUnavailable,
+    DatabaseURLError,
+    SchemaOutOfDate,
+    TransientDatabaseError,
+    default_url,
+)
 from db.session import BUSY_TIMEOUT_S, declared_head
+from tests.conftest import PG_URL
 
 
 @pytest.mark.parametrize(
@@ -40,6 +52,48 @@ def test_unreachable_postgresql_says_where_and_what_to_do() -> None:
     )
     with pytest.raises(DatabaseUnavailable, match=re.escape("127.0.0.1:5999")), database.session():
         pass
+
+
+@pytest.fixture
+def one_connection_url(pg_admin: sa.Engine) -> Iterator[str]:
+    """The test PostgreSQL as a role allowed one connection at a time (what a server whose
+    connection slots are all taken answers is the same: SQLSTATE 53300)."""
+    role = f"tf_one_{secrets.token_hex(4)}"
+    with pg_admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1"))
+    try:
+        yield sa.make_url(PG_URL).set(username=role).render_as_string(hide_password=False)
+    finally:
+        with pg_admin.connect() as conn:
+            conn.execute(sa.text(f"DROP ROLE {role}"))
+
+
+@pytest.mark.postgres
+def test_a_full_server_is_waited_for_then_named(one_connection_url: str) -> None:
+    """A connection PostgreSQL refuses for now is tried again (nothing was sent), up to
+    ``connect_wait_s``; then the error says what to change."""
+    holder = Database(one_connection_url)
+    waiter = Database(one_connection_url, connect_wait_s=20)
+    try:
+        with holder.session(readonly=True) as s:
+            s.execute(sa.text("SELECT 1"))
+            threading.Timer(1.0, s.connection().invalidate).start()  # frees the slot in 1 s
+            t0 = time.monotonic()
+            with waiter.session(readonly=True) as other:
+                assert other.execute(sa.text("SELECT 1")).scalar() == 1
+            assert time.monotonic() - t0 >= 0.9
+        waiter.close()
+        impatient = Database(one_connection_url, connect_wait_s=0.5)
+        with holder.session(readonly=True) as s:
+            s.execute(sa.text("SELECT 1"))
+            with pytest.raises(TransientDatabaseError) as info, impatient.session():
+                pass
+        assert "refused new connections for 0.5 s" in str(info.value)
+        assert "max_connections or run fewer servers" in str(info.value)
+        impatient.close()
+    finally:
+        holder.close()
+        waiter.close()
 
 
 def test_unopenable_sqlite_file(tmp_path: Path) -> None:
