@@ -20,6 +20,16 @@ Its constexprs make the variants, so the table shows what each step buys:
 * ``OVERLAP``: intra-warpgroup pipelining (as in FlashAttention-3): q k^T of tile j is issued
   asynchronously, then P(j-1) @ V(j-1), then the softmax of tile j runs while P @ V is on the
   tensor cores (``warpgroup_mma_wait(1)``). Without it each wgmma is waited for at once.
+* ``SCHED`` (``MODE`` 2 only): FlashAttention-3's inter-warpgroup ping-pong schedule. The two
+  consumer partitions issue their GEMMs strictly in turn through two mbarriers in shared memory
+  (``turn_bars``, one per partition, count 1): a partition waits on its own barrier, issues its
+  q k^T (and, with OVERLAP, the previous tile's P @ V), then arrives on the other's barrier, so
+  one partition's softmax runs while the other's GEMMs hold the tensor cores. Partition 0's
+  barrier starts primed (its first wait is on parity 1, which a fresh barrier passes). With
+  causal masking the lower partition skips key tiles wholly above its 64 rows (one 64-key tile
+  per block) and then passes its skipped turns in the same wait-then-arrive alternation, so the
+  upper partition never waits on an arrive that does not come and no barrier runs two phases
+  ahead of its waiter.
 
 Every variant is checked against the spec's float32 reference on the problem's fresh random
 inputs (output poisoned with NaN first; max |err| / max |ref| < 2e-2 like attention_variants.py),
@@ -48,7 +58,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sweep import geomean, interleaved, medians  # this folder
+from _sweep import add_runnable, geomean, interleaved, medians  # this folder
 from _vendor import BACKENDS, packed_sdpa
 
 #: Largest max |out - ref| / max |ref| a variant may show and still be timed.
@@ -96,6 +106,22 @@ def _release(j, n_tiles, k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_em
 
 
 @gluon.jit
+def _turn_wait(turn_bars, turn, SCHED: gl.constexpr, PART: gl.constexpr):
+    """SCHED: wait until this partition may issue its ``turn``-th GEMM batch. Partition 0's
+    barrier is primed (a fresh barrier passes a wait on parity 1 at once), so the two consumer
+    partitions issue strictly in turn: 0, 1, 0, 1, ..."""
+    if SCHED:
+        mbarrier.wait(turn_bars.index(PART), (turn & 1) ^ (1 - PART))
+
+
+@gluon.jit
+def _turn_pass(turn_bars, SCHED: gl.constexpr, PART: gl.constexpr):
+    """SCHED: this partition's GEMMs are issued; the other partition may issue its own."""
+    if SCHED:
+        mbarrier.arrive(turn_bars.index(1 - PART))
+
+
+@gluon.jit
 def _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale, s_layout: gl.constexpr,
              BLOCK_N: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     """Online-softmax step on scores ``s`` of key tile ``j``: (p fp32, alpha, m, l)."""
@@ -113,12 +139,14 @@ def _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale, s_layout: gl.constexpr,
 
 
 @gluon.jit
-def _segment(acc, m_i, l_i, j0, j1, n_tiles, q_smem, k_smem, v_smem, k_ready, v_ready, kv_empty,
+def _segment(acc, m_i, l_i, turn, turn_bars, j0, j1, n_tiles, q_smem, k_smem, v_smem, k_ready, v_ready, kv_empty,
              k_desc, v_desc, kv_row0, kv_col, rows, seq_len, qk_scale,
              ROWS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
-             INLINE: gl.constexpr, SYNC: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
-    """Key tiles j0..j1-1 into (acc, m_i, l_i)."""
+             INLINE: gl.constexpr, SYNC: gl.constexpr, WARPS: gl.constexpr,
+             SCHED: gl.constexpr, PART: gl.constexpr):  # fmt: skip
+    """Key tiles j0..j1-1 into (acc, m_i, l_i); ``turn`` counts this partition's SCHED turns
+    (one per q k^T issued)."""
     HEAD_DIM: gl.constexpr = acc.shape[1]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
@@ -133,8 +161,11 @@ def _segment(acc, m_i, l_i, j0, j1, n_tiles, q_smem, k_smem, v_smem, k_ready, v_
         if j1 > j0:
             s0 = j0 % STAGES
             mbarrier.wait(k_ready.index(s0), (j0 // STAGES) & 1)
+            _turn_wait(turn_bars, turn, SCHED, PART)
             s = warpgroup_mma(q_smem, k_smem.index(s0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
+            _turn_pass(turn_bars, SCHED, PART)
+            turn += 1
             s = warpgroup_mma_wait(0, deps=(s,))
             p, alpha, m_i, l_i = _softmax(s, m_i, l_i, j0, rows, seq_len, qk_scale, s_layout,
                                           BLOCK_N, MASKED, CAUSAL)  # fmt: skip
@@ -144,10 +175,15 @@ def _segment(acc, m_i, l_i, j0, j1, n_tiles, q_smem, k_smem, v_smem, k_ready, v_
                 sj = j % STAGES
                 sp = (j - 1) % STAGES
                 mbarrier.wait(k_ready.index(sj), (j // STAGES) & 1)
+                if SCHED:  # both operands ready before taking the turn
+                    mbarrier.wait(v_ready.index(sp), ((j - 1) // STAGES) & 1)
+                    _turn_wait(turn_bars, turn, SCHED, PART)
                 s = warpgroup_mma(q_smem, k_smem.index(sj).permute((1, 0)), s_zero,
                                   use_acc=False, is_async=True)  # fmt: skip
                 mbarrier.wait(v_ready.index(sp), ((j - 1) // STAGES) & 1)
                 acc = warpgroup_mma(p_op, v_smem.index(sp), acc, is_async=True)
+                _turn_pass(turn_bars, SCHED, PART)
+                turn += 1
                 s = warpgroup_mma_wait(1, deps=(s,))  # q k^T done, P @ V still running
                 p, alpha, m_i, l_i = _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale,
                                               s_layout, BLOCK_N, MASKED, CAUSAL)  # fmt: skip
@@ -167,8 +203,11 @@ def _segment(acc, m_i, l_i, j0, j1, n_tiles, q_smem, k_smem, v_smem, k_ready, v_
             sj = j % STAGES
             ph = (j // STAGES) & 1
             mbarrier.wait(k_ready.index(sj), ph)
+            _turn_wait(turn_bars, turn, SCHED, PART)
             s = warpgroup_mma(q_smem, k_smem.index(sj).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
+            _turn_pass(turn_bars, SCHED, PART)
+            turn += 1
             s = warpgroup_mma_wait(0, deps=(s,))
             p, alpha, m_i, l_i = _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale, s_layout,
                                           BLOCK_N, MASKED, CAUSAL)  # fmt: skip
@@ -179,17 +218,21 @@ def _segment(acc, m_i, l_i, j0, j1, n_tiles, q_smem, k_smem, v_smem, k_ready, v_
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
             _release(j, n_tiles, k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
                      kv_row0, kv_col, BLOCK_N, STAGES, INLINE, SYNC)  # fmt: skip
-    return acc, m_i, l_i
+    return acc, m_i, l_i, turn
 
 
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, q_smem, q_bar, k_smem, v_smem, k_ready, v_ready, kv_empty,
+              turn_bars,
               out_ptr, stride_ot, stride_oh, head, seq_start, seq_len, row0, kv_col, n_full,
               n_tiles, qk_scale, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              OVERLAP: gl.constexpr, INLINE: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+              OVERLAP: gl.constexpr, INLINE: gl.constexpr, WARPS: gl.constexpr,
+              SCHED: gl.constexpr = False, PART: gl.constexpr = 0):  # fmt: skip
     """``ROWS`` query rows from ``row0`` (within the sequence) over all their key tiles, then the
-    normalized output stored. INLINE: this partition also issues the K/V loads."""
+    normalized output stored. INLINE: this partition also issues the K/V loads. SCHED (MODE 2):
+    GEMM issue alternates with the other consumer partition through ``turn_bars``; a causal
+    partition skips key tiles wholly above its own rows and passes the turns it skipped."""
     SYNC: gl.constexpr = WARPS > 4
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
@@ -208,15 +251,28 @@ def _consumer(q_desc, k_desc, v_desc, q_smem, q_bar, k_smem, v_smem, k_ready, v_
     m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.full([ROWS], 0.0, gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+    n_own = n_tiles
+    if SCHED and CAUSAL:  # the lower partition's rows need no key tile past row0 + ROWS - 1
+        n_own = (gl.minimum(seq_len, row0 + ROWS) + BLOCK_N - 1) // BLOCK_N
+    turn = 0
     mbarrier.wait(q_bar, 0)
-    acc, m_i, l_i = _segment(acc, m_i, l_i, 0, n_full, n_tiles, q_smem, k_smem, v_smem, k_ready,
-                             v_ready, kv_empty, k_desc, v_desc, seq_start, kv_col, rows, seq_len,
-                             qk_scale, ROWS, BLOCK_N, STAGES, False, CAUSAL, OVERLAP, INLINE,
-                             SYNC, WARPS)  # fmt: skip
-    acc, m_i, l_i = _segment(acc, m_i, l_i, n_full, n_tiles, n_tiles, q_smem, k_smem, v_smem,
-                             k_ready, v_ready, kv_empty, k_desc, v_desc, seq_start, kv_col, rows,
-                             seq_len, qk_scale, ROWS, BLOCK_N, STAGES, True, CAUSAL, OVERLAP,
-                             INLINE, SYNC, WARPS)  # fmt: skip
+    acc, m_i, l_i, turn = _segment(acc, m_i, l_i, turn, turn_bars, 0, n_full, n_tiles, q_smem,
+                                   k_smem, v_smem, k_ready, v_ready, kv_empty, k_desc, v_desc,
+                                   seq_start, kv_col, rows, seq_len, qk_scale, ROWS, BLOCK_N,
+                                   STAGES, False, CAUSAL, OVERLAP, INLINE, SYNC, WARPS, SCHED,
+                                   PART)  # fmt: skip
+    acc, m_i, l_i, turn = _segment(acc, m_i, l_i, turn, turn_bars, n_full, n_own, n_tiles, q_smem,
+                                   k_smem, v_smem, k_ready, v_ready, kv_empty, k_desc, v_desc,
+                                   seq_start, kv_col, rows, seq_len, qk_scale, ROWS, BLOCK_N,
+                                   STAGES, True, CAUSAL, OVERLAP, INLINE, SYNC, WARPS, SCHED,
+                                   PART)  # fmt: skip
+    if SCHED:
+        # The other partition takes n_tiles turns (n_own <= n_tiles, equal for the upper
+        # partition): pass the skipped ones in strict alternation, never two arrives ahead.
+        for _t in range(n_own, n_tiles):
+            _turn_wait(turn_bars, turn, SCHED, PART)
+            _turn_pass(turn_bars, SCHED, PART)
+            turn += 1
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
     o = (acc / gl.expand_dims(l_o, 1)).to(out_ptr.dtype.element_ty)
     offs_m = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
@@ -231,8 +287,10 @@ def _consumer(q_desc, k_desc, v_desc, q_smem, q_bar, k_smem, v_smem, k_ready, v_
 def gluon_attn_fwd(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr, stride_ot, stride_oh,
                    qk_scale, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                   OVERLAP: gl.constexpr, MODE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
-    """Grid (row blocks, q heads, sequences); see the module docstring for MODE and OVERLAP."""
+                   OVERLAP: gl.constexpr, MODE: gl.constexpr, num_warps: gl.constexpr,
+                   SCHED: gl.constexpr = False):  # fmt: skip
+    """Grid (row blocks, q heads, sequences); see the module docstring for MODE, OVERLAP and
+    SCHED."""
     pid = gl.program_id(0)
     head = gl.program_id(1)
     seq = gl.program_id(2)
@@ -266,19 +324,26 @@ def gluon_attn_fwd(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr, stride_ot, s
             mbarrier.init(k_ready.index(i), count=1)
             mbarrier.init(v_ready.index(i), count=1)
             mbarrier.init(kv_empty.index(i), count=NQ)
+        if SCHED:  # MODE 2 only: one turn barrier per consumer partition, one arrive a phase
+            turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            mbarrier.init(turn_bars.index(0), count=1)
+            mbarrier.init(turn_bars.index(1), count=1)
+        else:
+            turn_bars = kv_empty  # never touched
         if MODE == 0:
             _consumer(q_desc, k_desc, v_desc, q_smem.index(0), q_bar.index(0), k_smem, v_smem,
-                      k_ready, v_ready, kv_empty, out_ptr, stride_ot, stride_oh, head, seq_start,
+                      k_ready, v_ready, kv_empty, turn_bars, out_ptr, stride_ot, stride_oh, head,
+                      seq_start,
                       seq_len, start_m, kv_col, n_full, n_tiles, qk_scale, BLOCK_M, HEAD_DIM,
                       BLOCK_N, STAGES, CAUSAL, OVERLAP, True, num_warps)  # fmt: skip
         elif MODE == 1:
             gl.warp_specialize(
                 [
                     (_consumer, (q_desc, k_desc, v_desc, q_smem.index(0), q_bar.index(0), k_smem,
-                                 v_smem, k_ready, v_ready, kv_empty, out_ptr, stride_ot,
-                                 stride_oh, head, seq_start, seq_len, start_m, kv_col, n_full,
-                                 n_tiles, qk_scale, BLOCK_M, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
-                                 OVERLAP, False, num_warps)),
+                                 v_smem, k_ready, v_ready, kv_empty, turn_bars, out_ptr,
+                                 stride_ot, stride_oh, head, seq_start, seq_len, start_m, kv_col,
+                                 n_full, n_tiles, qk_scale, BLOCK_M, HEAD_DIM, BLOCK_N, STAGES,
+                                 CAUSAL, OVERLAP, False, num_warps)),
                     (_producer, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
                                  seq_start, kv_col, n_tiles, BLOCK_N, STAGES)),
                 ],
@@ -289,15 +354,15 @@ def gluon_attn_fwd(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr, stride_ot, s
             gl.warp_specialize(
                 [
                     (_consumer, (q_desc, k_desc, v_desc, q_smem.index(0), q_bar.index(0), k_smem,
-                                 v_smem, k_ready, v_ready, kv_empty, out_ptr, stride_ot,
-                                 stride_oh, head, seq_start, seq_len, start_m, kv_col, n_full,
-                                 n_tiles, qk_scale, QROWS, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
-                                 OVERLAP, False, 4)),
-                    (_consumer, (q_desc, k_desc, v_desc, q_smem.index(1), q_bar.index(1), k_smem,
-                                 v_smem, k_ready, v_ready, kv_empty, out_ptr, stride_ot,
-                                 stride_oh, head, seq_start, seq_len, start_m + QROWS, kv_col,
+                                 v_smem, k_ready, v_ready, kv_empty, turn_bars, out_ptr,
+                                 stride_ot, stride_oh, head, seq_start, seq_len, start_m, kv_col,
                                  n_full, n_tiles, qk_scale, QROWS, HEAD_DIM, BLOCK_N, STAGES,
-                                 CAUSAL, OVERLAP, False, 4)),
+                                 CAUSAL, OVERLAP, False, 4, SCHED, 0)),
+                    (_consumer, (q_desc, k_desc, v_desc, q_smem.index(1), q_bar.index(1), k_smem,
+                                 v_smem, k_ready, v_ready, kv_empty, turn_bars, out_ptr,
+                                 stride_ot, stride_oh, head, seq_start, seq_len, start_m + QROWS,
+                                 kv_col, n_full, n_tiles, qk_scale, QROWS, HEAD_DIM, BLOCK_N,
+                                 STAGES, CAUSAL, OVERLAP, False, 4, SCHED, 1)),
                     (_producer, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
                                  seq_start, kv_col, n_tiles, BLOCK_N, STAGES)),
                 ],
@@ -339,6 +404,7 @@ def gluon_launcher(inputs: dict[str, Any], v: dict[str, Any]) -> Any:
         "OVERLAP": v["OVERLAP"],
         "MODE": mode,
         "num_warps": v["num_warps"],
+        "SCHED": v["SCHED"],
     }
     scale = math.log2(math.e) / math.sqrt(d)
 
@@ -348,10 +414,11 @@ def gluon_launcher(inputs: dict[str, Any], v: dict[str, Any]) -> Any:
     return launch
 
 
-def _v(name: str, mode: int, bm: int, bn: int, stages: int, overlap: bool) -> dict[str, Any]:
+def _v(name: str, mode: int, bm: int, bn: int, stages: int, overlap: bool,
+       sched: bool = False) -> dict[str, Any]:  # fmt: skip
     warps = 4 if mode == 2 else bm // 16
     return {"name": name, "MODE": mode, "BLOCK_M": bm, "BLOCK_N": bn, "STAGES": stages,
-            "OVERLAP": overlap, "num_warps": warps}  # fmt: skip
+            "OVERLAP": overlap, "num_warps": warps, "SCHED": sched}  # fmt: skip
 
 
 #: The Gluon variants, simplest first (names are the table's row labels).
@@ -367,6 +434,11 @@ VARIANTS = [
     _v("g128_pp_ovl", 2, 128, 128, 2, True),
     _v("g128n64_pp", 2, 128, 64, 4, False),  # ping-pong on 64-key tiles, 4-deep ring
     _v("g128n64_pp_ovl", 2, 128, 64, 4, True),
+    # + inter-partition GEMM-issue alternation through two mbarriers (FA3's ping-pong schedule)
+    _v("g128_pp_sched", 2, 128, 128, 2, False, True),
+    _v("g128_pp_ovl_sched", 2, 128, 128, 2, True, True),
+    _v("g128n64_pp_sched", 2, 128, 64, 4, False, True),
+    _v("g128n64_pp_ovl_sched", 2, 128, 64, 4, True, True),
 ]
 
 #: The spec's own configs through its launcher: the sm_90 default and SPLIT_M 128x64 w4 s2 TMA.
@@ -502,14 +574,7 @@ def main() -> None:
             errors[name] = _check(spec, inputs, ref, launch)
             entries[name] = launch
         del ref
-        for b in BACKENDS:
-            fn = packed_sdpa(inputs, problem, b)
-            try:
-                fn()
-                torch.cuda.synchronize()
-                entries[b] = fn
-            except Exception:
-                pass
+        add_runnable(entries, {b: packed_sdpa(inputs, problem, b) for b in BACKENDS})
         med = medians(interleaved(entries, args.rounds))
         fastest = min((b for b in BACKENDS if b in med), key=med.__getitem__)
         row = {"problem": text, "ms": med, "errors": errors, "fastest_backend": fastest,

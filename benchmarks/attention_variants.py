@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sweep import geomean, interleaved, medians  # this folder
+from _sweep import add_runnable, geomean, interleaved, medians  # this folder
 from _vendor import BACKENDS, packed_sdpa
 
 #: Largest growth (log2 units) of a row maximum that LAZY leaves unrescaled.
@@ -291,14 +291,7 @@ def main() -> None:
                 entries[name] = launch
         for i, c in enumerate(SPEC_CONFIGS):
             entries[f"spec{i}"] = spec.make_launcher(inputs, c)
-        for b in BACKENDS:
-            fn = packed_sdpa(inputs, problem, b)
-            try:
-                fn()
-                torch.cuda.synchronize()
-                entries[b] = fn
-            except Exception:
-                pass
+        add_runnable(entries, {b: packed_sdpa(inputs, problem, b) for b in BACKENDS})
         med = medians(interleaved(entries, args.rounds))
         fastest = min((b for b in BACKENDS if b in med), key=med.__getitem__)
         row = {"problem": text, "ms": med, "errors": errors, "fastest_backend": fastest,
