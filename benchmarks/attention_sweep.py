@@ -52,8 +52,16 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
         "TMA": flags.get("tma", False),
         "HEAVY_FIRST": flags.get("heavy", False),
         "SPLIT_M": flags.get("split", False),
-        # A GPU-only parameter: absent from the interpreter's space.
-        **({"WARP_SPECIALIZE": flags.get("ws", False)} if on_gpu() else {}),
+        # GPU-only parameters: absent from the interpreter's space.
+        **(
+            {
+                "WARP_SPECIALIZE": flags.get("ws", False),
+                "GLUON": flags.get("gluon", False),
+                "GLUON_OVERLAP": flags.get("overlap", False),
+            }
+            if on_gpu()
+            else {}
+        ),
     }
 
 
@@ -140,6 +148,20 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 8, 2, tma=True, split=True),
         _cfg(128, 64, 8, 2, tma=True, split=True, heavy=True),
         _cfg(128, 64, 8, 2, tma=True, split=True, plv=True),
+    ],
+    # The Gluon kernel (GLUON, sm_90) beside the Triton kernel's tiles a new H200 study asks
+    # first: the sm_90 default, the d=64 winner 64x128, SPLIT_LISTED's first two; then GLUON's
+    # two listed tiles and three more ring depths.
+    "gluon": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True, heavy=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True),
+        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
     ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }

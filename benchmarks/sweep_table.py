@@ -21,10 +21,11 @@ def _attention(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         p, ms = r["problem"], r["ms"]
         c = r["best_config"]
+        flags = ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "PRE_LOAD_V", "SPLIT_M", "GLUON",
+                 "GLUON_OVERLAP")  # fmt: skip
         cfg = f"{c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']}" + "".join(
-            f" {flag}" for flag in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "PRE_LOAD_V", "SPLIT_M")
-            if c.get(flag)
-        )  # fmt: skip
+            f" {flag}" for flag in flags if c.get(flag)
+        )
         sdpa = [f"{ms[b]:.4f}" if b in ms else "-" for b in
                 ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")]  # fmt: skip
         out.append(

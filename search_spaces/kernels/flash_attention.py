@@ -4,9 +4,9 @@ Importing this module loads neither torch nor triton; the kernel lives in
 ``_flash_attention_kernels``. The space is the portability study's 450-config space (Ringlein et al.,
 2025), plus the AMD-only launch options, plus Hopper-class parameters (NVIDIA and the interpreter:
 TMA tensor-descriptor loads, heavy-first row-block order, row blocks split in two halves; NVIDIA
-GPUs only: warp specialization),
-three pipeline stages, and key blocks wider than the row block (the study required
-BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
+GPUs only: warp specialization; sm_90 only: ``GLUON``, a second kernel in FlashAttention-3's layout,
+written in Gluon, ``_flash_attention_gluon``), three pipeline stages, and key blocks wider than the
+row block (the study required BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
 """
 
 from __future__ import annotations
@@ -85,8 +85,31 @@ WS_MIN_WARPS = 8
 #: Smallest row block SPLIT_M halves: tl.dot needs 16 rows.
 SPLIT_MIN_BLOCK_M = 32
 
+#: GLUON's kernel: the compute capabilities with warpgroup MMA (Hopper, sm_90; Blackwell has
+#: other tensor-core instructions), its row block (two consumer partitions of 64 rows, one
+#: warpgroup each: num_warps is the first partition's) and the key tiles it was measured with.
+GLUON_SM = range(90, 100)
+GLUON_BLOCK_M = 128
+GLUON_WARPS = 4
+GLUON_BLOCK_N = (64, 128)
+#: Parameters GLUON's kernel has no counterpart of (it loads through TMA, runs causal row blocks
+#: heaviest first and overlaps by its own partitions).
+GLUON_OFF = ("PRE_LOAD_V", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M")
+
 #: The portability study's num_stages values (this spec added 3); see ``study_subspace``.
 STUDY_STAGES = (1, 2, 4, 6, 8)
+
+
+def _gluon_tile(c: Mapping[str, Value]) -> bool:
+    return (
+        int_param(c, "BLOCK_M") == GLUON_BLOCK_M
+        and int_param(c, "BLOCK_N") in GLUON_BLOCK_N
+        and int_param(c, "num_warps") == GLUON_WARPS
+        and int_param(c, "num_stages") >= 2
+        and bool(c["TMA"])
+        and not any(c[name] for name in GLUON_OFF)
+    )
+
 
 SPACE = Space(
     params=(
@@ -128,6 +151,22 @@ SPACE = Space(
             vendors=NVIDIA_ONLY,
             doc="the row block as two halves sharing each K/V tile: both q k^T products first, "
             "then one half's softmax beside the other's P @ V",
+        ),
+        Param(
+            "GLUON",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="the Gluon kernel: a TMA producer warp feeding two 64-row consumer warpgroups "
+            "through a num_stages-deep K/V ring (FlashAttention-3's layout; sm_90)",
+        ),
+        Param(
+            "GLUON_OVERLAP",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="with GLUON: the next tile's q k^T and this tile's P @ V issued before the "
+            "softmax, so the softmax runs beside the tensor cores",
         ),
         *AMD_PARAMS,
     ),
@@ -183,6 +222,25 @@ SPACE = Space(
             ("SPLIT_M", "BLOCK_M"),
             lambda c, lim: not c["SPLIT_M"] or int_param(c, "BLOCK_M") >= SPLIT_MIN_BLOCK_M,
         ),
+        Constraint(
+            "gluon-arch",
+            "GLUON only on sm_90 (Hopper's warpgroup MMA)",
+            ("GLUON",),
+            lambda c, lim: not c["GLUON"] or nvidia_sm(lim) in GLUON_SM,
+        ),
+        Constraint(
+            "gluon-tile",
+            f"GLUON only with BLOCK_M = {GLUON_BLOCK_M}, BLOCK_N in {GLUON_BLOCK_N}, num_warps = "
+            f"{GLUON_WARPS}, num_stages >= 2, TMA on and {', '.join(GLUON_OFF)} off",
+            ("GLUON", "BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "TMA", *GLUON_OFF),
+            lambda c, lim: not c["GLUON"] or _gluon_tile(c),
+        ),
+        Constraint(
+            "gluon-overlap",
+            "GLUON_OVERLAP only with GLUON",
+            ("GLUON_OVERLAP", "GLUON"),
+            lambda c, lim: not c["GLUON_OVERLAP"] or bool(c["GLUON"]),
+        ),
     ),
 )
 
@@ -198,6 +256,8 @@ DEFAULT: Config = {
     "HEAVY_FIRST": False,
     "WARP_SPECIALIZE": False,
     "SPLIT_M": False,
+    "GLUON": False,
+    "GLUON_OVERLAP": False,
 }
 #: NVIDIA sm_90+ (Hopper and later) where it fits: the H200 sweep's most frequent winner over the
 #: issue's 192 problems (88 of 192, and 29 of the 48 fp16 d=128 ones; 112 KiB of shared memory at
@@ -213,6 +273,14 @@ TMA_DEFAULT: Config = {**DEFAULT, "num_stages": 3, "TMA": True}
 SPLIT_LISTED: tuple[Config, ...] = tuple(
     {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 2, "SPLIT_M": True, **flags}
     for flags in ({}, {"HEAVY_FIRST": True}, {"PRE_LOAD_V": True})
+)
+#: sm_90: the Gluon kernel's two best tiles over 7 d=128 problems on the H200, 128x128 with a
+#: 2-deep ring and 128x64 with a 4-deep ring and the overlap (0.836-0.869x and 0.858-0.862x cuDNN
+#: against 0.80-0.82x for the spec's best Triton tiles in the same runs; 0.93-0.98x at 8192 causal;
+#: benchmarks/results/attention_sweep/2026-12-03-{bc8c02e-h200-gluon,c162c2a-h200-gluon-sched}/).
+GLUON_LISTED: tuple[Config, ...] = (
+    {**TMA_DEFAULT, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "GLUON": True},
+    {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 4, "GLUON": True, "GLUON_OVERLAP": True},
 )
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.
@@ -235,7 +303,8 @@ def study_subspace(configs: list[Config]) -> list[Config]:
         if int_param(c, "num_stages") in STUDY_STAGES
         and int_param(c, "BLOCK_M") >= int_param(c, "BLOCK_N")
         and not any(
-            c.get(name, False) for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M")
+            c.get(name, False)
+            for name in ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M", "GLUON")
         )
     ]
 
@@ -277,7 +346,10 @@ class FlashAttentionSpec(KernelSpec):
         "dtype": "float16",
     }
     space: ClassVar[Space] = SPACE
-    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._flash_attention_kernels",)
+    sources: ClassVar[tuple[str, ...]] = (
+        "search_spaces.kernels._flash_attention_kernels",
+        "search_spaces.kernels._flash_attention_gluon",
+    )
 
     def validate_problem(self, raw: Mapping[str, object]) -> Problem:
         """The schema's checks, plus: q_heads % kv_heads == 0, head_dim 64|128, float16|bfloat16."""
@@ -301,10 +373,11 @@ class FlashAttentionSpec(KernelSpec):
         return self.default_config(limits.vendor)
 
     def listed_configs(self, limits: DeviceLimits) -> list[Config]:
-        """SPLIT_LISTED on NVIDIA classes of sm_90+ whose limits admit them; none elsewhere."""
+        """SPLIT_LISTED, then GLUON_LISTED, on NVIDIA classes of sm_90+, those whose limits admit
+        them (GLUON: sm_90 only); none elsewhere."""
         if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
             return []
-        listed = [vendor_default(c, SPACE, limits.vendor) for c in SPLIT_LISTED]
+        listed = [vendor_default(c, SPACE, limits.vendor) for c in SPLIT_LISTED + GLUON_LISTED]
         return [c for c in listed if SPACE.violation(c, limits) is None]
 
     def lengths(self, problem: Problem) -> list[int]:
@@ -374,6 +447,9 @@ class FlashAttentionSpec(KernelSpec):
             lens = (cu[1:] - cu[:-1]).cpu()
             batch, max_len = len(lens), int(lens.max())
         meta, options = split_launch_options(config)
+        qk_scale = math.log2(math.e) / math.sqrt(d)
+        if meta.get("GLUON"):
+            return _gluon_launcher(inputs, config, (batch, max_len), qk_scale)
         block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
         tma = bool(meta.setdefault("TMA", False))
         meta.setdefault("HEAVY_FIRST", False)
@@ -397,7 +473,6 @@ class FlashAttentionSpec(KernelSpec):
             "CAUSAL": bool(inputs["causal"]),
             "DOT_IN_FP32": dot_in_fp32,
         }
-        qk_scale = math.log2(math.e) / math.sqrt(d)
 
         def launch() -> None:
             flash_attention_fwd_kernel[grid](
@@ -432,12 +507,53 @@ class FlashAttentionSpec(KernelSpec):
         return out
 
 
-def _descriptor(t: Any, rows: int) -> Any:
-    """A host tensor descriptor over packed ``t`` [tokens, heads, head_dim] viewed as
-    [tokens, heads * head_dim], blocks of ``rows`` tokens x one head; SpecError if ``t``'s layout
-    cannot be described (TMA needs unit stride on the last axis and 16-byte aligned rows)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
+def _gluon_launcher(
+    inputs: Inputs, config: Config, batch_max_len: tuple[int, int], qk_scale: float
+) -> Launcher:
+    """Launch GLUON's kernel (``_flash_attention_gluon``) over ``inputs`` with ``config``'s key
+    tile, ring depth (num_stages) and overlap; SpecError off an NVIDIA GPU."""
+    q, k, v, out, cu = inputs["q"], inputs["k"], inputs["v"], inputs["out"], inputs["cu_seqlens"]
+    if q.device.type != "cuda":
+        raise SpecError("flash_attention: GLUON runs on sm_90 GPUs only; use GLUON=False here")
+    import triton
 
+    from search_spaces.kernels._flash_attention_gluon import (
+        PART_ROWS,
+        PART_WARPS,
+        flash_attention_gluon_kernel,
+    )
+
+    batch, max_len = batch_max_len
+    rows, block_n = int(PART_ROWS.value), int(config["BLOCK_N"])
+    grid = (triton.cdiv(max_len, 2 * rows), q.shape[1], batch)
+    sources = (
+        _descriptor(q, rows, gluon=True),
+        _descriptor(k, block_n, gluon=True),
+        _descriptor(v, block_n, gluon=True),
+    )
+    kernel_args: dict[str, Any] = {
+        "GROUP": q.shape[1] // k.shape[1],
+        "HEAD_DIM": q.shape[2],
+        "BLOCK_N": block_n,
+        "STAGES": int(config["num_stages"]),
+        "CAUSAL": bool(inputs["causal"]),
+        "OVERLAP": bool(config.get("GLUON_OVERLAP", False)),
+        "num_warps": int(PART_WARPS.value),
+    }
+
+    def launch() -> None:
+        flash_attention_gluon_kernel[grid](
+            *sources, out, cu, out.stride(0), out.stride(1), qk_scale, **kernel_args
+        )
+
+    return launch
+
+
+def _descriptor(t: Any, rows: int, *, gluon: bool = False) -> Any:
+    """A host tensor descriptor over packed ``t`` [tokens, heads, head_dim] viewed as
+    [tokens, heads * head_dim], blocks of ``rows`` tokens x one head (``gluon``: Gluon's, with
+    the default NVMMA shared layout of the block); SpecError if ``t``'s layout cannot be described
+    (TMA needs unit stride on the last axis and 16-byte aligned rows)."""
     tokens, heads, d = (int(n) for n in t.shape)
     row_stride = int(t.stride(0))
     elem = t.element_size()
@@ -446,6 +562,15 @@ def _descriptor(t: Any, rows: int) -> Any:
             "flash_attention: TMA needs each token's heads contiguous and 16-byte aligned rows; "
             "use a config with TMA=False for this layout"
         )
+    if gluon:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+        element = getattr(gl, str(t.dtype).removeprefix("torch."))
+        layout = gl.NVMMASharedLayout.get_default_for([rows, d], element)
+        return GluonDescriptor(t, [tokens, heads * d], [row_stride, 1], [rows, d], layout)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     return TensorDescriptor(t, [tokens, heads * d], [row_stride, 1], [rows, d])
 
 

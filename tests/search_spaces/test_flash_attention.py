@@ -157,8 +157,8 @@ def test_flops_and_bytes() -> None:
 
 
 def test_space_holds_the_studys_450_configs() -> None:
-    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and four Hopper booleans.
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**4
+    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and six Hopper booleans.
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**6
     configs = SPEC.space.enumerate(UNLIMITED)
     study = study_subspace(configs)
     assert len(study) == 450
@@ -169,8 +169,9 @@ def test_space_holds_the_studys_450_configs() -> None:
     assert SPEC.default_for(UNLIMITED) not in study
     # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, the 20 with BLOCK_M >= 32 with
     # SPLIT_M both ways, 6 stage values instead of 5, TMA and HEAVY_FIRST both ways,
-    # WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8).
-    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3
+    # WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8); and GLUON's 128 x (64 or 128) tiles on 4
+    # warps at the 5 stage values >= 2, GLUON_OVERLAP both ways.
+    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3 + 2 * 5 * 2
 
 
 def test_hopper_parameters_exist_where_they_run(
@@ -205,6 +206,49 @@ def test_hopper_parameters_exist_where_they_run(
     assert SPEC.space.violation({**four, "num_warps": 8}, h200_limits) is None
 
 
+def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
+    h200_limits: DeviceLimits, cpu_limits: DeviceLimits, mi300x_limits: DeviceLimits
+) -> None:
+    """GLUON on sm_90 only (not sm_80, not Blackwell, not AMD or the interpreter), with its one
+    row block, 64- or 128-key tiles on 4 warps, TMA on and the Triton kernel's own options off;
+    GLUON_OVERLAP only with it."""
+    from dataclasses import replace
+
+    from workers.device_table import lookup
+
+    gluon = {**SPEC.default_for(h200_limits), "BLOCK_M": 128, "num_stages": 2, "GLUON": True}
+    assert SPEC.space.violation(gluon, h200_limits) is None
+    assert SPEC.space.violation({**gluon, "GLUON_OVERLAP": True}, h200_limits) is None
+    for limits in (lookup("A100").limits, replace(h200_limits, arch="sm_100")):
+        violation = SPEC.space.violation({**gluon, "TMA": False}, limits)
+        assert violation is not None and violation.rule == "gluon-arch"
+    for change in (
+        {"BLOCK_M": 64},
+        {"BLOCK_N": 32},
+        {"num_warps": 8},
+        {"num_stages": 1},
+        {"TMA": False},
+        {"SPLIT_M": True},
+        {"HEAVY_FIRST": True},
+        {"PRE_LOAD_V": True},
+    ):
+        violation = SPEC.space.violation({**gluon, **change}, h200_limits)
+        assert violation is not None and violation.rule == "gluon-tile", change
+    lone = {**SPEC.default_for(h200_limits), "GLUON_OVERLAP": True}
+    violation = SPEC.space.violation(lone, h200_limits)
+    assert violation is not None and violation.rule == "gluon-overlap"
+    for limits in (cpu_limits, mi300x_limits):
+        assert not {"GLUON", "GLUON_OVERLAP"} & set(SPEC.default_for(limits))
+    assert not any(c.get("GLUON") for c in study_subspace(SPEC.space.enumerate(h200_limits)))
+
+
+def test_gluon_off_the_gpu_is_a_spec_error() -> None:
+    inputs = SPEC.build_inputs(SPEC.validate_problem(problem(head_dim=128)), "cpu")
+    config = {**cfg(128, 64, stages=2, tma=True), "GLUON": True}
+    with pytest.raises(SpecError, match="GLUON runs on sm_90"):
+        SPEC.make_launcher(inputs, config)
+
+
 def test_tma_refuses_a_layout_it_cannot_describe() -> None:
     prob = SPEC.validate_problem(problem(kv_heads=4))
     inputs = SPEC.build_inputs(prob, "cpu")
@@ -234,7 +278,9 @@ def test_h200_count_follows_the_shared_memory_and_register_rules(
         for s in (1, 2, 3, 4, 6, 8)
         for w in (2, 4, 8)
     )
-    assert SPEC.space.count(h200_limits) == expected == 4912
+    # GLUON: 128 x (64 or 128) on 4 warps at stages >= 2 where they fit, GLUON_OVERLAP both ways.
+    gluon = 2 * sum(fits(128, bn, s, 4) for bn in (64, 128) for s in (2, 3, 4, 6, 8))
+    assert SPEC.space.count(h200_limits) == expected + gluon == 4912 + 12
     # The study's configs on the H200, as before the Hopper parameters came.
     assert len(study_subspace(SPEC.space.enumerate(h200_limits))) == 268
     assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
@@ -292,16 +338,23 @@ def test_hopper_classes_default_to_the_tma_tile(
 def test_hopper_classes_list_the_split_tiles(
     h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
 ) -> None:
-    """A new study on sm_90+ asks three split 128-row tiles after the default; other classes
-    none."""
+    """A new study on sm_90+ asks three split 128-row tiles after the default, then on sm_90 two
+    GLUON tiles; other classes none."""
+    from dataclasses import replace
+
     from workers.device_table import lookup
 
     listed = SPEC.listed_configs(h200_limits)
-    assert len(listed) == 3
+    assert len(listed) == 5
     for config in listed:
         SPEC.space.validate(config, h200_limits)
-        assert config["SPLIT_M"] and config["TMA"] and config["BLOCK_M"] == 128
+        assert config["TMA"] and config["BLOCK_M"] == 128
+    assert [c["SPLIT_M"] for c in listed] == [True] * 3 + [False] * 2
+    assert [c["GLUON"] for c in listed] == [False] * 3 + [True] * 2
     assert SPEC.default_for(h200_limits) not in listed
+    blackwell = replace(h200_limits, arch="sm_100")
+    assert [c for c in SPEC.listed_configs(blackwell) if c["GLUON"]] == []
+    assert len(SPEC.listed_configs(blackwell)) == 3
     for limits in (lookup("A100").limits, mi300x_limits, cpu_limits):
         assert SPEC.listed_configs(limits) == []
 
@@ -378,6 +431,24 @@ GPU_CASES: list[tuple[Problem, Config]] = [
         ),
         cfg(128, 64, pre_load_v=True, heavy_first=True, split=True),
     ),
+    # GLUON (sm_90 only): ragged batches whose last row and key tiles run into the next sequence
+    # and past the tensor, causal and not, GQA, both key tiles, with and without the overlap.
+    (
+        problem(batch=5, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=128),
+        {**cfg(128, 128, tma=True), "GLUON": True},
+    ),
+    (
+        problem(batch=4, max_seqlen=900, q_heads=8, kv_heads=4, head_dim=128, causal=False),
+        {**cfg(128, 64, stages=4, tma=True), "GLUON": True, "GLUON_OVERLAP": True},
+    ),
+    (
+        problem(batch=3, max_seqlen=1000, q_heads=8, kv_heads=8, head_dim=64, dtype="bfloat16"),
+        {**cfg(128, 64, stages=3, tma=True), "GLUON": True, "GLUON_OVERLAP": True},
+    ),
+    (
+        problem(batch=2, max_seqlen=333, q_heads=4, kv_heads=1, head_dim=64, causal=False),
+        {**cfg(128, 128, stages=2, tma=True), "GLUON": True},
+    ),
 ]
 
 
@@ -388,6 +459,8 @@ def test_hopper_variants_on_the_gpu(prob: Problem, config: Config) -> None:
     for the GPU agree with the reference on ragged batches (fresh inputs, poisoned output)."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA and warp specialization need sm_90+")
+    if config.get("GLUON") and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("GLUON needs sm_90")
     from workers.device import detect
 
     limits = detect("auto")[0].limits()
