@@ -324,7 +324,9 @@ def main() -> None:
         },
         "geomean_best_vs_default": geomean(
             [r["default_ms"] / r["best_ms"] for r in rows if r["default_ms"]]
-        ),
+        )
+        if any(r["default_ms"] for r in rows)
+        else None,
         "wins": wins,
     }
     finish(args.out, summary, candidates, rows, start)

@@ -455,6 +455,8 @@ class FlashAttentionSpec(KernelSpec):
         meta.setdefault("HEAVY_FIRST", False)
         meta.setdefault("WARP_SPECIALIZE", False)
         split = bool(meta.setdefault("SPLIT_M", False))
+        meta.pop("GLUON", None)
+        meta.pop("GLUON_OVERLAP", None)
         grid = (triton.cdiv(max_len, block_m), qh, batch)
         sources: tuple[Any, Any, Any] = (q, k, v)
         if tma:

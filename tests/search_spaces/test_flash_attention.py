@@ -397,6 +397,31 @@ def test_amd_options_reach_the_kernel_as_launch_options(
     assert {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V"} <= set(kwargs)
 
 
+def test_triton_kernel_gets_only_its_arguments_and_launch_options(
+    monkeypatch: pytest.MonkeyPatch, h200_limits: DeviceLimits
+) -> None:
+    """The H200's configs carry GLUON and GLUON_OVERLAP (off): they are not the Triton kernel's
+    arguments, and a GPU launch refuses unknown keywords (the interpreter drops them)."""
+    import search_spaces.kernels._flash_attention_kernels as kernels
+    from search_spaces.spec import LAUNCH_OPTIONS
+
+    params = set(kernels.flash_attention_fwd_kernel.arg_names)
+    launches: list[dict[str, object]] = []
+
+    class Recorder:
+        def __getitem__(self, grid: object) -> Callable[..., None]:
+            return lambda *args, **kwargs: launches.append(kwargs)
+
+    monkeypatch.setattr(kernels, "flash_attention_fwd_kernel", Recorder())
+    inputs = SPEC.build_inputs(SPEC.validate_problem(problem(head_dim=128)), "cpu")
+    for config in (SPEC.default_for(h200_limits), *SPEC.listed_configs(h200_limits)[:3]):
+        assert "GLUON" in config
+        SPEC.make_launcher(inputs, config)()
+    assert len(launches) == 4
+    for kwargs in launches:
+        assert set(kwargs) - params <= set(LAUNCH_OPTIONS)
+
+
 def test_amd_default_runs_in_the_interpreter(mi300x_limits: DeviceLimits) -> None:
     err, _ = checked_launch(SPEC, SPEC.example, SPEC.default_for(mi300x_limits), mi300x_limits)
     assert err <= SPEC.tolerance(SPEC.example)
@@ -455,8 +480,8 @@ GPU_CASES: list[tuple[Problem, Config]] = [
 @needs_gpu
 @pytest.mark.parametrize(("prob", "config"), GPU_CASES)
 def test_hopper_variants_on_the_gpu(prob: Problem, config: Config) -> None:
-    """TMA, wide key blocks, heavy-first order, warp specialization and split row blocks compiled
-    for the GPU agree with the reference on ragged batches (fresh inputs, poisoned output)."""
+    """TMA, wide key blocks, heavy-first order, warp specialization, split row blocks and the
+    GLUON kernel compiled for the GPU agree with the reference on ragged batches (fresh inputs, poisoned output)."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA and warp specialization need sm_90+")
     if config.get("GLUON") and torch.cuda.get_device_capability()[0] != 9:
