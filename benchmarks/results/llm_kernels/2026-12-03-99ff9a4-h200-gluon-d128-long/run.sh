@@ -4,8 +4,8 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl3/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 R=/tmp/l; mkdir -p $R
-timeout 420 python3 benchmarks/llm_kernels.py --out-dir $R --kernels flash_attention --no-ray \
-  --trials 6 --in-flight 16 --minutes 1.5 --flash-grid d128-long > $R/log.txt 2>&1
+timeout 400 python3 benchmarks/llm_kernels.py --out-dir $R --kernels flash_attention --no-ray \
+  --trials 6 --in-flight 16 --minutes 1.2 --flash-grid d128-long > $R/log.txt 2>&1
 echo "llm_kernels rc=$?" >> $R/rc.txt
 python3 -c "import sqlite3; s=sqlite3.connect('$R/llm_kernels.db'); d=sqlite3.connect('$R/copy.db'); s.backup(d)" && gzip -c $R/copy.db > $R/llm_kernels.db.gz
 rm -f $R/copy.db $R/llm_kernels.db $R/llm_kernels.db-wal $R/llm_kernels.db-shm
