@@ -10,6 +10,7 @@ from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
 from search_spaces.accuracy import max_rel_error
 from search_spaces.errors import SpecError
 from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS
+from search_spaces.kernels._flash_attention_kernels import flash_attention_fwd_kernel
 from search_spaces.kernels._seqlens import seq_lengths
 from search_spaces.kernels.flash_attention import SPEC, study_subspace
 from search_spaces.problem import ProblemValue
@@ -376,13 +377,11 @@ def test_reference_matches_torch_sdpa() -> None:
         torch.testing.assert_close(ref[rows], sdpa.transpose(0, 1), atol=1e-5, rtol=1e-5)
 
 
-def test_amd_options_reach_the_kernel_as_launch_options(
-    monkeypatch: pytest.MonkeyPatch, mi300x_limits: DeviceLimits
-) -> None:
+@pytest.fixture
+def triton_launches(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The keywords of every launch of the Triton kernel from here on (the kernel is not run)."""
     import search_spaces.kernels._flash_attention_kernels as kernels
 
-    config = SPEC.default_for(mi300x_limits)
-    params = set(kernels.flash_attention_fwd_kernel.arg_names)
     launches: list[dict[str, object]] = []
 
     class Recorder:
@@ -390,36 +389,38 @@ def test_amd_options_reach_the_kernel_as_launch_options(
             return lambda *args, **kwargs: launches.append(kwargs)
 
     monkeypatch.setattr(kernels, "flash_attention_fwd_kernel", Recorder())
+    return launches
+
+
+#: The Triton kernel's own arguments (read at import, before a test swaps the kernel out).
+TRITON_PARAMS = frozenset(flash_attention_fwd_kernel.arg_names)
+
+
+def test_amd_options_reach_the_kernel_as_launch_options(
+    triton_launches: list[dict[str, object]], mi300x_limits: DeviceLimits
+) -> None:
+    config = SPEC.default_for(mi300x_limits)
     SPEC.make_launcher(SPEC.build_inputs(SPEC.example, "cpu"), config)()
-    (kwargs,) = launches
-    options = {k: v for k, v in kwargs.items() if k not in params}
+    (kwargs,) = triton_launches
+    options = {k: v for k, v in kwargs.items() if k not in TRITON_PARAMS}
     assert options == {k: config[k] for k in ("num_warps", "num_stages", *AMD_NAMES)}
     assert {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V"} <= set(kwargs)
 
 
 def test_triton_kernel_gets_only_its_arguments_and_launch_options(
-    monkeypatch: pytest.MonkeyPatch, h200_limits: DeviceLimits
+    triton_launches: list[dict[str, object]], h200_limits: DeviceLimits
 ) -> None:
     """The H200's configs carry GLUON and GLUON_OVERLAP (off): they are not the Triton kernel's
     arguments, and a GPU launch refuses unknown keywords (the interpreter drops them)."""
-    import search_spaces.kernels._flash_attention_kernels as kernels
     from search_spaces.spec import LAUNCH_OPTIONS
 
-    params = set(kernels.flash_attention_fwd_kernel.arg_names)
-    launches: list[dict[str, object]] = []
-
-    class Recorder:
-        def __getitem__(self, grid: object) -> Callable[..., None]:
-            return lambda *args, **kwargs: launches.append(kwargs)
-
-    monkeypatch.setattr(kernels, "flash_attention_fwd_kernel", Recorder())
     inputs = SPEC.build_inputs(SPEC.validate_problem(problem(head_dim=128)), "cpu")
     for config in (SPEC.default_for(h200_limits), *SPEC.listed_configs(h200_limits)[:3]):
         assert "GLUON" in config
         SPEC.make_launcher(inputs, config)()
-    assert len(launches) == 4
-    for kwargs in launches:
-        assert set(kwargs) - params <= set(LAUNCH_OPTIONS)
+    assert len(triton_launches) == 4
+    for kwargs in triton_launches:
+        assert set(kwargs) - TRITON_PARAMS <= set(LAUNCH_OPTIONS)
 
 
 def test_amd_default_runs_in_the_interpreter(mi300x_limits: DeviceLimits) -> None:
