@@ -57,6 +57,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+# The spec's GLUON kernel holds the kept layout; its producer and softmax step serve every variant.
+from search_spaces.kernels._flash_attention_gluon import _producer, _softmax
+
 sys.path.insert(0, str(Path(__file__).parent))
 from _sweep import add_runnable, geomean, interleaved, medians  # this folder
 from _vendor import BACKENDS, packed_sdpa
@@ -75,18 +78,6 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, j, kv_row0, kv_co
     tma.async_copy_global_to_shared(k_desc, [row, kv_col], k_ready.index(s), k_smem.index(s))
     mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(v_desc, [row, kv_col], v_ready.index(s), v_smem.index(s))
-
-
-@gluon.jit
-def _producer(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, kv_row0, kv_col,
-              n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    """The producer partition: every tile in order, each slot once its consumers released it."""
-    for j in range(n_tiles):
-        s = j % STAGES
-        # a fresh barrier passes a wait on parity 1 at once: the first pass needs no release
-        mbarrier.wait(kv_empty.index(s), ((j // STAGES) & 1) ^ 1)
-        _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, j, kv_row0, kv_col,
-                 BLOCK_N, STAGES)  # fmt: skip
 
 
 @gluon.jit
@@ -119,23 +110,6 @@ def _turn_pass(turn_bars, SCHED: gl.constexpr, PART: gl.constexpr):
     """SCHED: this partition's GEMMs are issued; the other partition may issue its own."""
     if SCHED:
         mbarrier.arrive(turn_bars.index(1 - PART))
-
-
-@gluon.jit
-def _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale, s_layout: gl.constexpr,
-             BLOCK_N: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
-    """Online-softmax step on scores ``s`` of key tile ``j``: (p fp32, alpha, m, l)."""
-    if MASKED:
-        cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        keep = gl.expand_dims(cols < seq_len, 0)
-        if CAUSAL:
-            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
-        s = gl.where(keep, s, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
-    alpha = gl.exp2(m_i - m_new)
-    l_i = l_i * alpha + gl.sum(p, 1)
-    return p, alpha, m_new, l_i
 
 
 @gluon.jit
