@@ -58,7 +58,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 # The spec's GLUON kernel holds the kept layout; its producer and softmax step serve every variant.
-from search_spaces.kernels._flash_attention_gluon import _producer, _softmax
+from search_spaces.kernels._flash_attention_gluon import _fill_ring, _softmax
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sweep import add_runnable, geomean, interleaved, medians  # this folder
@@ -318,8 +318,8 @@ def gluon_attn_fwd(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr, stride_ot, s
                                  stride_ot, stride_oh, head, seq_start, seq_len, start_m, kv_col,
                                  n_full, n_tiles, qk_scale, BLOCK_M, HEAD_DIM, BLOCK_N, STAGES,
                                  CAUSAL, OVERLAP, False, num_warps)),
-                    (_producer, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                 seq_start, kv_col, n_tiles, BLOCK_N, STAGES)),
+                    (_fill_ring, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
+                                seq_start, kv_col, 0, n_tiles, BLOCK_N, STAGES)),
                 ],
                 [1],
                 [24],
@@ -337,8 +337,8 @@ def gluon_attn_fwd(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr, stride_ot, s
                                  stride_ot, stride_oh, head, seq_start, seq_len, start_m + QROWS,
                                  kv_col, n_full, n_tiles, qk_scale, QROWS, HEAD_DIM, BLOCK_N,
                                  STAGES, CAUSAL, OVERLAP, False, 4, SCHED, 1)),
-                    (_producer, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                 seq_start, kv_col, n_tiles, BLOCK_N, STAGES)),
+                    (_fill_ring, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
+                                seq_start, kv_col, 0, n_tiles, BLOCK_N, STAGES)),
                 ],
                 [4, 1],
                 [240, 24],

@@ -58,6 +58,7 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
                 "WARP_SPECIALIZE": flags.get("ws", False),
                 "GLUON": flags.get("gluon", False),
                 "GLUON_OVERLAP": flags.get("overlap", False),
+                "GLUON_PERSISTENT": flags.get("persistent", False),
             }
             if on_gpu()
             else {}
@@ -162,6 +163,22 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 64, 4, 4, tma=True, gluon=True),
         _cfg(128, 128, 4, 3, tma=True, gluon=True),
         _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
+    ],
+    # "gluon" plus GLUON_PERSISTENT on GLUON's two listed tiles, with and without the overlap.
+    "persistent": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True, heavy=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True),
+        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, overlap=True, persistent=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, persistent=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
     ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }

@@ -3,14 +3,21 @@
 """Gluon kernel of the ``flash_attention`` spec (``GLUON``): a Hopper (sm_90) forward in
 FlashAttention-3's layout, on the same packed inputs as the Triton kernel.
 
-One 128-row block per program, held by two 4-warp consumer partitions of 64 rows each, which
-share one ``STAGES``-deep shared-memory ring of K/V tiles fed through TMA by a 1-warp producer
-partition (``gl.warp_specialize``). Each consumer waits for a slot's "ready" mbarrier, runs
-q k^T and P @ V as ``warpgroup_mma`` and releases the slot on its "empty" mbarrier (count 2: both
-consumers). ``OVERLAP``: q k^T of tile j is issued, then P(j-1) @ V(j-1), and tile j's softmax runs
-while P @ V is still on the tensor cores. Causal problems launch their row blocks heaviest first and
-run the diagonal band in a second, masked loop. Imported only inside
-``FlashAttentionSpec.make_launcher``; its text is part of the kernel's source for the version hash.
+A work item is one 128-row block of one head of one sequence, held by two 4-warp consumer
+partitions of 64 rows each, which share one ``STAGES``-deep shared-memory ring of K/V tiles fed
+through TMA by a 1-warp producer partition (``gl.warp_specialize``); the producer loads each item's
+query block too. Each consumer waits for a slot's "ready" mbarrier, runs q k^T and P @ V as
+``warpgroup_mma`` and releases the slot on its "empty" mbarrier (count 2: both consumers).
+``OVERLAP``: q k^T of tile j is issued, then P(j-1) @ V(j-1), and tile j's softmax runs while P @ V
+is still on the tensor cores. Causal items run the diagonal band in a second, masked loop.
+
+Without ``PERSISTENT`` the grid has one program per item, a head's row blocks adjacent (they share
+its K/V in L2), heaviest first when causal. ``PERSISTENT``: fewer programs than items, each taking
+items in rounds and keeping its barriers, so the producer loads the next item's query block and
+first key tiles while the consumers finish the current one (normalize and store); causal items are taken
+heaviest first with every other round's order reversed, which evens the programs' work. Imported
+only inside ``FlashAttentionSpec.make_launcher``; its text is part of the kernel's source for the
+version hash.
 """
 
 from triton.experimental import gluon
@@ -31,18 +38,88 @@ PRODUCER_REGS = gl.constexpr(24)
 
 
 @gluon.jit
-def _producer(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, kv_row0, kv_col,
-              n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    """Every key tile in order, each into its ring slot once both consumers released it."""
+def _work(r, cu_seqlens_ptr, n_m, n_heads, batch, PERSISTENT: gl.constexpr,
+          CAUSAL: gl.constexpr):  # fmt: skip
+    """This program's item in round ``r``: (valid, head, seq_start, seq_len, start_m)."""
+    BLOCK_M: gl.constexpr = 2 * PART_ROWS
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    if PERSISTENT:
+        pos = pid
+        if CAUSAL:
+            pos = gl.where(r % 2 == 1, nprog - 1 - pid, pid)
+        w = r * nprog + pos
+        blk = w // (n_heads * batch)
+        head = w % n_heads
+        seq = (w // n_heads) % batch
+    else:
+        w = pid
+        blk = w % n_m
+        head = (w // n_m) % n_heads
+        seq = w // (n_m * n_heads)
+    if CAUSAL:
+        blk = n_m - 1 - blk
+    valid = w < n_m * n_heads * batch
+    seq = gl.where(valid, seq, 0)
+    seq_start = gl.load(cu_seqlens_ptr + seq)
+    seq_len = gl.load(cu_seqlens_ptr + seq + 1) - seq_start
+    start_m = blk * BLOCK_M
+    return valid & (start_m < seq_len), head, seq_start, seq_len, start_m
+
+
+@gluon.jit
+def _tiles(start_m, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """(unmasked key tiles, all key tiles) of the row block from ``start_m``."""
+    if CAUSAL:
+        kv_end = gl.minimum(seq_len, start_m + 2 * PART_ROWS)
+        n_full = gl.minimum(start_m // BLOCK_N, seq_len // BLOCK_N)
+    else:
+        kv_end = seq_len
+        n_full = seq_len // BLOCK_N
+    return n_full, (kv_end + BLOCK_N - 1) // BLOCK_N
+
+
+@gluon.jit
+def _fill_ring(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, kv_row0, kv_col, base,
+             n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    """Key tiles 0..n_tiles-1 in order, tile j into ring position ``base + j`` once both
+    consumers released that slot."""
     for j in range(n_tiles):
-        s = j % STAGES
+        s = (base + j) % STAGES
         # a fresh barrier passes a wait on parity 1 at once: the first pass needs no release
-        mbarrier.wait(kv_empty.index(s), ((j // STAGES) & 1) ^ 1)
+        mbarrier.wait(kv_empty.index(s), (((base + j) // STAGES) & 1) ^ 1)
         row = kv_row0 + j * BLOCK_N
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [row, kv_col], k_ready.index(s), k_smem.index(s))
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [row, kv_col], v_ready.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+              kv_empty, cu_seqlens_ptr, n_m, n_heads, batch, n_rounds, GROUP: gl.constexpr,
+              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              PERSISTENT: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    """Each item's two query halves (once both consumers released the previous item's), then its
+    key tiles."""
+    t = 0
+    base = 0
+    for r in range(n_rounds):
+        valid, head, seq_start, seq_len, start_m = _work(r, cu_seqlens_ptr, n_m, n_heads, batch,
+                                                         PERSISTENT, CAUSAL)  # fmt: skip
+        if valid:
+            _, n_tiles = _tiles(start_m, seq_len, BLOCK_N, CAUSAL)
+            mbarrier.wait(q_empty, (t & 1) ^ 1)
+            mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
+            for h in gl.static_range(2):
+                tma.async_copy_global_to_shared(
+                    q_desc, [seq_start + start_m + h * PART_ROWS, head * HEAD_DIM], q_ready,
+                    q_smem.index(h),
+                )  # fmt: skip
+            _fill_ring(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, seq_start,
+                     (head // GROUP) * HEAD_DIM, base, n_tiles, BLOCK_N, STAGES)  # fmt: skip
+            base += n_tiles
+            t += 1
 
 
 @gluon.jit
@@ -63,10 +140,10 @@ def _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale, s_layout: gl.constexpr,
 
 
 @gluon.jit
-def _segment(acc, m_i, l_i, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv_empty, rows,
-             seq_len, qk_scale, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+def _segment(acc, m_i, l_i, base, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv_empty,
+             rows, seq_len, qk_scale, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr):  # fmt: skip
-    """Key tiles j0..j1-1 into (acc, m_i, l_i)."""
+    """Key tiles j0..j1-1 (tile j at ring position ``base + j``) into (acc, m_i, l_i)."""
     HEAD_DIM: gl.constexpr = acc.shape[1]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[PART_WARPS, 1], instr_shape=[16, BLOCK_N, 16]
@@ -79,8 +156,8 @@ def _segment(acc, m_i, l_i, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv
     s_zero = gl.zeros([PART_ROWS, BLOCK_N], gl.float32, s_layout)
     if OVERLAP:
         if j1 > j0:
-            s0 = j0 % STAGES
-            mbarrier.wait(k_ready.index(s0), (j0 // STAGES) & 1)
+            s0 = (base + j0) % STAGES
+            mbarrier.wait(k_ready.index(s0), ((base + j0) // STAGES) & 1)
             s = warpgroup_mma(q_smem, k_smem.index(s0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
             s = warpgroup_mma_wait(0, deps=(s,))
@@ -89,12 +166,12 @@ def _segment(acc, m_i, l_i, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
             for j in range(j0 + 1, j1):
-                sj = j % STAGES
-                sp = (j - 1) % STAGES
-                mbarrier.wait(k_ready.index(sj), (j // STAGES) & 1)
+                sj = (base + j) % STAGES
+                sp = (base + j - 1) % STAGES
+                mbarrier.wait(k_ready.index(sj), ((base + j) // STAGES) & 1)
                 s = warpgroup_mma(q_smem, k_smem.index(sj).permute((1, 0)), s_zero,
                                   use_acc=False, is_async=True)  # fmt: skip
-                mbarrier.wait(v_ready.index(sp), ((j - 1) // STAGES) & 1)
+                mbarrier.wait(v_ready.index(sp), ((base + j - 1) // STAGES) & 1)
                 acc = warpgroup_mma(p_op, v_smem.index(sp), acc, is_async=True)
                 s = warpgroup_mma_wait(1, deps=(s,))  # q k^T done, P @ V still running
                 p, alpha, m_i, l_i = _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale,
@@ -103,15 +180,15 @@ def _segment(acc, m_i, l_i, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv
                 mbarrier.arrive(kv_empty.index(sp))
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
                 p_op = gl.convert_layout(p.to(dtype), p_layout)
-            sl = (j1 - 1) % STAGES
-            mbarrier.wait(v_ready.index(sl), ((j1 - 1) // STAGES) & 1)
+            sl = (base + j1 - 1) % STAGES
+            mbarrier.wait(v_ready.index(sl), ((base + j1 - 1) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
             mbarrier.arrive(kv_empty.index(sl))
     else:
         for j in range(j0, j1):
-            sj = j % STAGES
-            ph = (j // STAGES) & 1
+            sj = (base + j) % STAGES
+            ph = ((base + j) // STAGES) & 1
             mbarrier.wait(k_ready.index(sj), ph)
             s = warpgroup_mma(q_smem, k_smem.index(sj).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
@@ -128,95 +205,96 @@ def _segment(acc, m_i, l_i, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv
 
 
 @gluon.jit
-def _consumer(q_desc, q_smem, q_bar, k_smem, v_smem, k_ready, v_ready, kv_empty, out_ptr,
-              stride_ot, stride_oh, head, seq_start, seq_len, row0, n_full, n_tiles, qk_scale,
-              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+def _consumer(q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_empty, out_ptr,
+              cu_seqlens_ptr, stride_ot, stride_oh, n_m, n_heads, batch, n_rounds, qk_scale,
+              HALF: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, PERSISTENT: gl.constexpr,
               CAUSAL: gl.constexpr, OVERLAP: gl.constexpr):  # fmt: skip
-    """``PART_ROWS`` query rows from ``row0`` (within the sequence) over all the block's key
-    tiles (the unmasked ones, then the masked band), then the normalized output stored."""
+    """Query rows ``HALF * PART_ROWS`` onwards of each item's row block over all its key tiles
+    (the unmasked ones, then the masked band), then the normalized output stored."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[PART_WARPS, 1], instr_shape=[16, BLOCK_N, 16]
     )
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[PART_WARPS, 1], instr_shape=[16, HEAD_DIM, 16]
     )
-    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [seq_start + row0, head * HEAD_DIM], q_bar, q_smem)
-    rows = row0 + gl.arange(0, PART_ROWS, layout=gl.SliceLayout(1, s_layout))
-    m_i = gl.full([PART_ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    l_i = gl.full([PART_ROWS], 0.0, gl.float32, gl.SliceLayout(1, s_layout))
-    acc = gl.zeros([PART_ROWS, HEAD_DIM], gl.float32, o_layout)
-    mbarrier.wait(q_bar, 0)
-    acc, m_i, l_i = _segment(acc, m_i, l_i, 0, n_full, q_smem, k_smem, v_smem, k_ready, v_ready,
-                             kv_empty, rows, seq_len, qk_scale, BLOCK_N, STAGES, False, CAUSAL,
-                             OVERLAP)  # fmt: skip
-    acc, m_i, l_i = _segment(acc, m_i, l_i, n_full, n_tiles, q_smem, k_smem, v_smem, k_ready,
-                             v_ready, kv_empty, rows, seq_len, qk_scale, BLOCK_N, STAGES, True,
-                             CAUSAL, OVERLAP)  # fmt: skip
-    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-    o = (acc / gl.expand_dims(l_o, 1)).to(out_ptr.dtype.element_ty)
-    offs_m = row0 + gl.arange(0, PART_ROWS, layout=gl.SliceLayout(1, o_layout))
-    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    tok = (seq_start + offs_m).to(gl.int64)
-    ptrs = (out_ptr + gl.expand_dims(tok * stride_ot, 1) + head * stride_oh
-            + gl.expand_dims(offs_d, 0))  # fmt: skip
-    gl.store(ptrs, o, mask=gl.expand_dims(offs_m < seq_len, 1))
+    t = 0
+    base = 0
+    for r in range(n_rounds):
+        valid, head, seq_start, seq_len, start_m = _work(r, cu_seqlens_ptr, n_m, n_heads, batch,
+                                                         PERSISTENT, CAUSAL)  # fmt: skip
+        if valid:
+            n_full, n_tiles = _tiles(start_m, seq_len, BLOCK_N, CAUSAL)
+            row0 = start_m + HALF * PART_ROWS
+            rows = row0 + gl.arange(0, PART_ROWS, layout=gl.SliceLayout(1, s_layout))
+            m_i = gl.full([PART_ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+            l_i = gl.full([PART_ROWS], 0.0, gl.float32, gl.SliceLayout(1, s_layout))
+            acc = gl.zeros([PART_ROWS, HEAD_DIM], gl.float32, o_layout)
+            q = q_smem.index(HALF)
+            mbarrier.wait(q_ready, t & 1)
+            acc, m_i, l_i = _segment(acc, m_i, l_i, base, 0, n_full, q, k_smem, v_smem, k_ready,
+                                     v_ready, kv_empty, rows, seq_len, qk_scale, BLOCK_N, STAGES,
+                                     False, CAUSAL, OVERLAP)  # fmt: skip
+            acc, m_i, l_i = _segment(acc, m_i, l_i, base, n_full, n_tiles, q, k_smem, v_smem,
+                                     k_ready, v_ready, kv_empty, rows, seq_len, qk_scale, BLOCK_N,
+                                     STAGES, True, CAUSAL, OVERLAP)  # fmt: skip
+            mbarrier.arrive(q_empty)
+            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+            o = (acc / gl.expand_dims(l_o, 1)).to(out_ptr.dtype.element_ty)
+            offs_m = row0 + gl.arange(0, PART_ROWS, layout=gl.SliceLayout(1, o_layout))
+            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            tok = (seq_start + offs_m).to(gl.int64)
+            ptrs = (out_ptr + gl.expand_dims(tok * stride_ot, 1) + head * stride_oh
+                    + gl.expand_dims(offs_d, 0))  # fmt: skip
+            gl.store(ptrs, o, mask=gl.expand_dims(offs_m < seq_len, 1))
+            base += n_tiles
+            t += 1
 
 
-@gluon.jit
+# The item counts stay unspecialized: one compile serves every batch and length.
+@gluon.jit(do_not_specialize=["n_m", "n_heads", "batch"])
 def flash_attention_gluon_kernel(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr, stride_ot,
-                                 stride_oh, qk_scale, GROUP: gl.constexpr,
-                                 HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                                 STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                                 OVERLAP: gl.constexpr):  # fmt: skip
-    """Grid (row blocks of 2 * PART_ROWS, q heads, sequences); launched with num_warps =
+                                 stride_oh, qk_scale, n_m, n_heads, batch,
+                                 GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                                 CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
+                                 PERSISTENT: gl.constexpr):  # fmt: skip
+    """Items: ``n_m`` row blocks of 2 * PART_ROWS x ``n_heads`` q heads x ``batch`` sequences;
+    a 1-D grid of one program per item, or (``PERSISTENT``) fewer; launched with num_warps =
     PART_WARPS (the first consumer partition). q_desc has blocks of PART_ROWS tokens x one head,
     k_desc and v_desc blocks of BLOCK_N tokens x one head."""
-    BLOCK_M: gl.constexpr = 2 * PART_ROWS
-    pid = gl.program_id(0)
-    head = gl.program_id(1)
-    seq = gl.program_id(2)
-    if CAUSAL:  # heaviest row blocks first
-        pid = gl.num_programs(0) - 1 - pid
-    seq_start = gl.load(cu_seqlens_ptr + seq)
-    seq_len = gl.load(cu_seqlens_ptr + seq + 1) - seq_start
-    start_m = pid * BLOCK_M
-    if start_m < seq_len:
-        kv_col = (head // GROUP) * HEAD_DIM
-        if CAUSAL:
-            kv_end = gl.minimum(seq_len, start_m + BLOCK_M)
-            n_full = gl.minimum(start_m // BLOCK_N, seq_len // BLOCK_N)
-        else:
-            kv_end = seq_len
-            n_full = seq_len // BLOCK_N
-        n_tiles = (kv_end + BLOCK_N - 1) // BLOCK_N
-        dtype: gl.constexpr = q_desc.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [2, PART_ROWS, HEAD_DIM], q_desc.layout)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(2):
-            mbarrier.init(q_bar.index(i), count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(kv_empty.index(i), count=2)
-        gl.warp_specialize(
-            [
-                (_consumer, (q_desc, q_smem.index(0), q_bar.index(0), k_smem, v_smem, k_ready,
-                             v_ready, kv_empty, out_ptr, stride_ot, stride_oh, head, seq_start,
-                             seq_len, start_m, n_full, n_tiles, qk_scale, HEAD_DIM, BLOCK_N,
-                             STAGES, CAUSAL, OVERLAP)),
-                (_consumer, (q_desc, q_smem.index(1), q_bar.index(1), k_smem, v_smem, k_ready,
-                             v_ready, kv_empty, out_ptr, stride_ot, stride_oh, head, seq_start,
-                             seq_len, start_m + PART_ROWS, n_full, n_tiles, qk_scale, HEAD_DIM,
-                             BLOCK_N, STAGES, CAUSAL, OVERLAP)),
-                (_producer, (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                             seq_start, kv_col, n_tiles, BLOCK_N, STAGES)),
-            ],
-            [PART_WARPS, 1],
-            [CONSUMER_REGS, PRODUCER_REGS],
-        )  # fmt: skip
+    n_items = n_m * n_heads * batch
+    n_rounds = (n_items + gl.num_programs(0) - 1) // gl.num_programs(0)
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [2, PART_ROWS, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=1)
+    mbarrier.init(q_empty, count=2)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(kv_empty.index(i), count=2)
+    gl.warp_specialize(
+        [
+            (_consumer, (q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_empty,
+                         out_ptr, cu_seqlens_ptr, stride_ot, stride_oh, n_m, n_heads, batch,
+                         n_rounds, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, PERSISTENT,
+                         CAUSAL, OVERLAP)),
+            (_consumer, (q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_empty,
+                         out_ptr, cu_seqlens_ptr, stride_ot, stride_oh, n_m, n_heads, batch,
+                         n_rounds, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, PERSISTENT,
+                         CAUSAL, OVERLAP)),
+            (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty,
+                         k_ready, v_ready, kv_empty, cu_seqlens_ptr, n_m, n_heads, batch,
+                         n_rounds, GROUP, HEAD_DIM, BLOCK_N, STAGES, PERSISTENT,
+                         CAUSAL)),
+        ],
+        [PART_WARPS, 1],
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )  # fmt: skip

@@ -5,7 +5,7 @@ Importing this module loads neither torch nor triton; the kernel lives in
 2025), plus the AMD-only launch options, plus Hopper-class parameters (NVIDIA and the interpreter:
 TMA tensor-descriptor loads, heavy-first row-block order, row blocks split in two halves; NVIDIA
 GPUs only: warp specialization; sm_90 only: ``GLUON``, a second kernel in FlashAttention-3's layout,
-written in Gluon, ``_flash_attention_gluon``), three pipeline stages, and key blocks wider than the
+written in Gluon, ``_flash_attention_gluon``, optionally persistent), three pipeline stages, and key blocks wider than the
 row block (the study required BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
 """
 
@@ -168,6 +168,15 @@ SPACE = Space(
             doc="with GLUON: the next tile's q k^T and this tile's P @ V issued before the "
             "softmax, so the softmax runs beside the tensor cores",
         ),
+        Param(
+            "GLUON_PERSISTENT",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="with GLUON: one program per SM taking row blocks in rounds (causal: heaviest "
+            "first, every other round reversed), loading the next block's queries and keys "
+            "while the current one finishes",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -241,6 +250,12 @@ SPACE = Space(
             ("GLUON_OVERLAP", "GLUON"),
             lambda c, lim: not c["GLUON_OVERLAP"] or bool(c["GLUON"]),
         ),
+        Constraint(
+            "gluon-persistent",
+            "GLUON_PERSISTENT only with GLUON",
+            ("GLUON_PERSISTENT", "GLUON"),
+            lambda c, lim: not c["GLUON_PERSISTENT"] or bool(c["GLUON"]),
+        ),
     ),
 )
 
@@ -258,6 +273,7 @@ DEFAULT: Config = {
     "SPLIT_M": False,
     "GLUON": False,
     "GLUON_OVERLAP": False,
+    "GLUON_PERSISTENT": False,
 }
 #: NVIDIA sm_90+ (Hopper and later) where it fits: the H200 sweep's most frequent winner over the
 #: issue's 192 problems (88 of 192, and 29 of the 48 fp16 d=128 ones; 112 KiB of shared memory at
@@ -457,6 +473,7 @@ class FlashAttentionSpec(KernelSpec):
         split = bool(meta.setdefault("SPLIT_M", False))
         meta.pop("GLUON", None)
         meta.pop("GLUON_OVERLAP", None)
+        meta.pop("GLUON_PERSISTENT", None)
         grid = (triton.cdiv(max_len, block_m), qh, batch)
         sources: tuple[Any, Any, Any] = (q, k, v)
         if tma:
@@ -513,10 +530,12 @@ def _gluon_launcher(
     inputs: Inputs, config: Config, batch_max_len: tuple[int, int], qk_scale: float
 ) -> Launcher:
     """Launch GLUON's kernel (``_flash_attention_gluon``) over ``inputs`` with ``config``'s key
-    tile, ring depth (num_stages) and overlap; SpecError off an NVIDIA GPU."""
+    tile, ring depth (num_stages), overlap and persistence (one program per SM); SpecError off an
+    NVIDIA GPU."""
     q, k, v, out, cu = inputs["q"], inputs["k"], inputs["v"], inputs["out"], inputs["cu_seqlens"]
     if q.device.type != "cuda":
         raise SpecError("flash_attention: GLUON runs on sm_90 GPUs only; use GLUON=False here")
+    import torch
     import triton
 
     from search_spaces.kernels._flash_attention_gluon import (
@@ -527,7 +546,11 @@ def _gluon_launcher(
 
     batch, max_len = batch_max_len
     rows, block_n = int(PART_ROWS.value), int(config["BLOCK_N"])
-    grid = (triton.cdiv(max_len, 2 * rows), q.shape[1], batch)
+    items = (triton.cdiv(max_len, 2 * rows), q.shape[1], batch)
+    persistent = bool(config.get("GLUON_PERSISTENT", False))
+    programs = math.prod(items)
+    if persistent:
+        programs = min(programs, torch.cuda.get_device_properties(q.device).multi_processor_count)
     sources = (
         _descriptor(q, rows, gluon=True),
         _descriptor(k, block_n, gluon=True),
@@ -540,12 +563,13 @@ def _gluon_launcher(
         "STAGES": int(config["num_stages"]),
         "CAUSAL": bool(inputs["causal"]),
         "OVERLAP": bool(config.get("GLUON_OVERLAP", False)),
+        "PERSISTENT": persistent,
         "num_warps": int(PART_WARPS.value),
     }
 
     def launch() -> None:
-        flash_attention_gluon_kernel[grid](
-            *sources, out, cu, out.stride(0), out.stride(1), qk_scale, **kernel_args
+        flash_attention_gluon_kernel[(programs,)](
+            *sources, out, cu, out.stride(0), out.stride(1), qk_scale, *items, **kernel_args
         )
 
     return launch

@@ -158,8 +158,8 @@ def test_flops_and_bytes() -> None:
 
 
 def test_space_holds_the_studys_450_configs() -> None:
-    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and six Hopper booleans.
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**6
+    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and seven Hopper booleans.
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**7
     configs = SPEC.space.enumerate(UNLIMITED)
     study = study_subspace(configs)
     assert len(study) == 450
@@ -171,8 +171,8 @@ def test_space_holds_the_studys_450_configs() -> None:
     # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, the 20 with BLOCK_M >= 32 with
     # SPLIT_M both ways, 6 stage values instead of 5, TMA and HEAVY_FIRST both ways,
     # WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8); and GLUON's 128 x (64 or 128) tiles on 4
-    # warps at the 5 stage values >= 2, GLUON_OVERLAP both ways.
-    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3 + 2 * 5 * 2
+    # warps at the 5 stage values >= 2, GLUON_OVERLAP and GLUON_PERSISTENT both ways.
+    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3 + 2 * 5 * 2 * 2
 
 
 def test_hopper_parameters_exist_where_they_run(
@@ -212,7 +212,7 @@ def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
 ) -> None:
     """GLUON on sm_90 only (not sm_80, not Blackwell, not AMD or the interpreter), with its one
     row block, 64- or 128-key tiles on 4 warps, TMA on and the Triton kernel's own options off;
-    GLUON_OVERLAP only with it."""
+    GLUON_OVERLAP and GLUON_PERSISTENT only with it."""
     from dataclasses import replace
 
     from workers.device_table import lookup
@@ -220,6 +220,7 @@ def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
     gluon = {**SPEC.default_for(h200_limits), "BLOCK_M": 128, "num_stages": 2, "GLUON": True}
     assert SPEC.space.violation(gluon, h200_limits) is None
     assert SPEC.space.violation({**gluon, "GLUON_OVERLAP": True}, h200_limits) is None
+    assert SPEC.space.violation({**gluon, "GLUON_PERSISTENT": True}, h200_limits) is None
     for limits in (lookup("A100").limits, replace(h200_limits, arch="sm_100")):
         violation = SPEC.space.violation({**gluon, "TMA": False}, limits)
         assert violation is not None and violation.rule == "gluon-arch"
@@ -238,8 +239,11 @@ def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
     lone = {**SPEC.default_for(h200_limits), "GLUON_OVERLAP": True}
     violation = SPEC.space.violation(lone, h200_limits)
     assert violation is not None and violation.rule == "gluon-overlap"
+    lone = {**SPEC.default_for(h200_limits), "GLUON_PERSISTENT": True}
+    violation = SPEC.space.violation(lone, h200_limits)
+    assert violation is not None and violation.rule == "gluon-persistent"
     for limits in (cpu_limits, mi300x_limits):
-        assert not {"GLUON", "GLUON_OVERLAP"} & set(SPEC.default_for(limits))
+        assert not {"GLUON", "GLUON_OVERLAP", "GLUON_PERSISTENT"} & set(SPEC.default_for(limits))
     assert not any(c.get("GLUON") for c in study_subspace(SPEC.space.enumerate(h200_limits)))
 
 
@@ -279,9 +283,10 @@ def test_h200_count_follows_the_shared_memory_and_register_rules(
         for s in (1, 2, 3, 4, 6, 8)
         for w in (2, 4, 8)
     )
-    # GLUON: 128 x (64 or 128) on 4 warps at stages >= 2 where they fit, GLUON_OVERLAP both ways.
-    gluon = 2 * sum(fits(128, bn, s, 4) for bn in (64, 128) for s in (2, 3, 4, 6, 8))
-    assert SPEC.space.count(h200_limits) == expected + gluon == 4912 + 12
+    # GLUON: 128 x (64 or 128) on 4 warps at stages >= 2 where they fit, GLUON_OVERLAP and
+    # GLUON_PERSISTENT both ways.
+    gluon = 4 * sum(fits(128, bn, s, 4) for bn in (64, 128) for s in (2, 3, 4, 6, 8))
+    assert SPEC.space.count(h200_limits) == expected + gluon == 4912 + 24
     # The study's configs on the H200, as before the Hopper parameters came.
     assert len(study_subspace(SPEC.space.enumerate(h200_limits))) == 268
     assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
@@ -474,6 +479,39 @@ GPU_CASES: list[tuple[Problem, Config]] = [
     (
         problem(batch=2, max_seqlen=333, q_heads=4, kv_heads=1, head_dim=64, causal=False),
         {**cfg(128, 128, stages=2, tma=True), "GLUON": True},
+    ),
+    # GLUON_PERSISTENT: many rounds per program (ragged causal, GQA: the reversed rounds and the
+    # ring and query buffers carried from item to item), non-causal with the overlap, and fewer
+    # items than SMs.
+    (
+        problem(batch=37, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=128),
+        {**cfg(128, 128, tma=True), "GLUON": True, "GLUON_PERSISTENT": True},
+    ),
+    (
+        problem(
+            batch=9,
+            max_seqlen=1500,
+            q_heads=16,
+            kv_heads=4,
+            head_dim=128,
+            causal=False,
+            dtype="bfloat16",
+        ),
+        {
+            **cfg(128, 64, stages=4, tma=True),
+            "GLUON": True,
+            "GLUON_OVERLAP": True,
+            "GLUON_PERSISTENT": True,
+        },
+    ),
+    (
+        problem(batch=3, max_seqlen=300, q_heads=4, kv_heads=4, head_dim=64),
+        {
+            **cfg(128, 128, stages=2, tma=True),
+            "GLUON": True,
+            "GLUON_OVERLAP": True,
+            "GLUON_PERSISTENT": True,
+        },
     ),
 ]
 
