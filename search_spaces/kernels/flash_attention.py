@@ -294,9 +294,20 @@ SPLIT_LISTED: tuple[Config, ...] = tuple(
 #: 2-deep ring and 128x64 with a 4-deep ring and the overlap (0.836-0.869x and 0.858-0.862x cuDNN
 #: against 0.80-0.82x for the spec's best Triton tiles in the same runs; 0.93-0.98x at 8192 causal;
 #: benchmarks/results/attention_sweep/2026-12-03-{bc8c02e-h200-gluon,c162c2a-h200-gluon-sched}/).
+#: Then GLUON_PERSISTENT on the first: of 13 candidates over the issue's 192 problems it won 21
+#: (the four persistent ones 36, 25 of them at batch 1; up to 1.18x over the best non-persistent
+#: candidate at batch 1 causal d=128) (benchmarks/results/attention_sweep/2026-12-03-b4a0cd6-h200-persistent/).
 GLUON_LISTED: tuple[Config, ...] = (
     {**TMA_DEFAULT, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "GLUON": True},
     {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 4, "GLUON": True, "GLUON_OVERLAP": True},
+    {
+        **TMA_DEFAULT,
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "num_stages": 2,
+        "GLUON": True,
+        "GLUON_PERSISTENT": True,
+    },
 )
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.

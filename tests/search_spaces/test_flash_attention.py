@@ -344,19 +344,20 @@ def test_hopper_classes_default_to_the_tma_tile(
 def test_hopper_classes_list_the_split_tiles(
     h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
 ) -> None:
-    """A new study on sm_90+ asks three split 128-row tiles after the default, then on sm_90 two
-    GLUON tiles; other classes none."""
+    """A new study on sm_90+ asks three split 128-row tiles after the default, then on sm_90
+    three GLUON configs (the last persistent); other classes none."""
     from dataclasses import replace
 
     from workers.device_table import lookup
 
     listed = SPEC.listed_configs(h200_limits)
-    assert len(listed) == 5
+    assert len(listed) == 6
     for config in listed:
         SPEC.space.validate(config, h200_limits)
         assert config["TMA"] and config["BLOCK_M"] == 128
-    assert [c["SPLIT_M"] for c in listed] == [True] * 3 + [False] * 2
-    assert [c["GLUON"] for c in listed] == [False] * 3 + [True] * 2
+    assert [c["SPLIT_M"] for c in listed] == [True] * 3 + [False] * 3
+    assert [c["GLUON"] for c in listed] == [False] * 3 + [True] * 3
+    assert [c["GLUON_PERSISTENT"] for c in listed] == [False] * 5 + [True]
     assert SPEC.default_for(h200_limits) not in listed
     blackwell = replace(h200_limits, arch="sm_100")
     assert [c for c in SPEC.listed_configs(blackwell) if c["GLUON"]] == []
