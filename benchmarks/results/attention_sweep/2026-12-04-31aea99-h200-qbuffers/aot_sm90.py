@@ -71,7 +71,13 @@ for d, bn, st, ov, causal, dt, pers, qb in [
     cons = {
         (names.index(k),): v
         for k, v in dict(
-            GROUP=4, HEAD_DIM=d, BLOCK_N=bn, STAGES=st, CAUSAL=causal, OVERLAP=ov, PERSISTENT=pers,
+            GROUP=4,
+            HEAD_DIM=d,
+            BLOCK_N=bn,
+            STAGES=st,
+            CAUSAL=causal,
+            OVERLAP=ov,
+            PERSISTENT=pers,
             Q_BUFFERS=qb,
         ).items()
     }
