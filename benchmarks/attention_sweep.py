@@ -294,6 +294,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=16)
     parser.add_argument("--only", help="keep problems whose text contains this")
+    parser.add_argument(
+        "--outside-space",
+        action="store_true",
+        help="also run candidates the space's rules leave out (a probe of a change to the space)",
+    )
     args = parser.parse_args()
     if args.candidates in CANDIDATES:
         candidates = CANDIDATES[args.candidates]
@@ -306,7 +311,9 @@ def main() -> None:
 
     spec = get_spec("flash_attention")
     small = {_specialization(t): spec.parse_problem(_specialization(t)) for t in grid}
-    broken = compile_all("flash_attention", small, candidates, args.jobs)
+    broken = compile_all(
+        "flash_attention", small, candidates, args.jobs, outside_space=args.outside_space
+    )
     rows = []
     for text in grid:
         rows.append(measure(text, candidates, broken[_specialization(text)], args.rounds))
