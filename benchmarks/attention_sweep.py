@@ -59,6 +59,7 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
                 "GLUON": flags.get("gluon", False),
                 "GLUON_OVERLAP": flags.get("overlap", False),
                 "GLUON_PERSISTENT": flags.get("persistent", False),
+                "GLUON_WIDE_KEYS": flags.get("wide", False),
             }
             if on_gpu()
             else {}
@@ -180,6 +181,22 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 64, 4, 4, tma=True, gluon=True, persistent=True),
         _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
     ],
+    # GLUON_WIDE_KEYS (d=64 only; at d=128 they do not fit and are skipped) beside the strongest
+    # candidates of "persistent".
+    "wide": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
+        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, wide=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
+    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
 
@@ -234,6 +251,22 @@ GRIDS: dict[str, list[str]] = {
         for kv in (32, 8)
         for b in (1, 8)
         for s in (4096, 8192)
+    ],
+    # GLUON_WIDE_KEYS (d=64 only; at d=128 they do not fit and are skipped) beside the strongest
+    # candidates of "persistent".
+    "wide": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
+        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, wide=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
     ],
     "smoke": [
         "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",

@@ -92,12 +92,21 @@ GLUON_SM = range(90, 100)
 GLUON_BLOCK_M = 128
 GLUON_WARPS = 4
 GLUON_BLOCK_N = (64, 128)
+#: GLUON_WIDE_KEYS doubles GLUON's 128-key tile; with 256 keys a stage of K and V takes 64 KiB at
+#: head_dim 64 (the only head size it fits at: at 128 such configs are recorded invalid) and the
+#: overlap spills (Triton 3.6, sm_90a).
+GLUON_WIDE_HEAD_DIM = 64
 #: Parameters GLUON's kernel has no counterpart of (it loads through TMA, runs causal row blocks
 #: heaviest first and overlaps by its own partitions).
 GLUON_OFF = ("PRE_LOAD_V", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M")
 
 #: The portability study's num_stages values (this spec added 3); see ``study_subspace``.
 STUDY_STAGES = (1, 2, 4, 6, 8)
+
+
+def _gluon_wide_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
+    bm, stages = int_param(c, "BLOCK_M"), int_param(c, "num_stages")
+    return 2 * GLUON_WIDE_HEAD_DIM * (bm + 2 * 256 * stages) <= lim.shared_mem_per_block
 
 
 def _gluon_tile(c: Mapping[str, Value]) -> bool:
@@ -176,6 +185,13 @@ SPACE = Space(
             doc="with GLUON: one program per SM taking row blocks in rounds (causal: heaviest "
             "first, every other round reversed), loading the next block's queries and keys "
             "while the current one finishes",
+        ),
+        Param(
+            "GLUON_WIDE_KEYS",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="with GLUON and BLOCK_N = 128: key tiles of 256 (head_dim 64 only)",
         ),
         *AMD_PARAMS,
     ),
@@ -256,6 +272,22 @@ SPACE = Space(
             ("GLUON_PERSISTENT", "GLUON"),
             lambda c, lim: not c["GLUON_PERSISTENT"] or bool(c["GLUON"]),
         ),
+        Constraint(
+            "gluon-wide-keys",
+            f"GLUON_WIDE_KEYS only with GLUON, BLOCK_N = 128 and GLUON_OVERLAP off, where two "
+            f"256-key K and V tiles per stage fit at head_dim {GLUON_WIDE_HEAD_DIM}: "
+            f"2*{GLUON_WIDE_HEAD_DIM}*(BLOCK_M + 2*256*num_stages) bytes <= shared memory per block",
+            ("GLUON_WIDE_KEYS", "GLUON", "BLOCK_M", "BLOCK_N", "num_stages", "GLUON_OVERLAP"),
+            lambda c, lim: (
+                not c["GLUON_WIDE_KEYS"]
+                or (
+                    bool(c["GLUON"])
+                    and int_param(c, "BLOCK_N") == 128
+                    and not c["GLUON_OVERLAP"]
+                    and _gluon_wide_fits(c, lim)
+                )
+            ),
+        ),
     ),
 )
 
@@ -274,6 +306,7 @@ DEFAULT: Config = {
     "GLUON": False,
     "GLUON_OVERLAP": False,
     "GLUON_PERSISTENT": False,
+    "GLUON_WIDE_KEYS": False,
 }
 #: NVIDIA sm_90+ (Hopper and later) where it fits: the H200 sweep's most frequent winner over the
 #: issue's 192 problems (88 of 192, and 29 of the 48 fp16 d=128 ones; 112 KiB of shared memory at
@@ -297,6 +330,10 @@ SPLIT_LISTED: tuple[Config, ...] = tuple(
 #: Then GLUON_PERSISTENT on the first: of 13 candidates over the issue's 192 problems it won 21
 #: (the four persistent ones 36, 25 of them at batch 1; up to 1.18x over the best non-persistent
 #: candidate at batch 1 causal d=128) (benchmarks/results/attention_sweep/2026-12-03-b4a0cd6-h200-persistent/).
+#: Then 256-key tiles with a 3-deep ring, head_dim 64 only (at 128 the study records it invalid):
+#: over the issue's 96 d=64 problems it was the best single config at seq >= 4096 without causal
+#: masking (1.027x cuDNN), and the four 256-key configs took the best of 12 there from 1.011x to
+#: 1.048x (benchmarks/results/attention_sweep/2026-12-04-7576a58-h200-wide-keys/).
 GLUON_LISTED: tuple[Config, ...] = (
     {**TMA_DEFAULT, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "GLUON": True},
     {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 4, "GLUON": True, "GLUON_OVERLAP": True},
@@ -307,6 +344,14 @@ GLUON_LISTED: tuple[Config, ...] = (
         "num_stages": 2,
         "GLUON": True,
         "GLUON_PERSISTENT": True,
+    },
+    {
+        **TMA_DEFAULT,
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "num_stages": 3,
+        "GLUON": True,
+        "GLUON_WIDE_KEYS": True,
     },
 )
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
@@ -485,6 +530,7 @@ class FlashAttentionSpec(KernelSpec):
         meta.pop("GLUON", None)
         meta.pop("GLUON_OVERLAP", None)
         meta.pop("GLUON_PERSISTENT", None)
+        meta.pop("GLUON_WIDE_KEYS", None)
         grid = (triton.cdiv(max_len, block_m), qh, batch)
         sources: tuple[Any, Any, Any] = (q, k, v)
         if tma:
@@ -541,8 +587,8 @@ def _gluon_launcher(
     inputs: Inputs, config: Config, batch_max_len: tuple[int, int], qk_scale: float
 ) -> Launcher:
     """Launch GLUON's kernel (``_flash_attention_gluon``) over ``inputs`` with ``config``'s key
-    tile, ring depth (num_stages), overlap and persistence (one program per SM); SpecError off an
-    NVIDIA GPU."""
+    tile (doubled by GLUON_WIDE_KEYS), ring depth (num_stages), overlap and persistence (one
+    program per SM); SpecError off an NVIDIA GPU."""
     q, k, v, out, cu = inputs["q"], inputs["k"], inputs["v"], inputs["out"], inputs["cu_seqlens"]
     if q.device.type != "cuda":
         raise SpecError("flash_attention: GLUON runs on sm_90 GPUs only; use GLUON=False here")
@@ -557,6 +603,8 @@ def _gluon_launcher(
 
     batch, max_len = batch_max_len
     rows, block_n = int(PART_ROWS.value), int(config["BLOCK_N"])
+    if config.get("GLUON_WIDE_KEYS", False):
+        block_n *= 2
     items = (triton.cdiv(max_len, 2 * rows), q.shape[1], batch)
     persistent = bool(config.get("GLUON_PERSISTENT", False))
     programs = math.prod(items)
