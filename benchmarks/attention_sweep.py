@@ -268,6 +268,14 @@ GRIDS: dict[str, list[str]] = {
         _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
         _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
     ],
+    # d128-long at head_dim 64 (where GLUON_WIDE_KEYS fits).
+    "d64-long": [
+        _problem(b, s, kv, 64, causal, "float16")
+        for causal in (True, False)
+        for kv in (32, 8)
+        for b in (1, 8)
+        for s in (4096, 8192)
+    ],
     "smoke": [
         "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",
         "batch=1,max_seqlen=48,q_heads=2,kv_heads=2,head_dim=64,causal=false,dtype=float16",
