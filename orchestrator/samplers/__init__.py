@@ -237,7 +237,7 @@ BUILTINS: tuple[SamplerEntry, ...] = (
     SamplerEntry(
         "learned",
         _learned,
-        "local's moves, with every fourth proposal from a Gaussian-process cost model over "
+        "local's moves, with every fifth proposal from a Gaussian-process cost model over "
         "config features whose prior comes from the kernel's trials on other problems and "
         "device classes (the default)",
         prior=True,

@@ -101,7 +101,7 @@ MAX_TRAIN = 128
 MAX_CANDIDATES = 512
 #: Every EI_EVERY-th proposal (counting from the study's first) is the EI pick; the others are
 #: ``local``'s moves (the EI pick where no move is left).
-EI_EVERY = 4
+EI_EVERY = 5
 #: The EI pick always scores the configs within LOCAL_RADIUS index steps of the LOCAL_PARENTS
 #: fastest measured ones (none left there: the nearest unasked ones), so it also looks near the
 #: best.

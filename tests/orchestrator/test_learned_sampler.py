@@ -250,7 +250,7 @@ def test_with_a_prior_the_spec_default_follows_the_priors_probes(
 
 def test_past_its_startup_it_proposes_locals_moves_between_its_model_picks() -> None:
     """Given the same four measured configs, the learned sampler's first two proposals are the
-    moves ``local`` (same seed, no startup) proposes; every fourth proposal is the model's."""
+    moves ``local`` (same seed, no startup) proposes; every fifth proposal is the model's."""
     from optuna.trial import create_trial
 
     from orchestrator.samplers.learned import EI_EVERY
@@ -268,7 +268,7 @@ def test_past_its_startup_it_proposes_locals_moves_between_its_model_picks() -> 
     for i, params in enumerate(encoding.valid_params()[:4]):
         for study in studies:
             study.add_trial(create_trial(params=params, distributions=dists, value=1.0 + i))
-    assert EI_EVERY == 4
+    assert EI_EVERY == 5
     for step in range(2):
         learned, local = (study.ask(dists) for study in studies)
         assert learned.params, "no proposal"
