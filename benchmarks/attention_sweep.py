@@ -220,6 +220,18 @@ def _issue_grid(dtypes: tuple[str, ...]) -> list[str]:
     ]
 
 
+def _long_grid(d: int) -> list[str]:
+    """16 fp16 problems at head_dim ``d``: batch 1 and 8, seq 4096 and 8192, heads 32/32 and
+    32/8, causal and not."""
+    return [
+        _problem(b, s, kv, d, causal, "float16")
+        for causal in (True, False)
+        for kv in (32, 8)
+        for b in (1, 8)
+        for s in (4096, 8192)
+    ]
+
+
 GRIDS: dict[str, list[str]] = {
     "explore": [
         _problem(b, s, 8, d, causal, "float16")
@@ -245,37 +257,9 @@ GRIDS: dict[str, list[str]] = {
     "issue-d128-b32": [
         t for t in _issue_grid(("float16", "bfloat16")) if "head_dim=128" in t and "batch=32," in t
     ],
-    "d128-long": [
-        _problem(b, s, kv, 128, causal, "float16")
-        for causal in (True, False)
-        for kv in (32, 8)
-        for b in (1, 8)
-        for s in (4096, 8192)
-    ],
-    # GLUON_WIDE_KEYS (d=64 only; at d=128 they do not fit and are skipped) beside the strongest
-    # candidates of "persistent".
-    "wide": [
-        _cfg(64, 64, 4, 3, tma=True),
-        _cfg(64, 128, 4, 2, tma=True),
-        _cfg(128, 64, 4, 2, tma=True, split=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True),
-        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
-        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True),
-        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True, wide=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, wide=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
-    ],
-    # d128-long at head_dim 64 (where GLUON_WIDE_KEYS fits).
-    "d64-long": [
-        _problem(b, s, kv, 64, causal, "float16")
-        for causal in (True, False)
-        for kv in (32, 8)
-        for b in (1, 8)
-        for s in (4096, 8192)
-    ],
+    "d128-long": _long_grid(128),
+    # The same at head_dim 64 (where GLUON_WIDE_KEYS fits).
+    "d64-long": _long_grid(64),
     "smoke": [
         "batch=2,max_seqlen=32,q_heads=4,kv_heads=2,head_dim=64,causal=true,dtype=float16",
         "batch=1,max_seqlen=48,q_heads=2,kv_heads=2,head_dim=64,causal=false,dtype=float16",
