@@ -12,9 +12,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+
 from search_spaces.kernels import _matmul_kernels as mk
 
 tgt = GPUTarget("cuda", 90, 32)

@@ -1,10 +1,12 @@
 """Launch matmul_sweep's ws candidate IDX on a small-K and a full problem; print OK/ERR lines."""
 
-import sys, time
+import sys
+import time
 
 sys.path.insert(0, "benchmarks")
-import torch
 import matmul_sweep as ms
+import torch
+
 from search_spaces import get_spec
 from search_spaces.accuracy import max_rel_error
 
