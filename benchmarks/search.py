@@ -478,6 +478,21 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
     return out
 
 
+def near_optimum(bench: Bench) -> dict[str, dict[str, float]]:
+    """Per threshold: how many of the landscape's configs run within it of the optimum, and the
+    trials random search without repeats needs on average to draw one of them,
+    (size + 1) / (configs + 1): how hard the landscape is, whatever the sampler."""
+    out = {}
+    for t in THRESHOLDS:
+        limit = bench.optimum * (1 + t)
+        near = sum(v is not None and v <= limit for v in bench.times.values())
+        out[f"{round(t * 100)}pct"] = {
+            "configs": near,
+            "random_expected_trials": round((bench.size + 1) / (near + 1), 1),
+        }
+    return out
+
+
 def summarize(
     bench: Bench, sampler: str, runs: Sequence[SeedRun], horizon: float
 ) -> dict[str, Any]:
@@ -497,6 +512,7 @@ def summarize(
             **_stats([trials_to(r.trace, limit, bench.size) for r in runs]),
             "reached": sum(any(v is not None and v <= limit for v in r.trace) for r in runs),
         }
+    row["near_optimum"] = near_optimum(bench)
     row["best_ratio_after"] = {
         f"{round(f * 100)}pct": _stats(
             [best_after(r.trace, math.ceil(f * bench.size)) / bench.optimum for r in runs]
@@ -823,7 +839,8 @@ def _line(row: Mapping[str, Any]) -> str:
     return (
         f"{row['landscape'][:40]:<40} {row['sampler']:<11} N={row['space']:<5} "
         f"2%: {t2['median']}/{t2['p90']} ({t2['reached']}/{row['seeds']})  "
-        f"5%: {t5['median']}/{t5['p90']}  best@5/10/25%: "
+        f"5%: {t5['median']}/{t5['p90']}  "
+        f"within 2%: {row['near_optimum']['2pct']['configs']} configs  best@5/10/25%: "
         + "/".join(str(v["median"]) for v in after.values())
         + f"  {row['wall_s_per_seed']} s/seed"
     )

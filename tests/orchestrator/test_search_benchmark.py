@@ -68,6 +68,18 @@ def test_random_search_reaches_the_known_optimum(tmp_path: Path) -> None:
     assert row["trials_to_2pct"]["reached"] == 5
     assert row["trials_to_2pct"]["median"] <= 10
     assert set(row["best_ratio_after"]) == {"5pct", "10pct", "25pct"}
+    # Within 2% of 2.0: only (1, 0); within 5%: (1, 0) too (3.0 for the next); 11/2 draws.
+    assert row["near_optimum"]["2pct"] == {"configs": 1, "random_expected_trials": 5.5}
+    assert row["near_optimum"]["5pct"]["configs"] == 1
+
+
+def test_near_optimum_counts_configs_within_each_threshold(tmp_path: Path) -> None:
+    times = {(1, 0): 1.0, (2, 0): 1.015, (3, 0): 1.04, (4, 0): 1.2}
+    bench = bench_mod.load_bench(_landscape(tmp_path / "toy.json", times))
+    assert bench_mod.near_optimum(bench) == {
+        "2pct": {"configs": 2, "random_expected_trials": round(5 / 3, 1)},
+        "5pct": {"configs": 3, "random_expected_trials": 1.2},
+    }
 
 
 def test_a_seed_that_never_gets_there_counts_as_the_whole_space(tmp_path: Path) -> None:
@@ -178,7 +190,12 @@ def test_the_learned_table_marks_a_target_whose_rows_did_not_run_with_a_dash() -
 
     cold = learned_table([row("local", 20, 40), row("learned", 10, 30)])
     line = next(x for x in cold.splitlines() if x.startswith("| l |"))
-    assert line.endswith("| 0.50 | yes | - | - | yes |")
+    assert line.startswith("| l | 100 | - |") and line.endswith("| 0.50 | yes | - | - | yes |")
+    near = {"near_optimum": {"2pct": {"configs": 3, "random_expected_trials": 25.2}}}
+    hard = learned_table([{**row("local", 20, 40), **near}, row("learned", 10, 30)])
+    assert next(x for x in hard.splitlines() if x.startswith("| l |")).startswith(
+        "| l | 100 | 3 (25.2) |"
+    )
     assert "prior target on 0 of 0" in cold and "no-prior target on 1 of 1" in cold
     rows = [row("local", 20, 40), row("learned", 30, 30), row("learned+prior", 3, 9)]
     both = learned_table([*rows, row("learned+sparse", 6, 9)])
