@@ -235,7 +235,9 @@ class LocalSearchSampler(BaseSampler):
             i += 1
             self._rng.shuffle(unseen)
             base = np.log(max(value, 1e-300)) - self._predict(coef, x)
-            scores = base + coef[self._offsets + np.array(unseen)].sum(axis=1)
+            # Rounded: a value never measured has coefficient 0 only up to the solver's rounding,
+            # which differs between BLAS kernel sets; ties must stay ties on every machine.
+            scores = np.round(base + coef[self._offsets + np.array(unseen)].sum(axis=1), 9)
             k = int(np.argmin(scores))  # the first of the lowest, in the shuffled order
             if best is None or scores[k] < best[0]:
                 best = (float(scores[k]), unseen[k])
