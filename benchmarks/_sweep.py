@@ -1,5 +1,6 @@
-"""Pieces of the vendor-path sweeps (attention_sweep.py, moe_sweep.py, paged_sweep.py): compile a
-spec's candidate configs in parallel processes, time callables interleaved with Triton's do_bench.
+"""Pieces of the vendor-path sweeps (attention_sweep.py, matmul_sweep.py, moe_sweep.py,
+paged_sweep.py): compile a spec's candidate configs in parallel processes (a hung or crashed
+candidate is recorded, not fatal), time callables interleaved with Triton's do_bench.
 
 Needs only torch, triton and search_spaces (no Ray, Optuna or database), so a device call can run
 the sweeps without wheels.
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,16 @@ def device() -> str:
     return "cuda" if on_gpu() else "cpu"
 
 
-def _compile_one(args: tuple[str, str, dict[str, Any], dict[str, Any]]) -> str | None:
+#: Seconds one candidate's compile and first launch may take before it counts as hung.
+COMPILE_TIMEOUT_S = 300.0
+
+_CHILD = (
+    "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); from _sweep import _compile_one; "
+    "print(json.dumps(_compile_one(json.loads(sys.stdin.read()))))"
+)
+
+
+def _compile_one(args: Sequence[Any]) -> str | None:
     """Launch ``config`` once on ``problem`` (small, same constexprs as the problems it stands
     for), filling the shared Triton cache; the error text, or None if it compiled and ran."""
     kernel, _, problem, config = args
@@ -43,6 +53,29 @@ def _compile_one(args: tuple[str, str, dict[str, Any], dict[str, Any]]) -> str |
     return None
 
 
+def compile_in_process(task: Sequence[Any], timeout_s: float = COMPILE_TIMEOUT_S) -> str | None:
+    """``_compile_one(task)`` in a process of its own: the error text, or None if it compiled and
+    ran. A candidate that hangs (a kernel that never returns) is killed after ``timeout_s`` and one
+    that kills its process (a compiler abort) is reported, so neither stops a sweep."""
+    here = str(Path(__file__).resolve().parent)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps([here, *sys.path])],
+            input=json.dumps(list(task)),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return f"Hung: no result in {timeout_s:.0f} s; its process was killed"
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1][-300:]
+        return f"Crashed: exit code {out.returncode}: {last}"
+    result = json.loads(lines[-1])
+    return None if result is None else str(result)
+
+
 def compile_all(
     kernel: str,
     small: dict[str, dict[str, Any]],
@@ -50,12 +83,13 @@ def compile_all(
     jobs: int,
     *,
     outside_space: bool = False,
+    timeout_s: float = COMPILE_TIMEOUT_S,
 ) -> dict[str, set[int]]:
     """Compile every candidate that is in the kernel's space on this device (every candidate
     with ``outside_space``: a probe of configs the space's rules leave out) on every small
-    stand-in problem (key -> problem) in ``jobs`` processes (they share TRITON_CACHE_DIR, which
-    the caller sets); key -> indices that are not in the space or failed, with the reasons
-    printed."""
+    stand-in problem (key -> problem), ``jobs`` at a time, each in a process of its own
+    (``compile_in_process``; they share TRITON_CACHE_DIR, which the caller sets); key -> indices
+    that are not in the space, failed, crashed or hung, with the reasons printed."""
     from search_spaces import get_spec
     from workers.device import detect
 
@@ -67,19 +101,19 @@ def compile_all(
     if outside_space:
         invalid = set()
     work = [
-        (kernel, key, prob, c)
+        (key, i, (kernel, key, prob, c))
         for key, prob in small.items()
         for i, c in enumerate(candidates)
         if i not in invalid
     ]
     broken: dict[str, set[int]] = {key: set(invalid) for key in small}
     start = time.perf_counter()
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        for (_, key, _, config), err in zip(work, pool.map(_compile_one, work), strict=True):
+    with ThreadPoolExecutor(jobs) as pool:
+        errors = pool.map(lambda w: compile_in_process(w[2], timeout_s), work)
+        for (key, i, _), err in zip(work, errors, strict=True):
             if err is not None:
-                broken[key].add(list(candidates).index(config))
-                print(f"  failed c{list(candidates).index(config)} on {key}: {err}", flush=True)
+                broken[key].add(i)
+                print(f"  failed c{i} on {key}: {err}", flush=True)
     print(f"compiled {len(work)} variants in {time.perf_counter() - start:.0f} s", flush=True)
     for key, failed in broken.items():
         if len(failed) == len(candidates):
