@@ -3,21 +3,14 @@ or kills its process is recorded and the sweep goes on (with real misbehaving sp
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.benchmark_script import load
 from tests.workers.fake_specs import ref
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "_sweep.py"
-_spec = importlib.util.spec_from_file_location("tunefleet_sweep", _PATH)
-assert _spec is not None and _spec.loader is not None
-sweep = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = sweep
-_spec.loader.exec_module(sweep)
+sweep = load("_sweep")
 
 SMALL = {"N": 40, "dtype": "float32"}
 

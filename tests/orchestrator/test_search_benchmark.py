@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,16 +26,12 @@ from search_spaces.space import (
     Vendor,
     config_key,
 )
+from tests.benchmark_script import BENCHMARKS, load
 from tests.orchestrator.scripted import Scripted
 from workers.landscape import Landscape, LandscapeResult, read_landscape, write_landscape
 from workers.measurement import Outcome
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "search.py"
-_spec = importlib.util.spec_from_file_location("tunefleet_search_benchmark", _PATH)
-assert _spec is not None and _spec.loader is not None
-bench_mod = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = bench_mod
-_spec.loader.exec_module(bench_mod)
+bench_mod = load("search")
 
 
 def _landscape(path: Path, times: Mapping[tuple[int, int], float], kernel: str = "toy") -> Path:
@@ -204,7 +198,7 @@ def test_the_learned_table_marks_a_target_whose_rows_did_not_run_with_a_dash() -
     )
 
 
-H200_4096 = _PATH.parent / "landscapes" / "h200" / "matmul_M4096_N4096_K4096_bfloat16.json.gz"
+H200_4096 = BENCHMARKS / "landscapes" / "h200" / "matmul_M4096_N4096_K4096_bfloat16.json.gz"
 
 
 def _matmul_landscape(path: Path, version: str) -> Path:
