@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search_spaces import SpecError, Vendor, get_spec
+from search_spaces import Problem, SpecError, Vendor, get_spec
 from workers.device_table import lookup
 from workers.errors import UnknownDeviceClass
 
@@ -56,11 +56,6 @@ class _TargetDriver:
     def get_current_target(self) -> Any:
         return self._target
 
-    def get_active_torch_device(self) -> Any:
-        import torch
-
-        return torch.device("meta")
-
 
 def _ptxas(ptx: str, sm: int, arch: str) -> tuple[int, int]:
     """(registers, spilled bytes) by the ptxas Triton compiles ``sm`` with."""
@@ -81,17 +76,16 @@ def _ptxas(ptx: str, sm: int, arch: str) -> tuple[int, int]:
 
 
 def compile_config(
-    kernel: str, problem_text: str, config: dict[str, Any], sm: int
+    kernel: str, problem: Problem, config: dict[str, Any], sm: int
 ) -> list[Compiled]:
-    """Every kernel the spec's launcher starts for ``config`` on ``problem_text``, compiled for
-    ``sm`` (90: sm_90a) with the installed Triton and nothing launched."""
+    """Every kernel the spec's launcher starts for ``config`` on ``problem``, compiled for ``sm``
+    (90: sm_90a) with the installed Triton and nothing launched; each kernel reported once."""
     import torch
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
     from triton.runtime.jit import JITFunction
 
     spec = get_spec(kernel)
-    problem = spec.parse_problem(problem_text)
     arch = f"sm_{sm}a" if sm >= 90 else f"sm_{sm}"
     previous = driver._active  # Triton has no public way to put back "none chosen yet"
     driver.set_active(_TargetDriver(GPUTarget("cuda", sm, 32)))
@@ -101,14 +95,11 @@ def compile_config(
     def compile_only(self: JITFunction, grid: Any) -> Any:
         def run(*args: Any, **kwargs: Any) -> Any:
             binary = self.run(*args, grid=grid, warmup=True, **kwargs)
-            registers, spilled = _ptxas(binary.asm["ptx"], sm, arch)
             name = self.fn.__name__
-            compiled.setdefault(
-                name,
-                Compiled(
-                    name, binary.metadata.num_warps, registers, spilled, binary.metadata.shared
-                ),
-            )
+            if name not in compiled:
+                registers, spilled = _ptxas(binary.asm["ptx"], sm, arch)
+                meta = binary.metadata
+                compiled[name] = Compiled(name, meta.num_warps, registers, spilled, meta.shared)
             return binary
 
         return run
@@ -142,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         spec = get_spec(args.kernel)
-        spec.parse_problem(args.problem)
+        problem = spec.parse_problem(args.problem)
         limits = lookup(args.device).limits
     except (SpecError, UnknownDeviceClass) as exc:
         parser.error(str(exc).splitlines()[0])
@@ -167,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{label}: not in the space ({violation}); --outside-space compiles it")
             continue
         try:
-            kernels = compile_config(args.kernel, args.problem, config, sm)
+            kernels = compile_config(args.kernel, problem, config, sm)
         except Exception as exc:  # a config that fails to compile is the answer, not a crash
             last = (str(exc).strip().splitlines() or [""])[-1][:200]
             print(f"{label}: does not compile here: {type(exc).__name__}: {last}")
