@@ -42,7 +42,7 @@ _CHILD = (
 def _compile_one(args: Sequence[Any]) -> str | None:
     """Launch ``config`` once on ``problem`` (small, same constexprs as the problems it stands
     for), filling the shared Triton cache; the error text, or None if it compiled and ran."""
-    kernel, _, problem, config = args
+    kernel, problem, config = args
     from search_spaces import get_spec
 
     spec = get_spec(kernel)
@@ -101,7 +101,7 @@ def compile_all(
     if outside_space:
         invalid = set()
     work = [
-        (key, i, (kernel, key, prob, c))
+        (key, i, (kernel, prob, c))
         for key, prob in small.items()
         for i, c in enumerate(candidates)
         if i not in invalid

@@ -35,9 +35,9 @@ def learned_table(rows: Sequence[Mapping[str, Any]], baseline: str = "local") ->
     """Per landscape, trials to within 2% (median / p90) of ``baseline``, ``baseline+warm``,
     ``learned``, ``learned+warm``, ``learned+prior``, ``learned+prior+warm`` and
     ``learned+sparse`` (after the configs within 2% of the optimum and random search's expected
-    trials to draw one, where the rows have them), and issue 23's targets: learned median <= 20 and p90 <= 50; with the
-    prior (complete or sparse) median <= 5 and p90 <= 15; learned's median at most 10% above the
-    baseline's.
+    trials to draw one, where the rows have them), and issue 23's targets: learned median <= 20
+    and p90 <= 50; with the prior (complete or sparse) median <= 5 and p90 <= 15; learned's median
+    at most 10% above the baseline's.
     A target whose rows did not run reads "-". Then on how many of the landscapes that ran its
     rows each target is met."""
     names = (

@@ -15,8 +15,8 @@ sweep = load("_sweep")
 SMALL = {"N": 40, "dtype": "float32"}
 
 
-def _task(spec: str) -> tuple[str, str, dict[str, object], dict[str, object]]:
-    return (ref(spec), "float32", SMALL, {"BLOCK": 16})
+def _task(spec: str) -> tuple[str, dict[str, object], dict[str, object]]:
+    return (ref(spec), SMALL, {"BLOCK": 16})
 
 
 def test_a_candidate_that_hangs_is_killed_and_reported() -> None:
