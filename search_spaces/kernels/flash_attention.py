@@ -96,6 +96,8 @@ GLUON_BLOCK_N = (64, 128)
 #: head_dim 64 (the only head size it fits at: at 128 such configs are recorded invalid) and the
 #: overlap spills (Triton 3.6, sm_90a).
 GLUON_WIDE_HEAD_DIM = 64
+#: The key tile GLUON_WIDE_KEYS gives: twice GLUON's widest.
+GLUON_WIDE_BLOCK_N = 2 * GLUON_BLOCK_N[-1]
 #: Parameters GLUON's kernel has no counterpart of (it loads through TMA, runs causal row blocks
 #: heaviest first and overlaps by its own partitions).
 GLUON_OFF = ("PRE_LOAD_V", "HEAVY_FIRST", "WARP_SPECIALIZE", "SPLIT_M")
@@ -106,7 +108,9 @@ STUDY_STAGES = (1, 2, 4, 6, 8)
 
 def _gluon_wide_fits(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
     bm, stages = int_param(c, "BLOCK_M"), int_param(c, "num_stages")
-    return 2 * GLUON_WIDE_HEAD_DIM * (bm + 2 * 256 * stages) <= lim.shared_mem_per_block
+    return (
+        2 * GLUON_WIDE_HEAD_DIM * (bm + 2 * GLUON_WIDE_BLOCK_N * stages) <= lim.shared_mem_per_block
+    )
 
 
 def _gluon_tile(c: Mapping[str, Value]) -> bool:
@@ -275,8 +279,9 @@ SPACE = Space(
         Constraint(
             "gluon-wide-keys",
             f"GLUON_WIDE_KEYS only with GLUON, BLOCK_N = 128 and GLUON_OVERLAP off, where two "
-            f"256-key K and V tiles per stage fit at head_dim {GLUON_WIDE_HEAD_DIM}: "
-            f"2*{GLUON_WIDE_HEAD_DIM}*(BLOCK_M + 2*256*num_stages) bytes <= shared memory per block",
+            f"{GLUON_WIDE_BLOCK_N}-key K and V tiles per stage fit at head_dim "
+            f"{GLUON_WIDE_HEAD_DIM}: 2*{GLUON_WIDE_HEAD_DIM}*(BLOCK_M + 2*{GLUON_WIDE_BLOCK_N}"
+            "*num_stages) bytes <= shared memory per block",
             ("GLUON_WIDE_KEYS", "GLUON", "BLOCK_M", "BLOCK_N", "num_stages", "GLUON_OVERLAP"),
             lambda c, lim: (
                 not c["GLUON_WIDE_KEYS"]
