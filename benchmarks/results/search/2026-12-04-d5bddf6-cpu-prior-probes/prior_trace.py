@@ -8,7 +8,7 @@ import glob
 import sys
 
 sys.path.insert(0, ".")
-from tests.benchmark_script import load  # noqa: E402
+from tests.benchmark_script import load
 
 search = load("search")
 L = "benchmarks/landscapes/h200/"
