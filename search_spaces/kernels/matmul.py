@@ -1,8 +1,10 @@
 """Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM, optional split-K (reduced in
-the same launch or by a second kernel), a persistent TMA variant and a stream-K variant (for
-shapes of few tiles: every SM gets the same share of the K steps).
+the same launch or by a second kernel), a persistent TMA variant, a stream-K variant (for
+shapes of few tiles: every SM gets the same share of the K steps) and, on sm_90, ``GLUON``: a
+warp-specialized Gluon GEMM (a TMA producer warp, two consumer warpgroups).
 
-Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels``.
+Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels`` and
+``_matmul_gluon``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    NVIDIA_GPU,
     NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
+    gluon_arch_rule,
     int_param,
     multiprocessors,
     nvidia_sm,
@@ -59,6 +63,13 @@ SPLIT_K_VALUES = (1, 2, 3, 4, 6, 8)
 REDUCE_BLOCK = 1024
 #: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
 TMA_MIN_SM = 90
+#: GLUON's tile rows (two consumer warpgroups of half each), its warps (both consumers; the
+#: producer warp comes on top) and its narrowest tile (128-byte rows of B at 2-byte dtypes).
+GLUON_BLOCK_M = (128, 256)
+GLUON_WARPS = 8
+GLUON_MIN_BLOCK_N = 64
+#: Parameters GLUON's kernel has no counterpart of (its split-K is reduced by the second kernel).
+GLUON_OFF = ("STREAM_K", "FUSED_REDUCE", "PDL")
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
@@ -66,6 +77,16 @@ def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
         c, "BLOCK_N"
     )
     return tile * 2 * int_param(c, "num_stages")
+
+
+def _gluon_tile(c: Mapping[str, Value]) -> bool:
+    return (
+        int_param(c, "BLOCK_M") in GLUON_BLOCK_M
+        and int_param(c, "BLOCK_N") >= GLUON_MIN_BLOCK_N
+        and int_param(c, "num_warps") == GLUON_WARPS
+        and bool(c["TMA"])
+        and not any(c[name] for name in GLUON_OFF)
+    )
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
@@ -121,6 +142,14 @@ SPACE = Space(
             "partials, program order: deterministic)",
         ),
         pdl_param(),
+        Param(
+            "GLUON",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="the Gluon kernel: a TMA producer warp feeding two consumer warpgroups (half the "
+            "tile rows each) through a num_stages-deep ring (cuBLAS's Hopper layout; sm_90)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -225,6 +254,15 @@ SPACE = Space(
                 )
             ),
         ),
+        gluon_arch_rule(),
+        Constraint(
+            "gluon-tile",
+            f"GLUON only with BLOCK_M in {GLUON_BLOCK_M}, BLOCK_N >= {GLUON_MIN_BLOCK_N}, "
+            f"num_warps = {GLUON_WARPS} (the two consumer warpgroups), TMA on and "
+            f"{', '.join(GLUON_OFF)} off",
+            ("GLUON", "BLOCK_M", "BLOCK_N", "num_warps", "TMA", *GLUON_OFF),
+            lambda c, _lim: not c["GLUON"] or _gluon_tile(c),
+        ),
         pdl_rule(),
         warps_rule(),
         amd_stages_rule(),
@@ -244,6 +282,7 @@ DEFAULT: Config = {
     "PERSISTENT": False,
     "STREAM_K": False,
     "PDL": False,
+    "GLUON": False,
 }
 
 
@@ -265,7 +304,10 @@ class MatmulSpec(KernelSpec):
     )
     example: ClassVar[Problem] = {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
     space: ClassVar[Space] = SPACE
-    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._matmul_kernels",)
+    sources: ClassVar[tuple[str, ...]] = (
+        "search_spaces.kernels._matmul_kernels",
+        "search_spaces.kernels._matmul_gluon",
+    )
 
     def default_config(self, vendor: Vendor) -> Config:
         return vendor_default(DEFAULT, SPACE, vendor)
@@ -345,6 +387,8 @@ class MatmulSpec(KernelSpec):
         if not out.is_contiguous() or tuple(out.shape) != (m, n):
             raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
         meta, options = split_launch_options(config)
+        if meta.pop("GLUON", False):
+            return _gluon_launcher(a, b, out, config)
         tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
         stream_k = bool(meta.pop("STREAM_K", False))
@@ -448,6 +492,63 @@ def _stream_k_launcher(
 
     def launch() -> None:
         kernel[(programs,)](*args, **kernel_args)
+
+    return launch
+
+
+def _gluon_launcher(a: Any, b: Any, out: Any, config: Config) -> Launcher:
+    """Launch GLUON's kernel (``_matmul_gluon``) with ``config``'s tile, ring depth (num_stages),
+    split-K (reduced by ``splitk_reduce_kernel``), tile order and persistence (one program per
+    SM); SpecError where it cannot run (the interpreter, operands TMA cannot describe)."""
+    if a.device.type == "cpu":
+        raise SpecError("matmul: GLUON runs on sm_90 GPUs only; use GLUON=False here")
+    if not _tma_ready(a, b):
+        raise SpecError(
+            "matmul: GLUON loads through TMA, which needs unit-stride, 16-byte aligned rows of A "
+            "and B; use GLUON=False for this layout"
+        )
+    import torch
+    import triton
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from search_spaces.kernels._matmul_gluon import PART_WARPS, matmul_gluon_kernel
+    from search_spaces.kernels._matmul_kernels import splitk_reduce_kernel
+
+    m, k = a.shape
+    n = b.shape[1]
+    rows = int(config["BLOCK_M"]) // 2
+    bn, bk, split_k = (int(config[p]) for p in ("BLOCK_N", "BLOCK_K", "SPLIT_K"))
+    element = getattr(gl, str(a.dtype).removeprefix("torch."))
+
+    def descriptor(t: Any, block: list[int]) -> Any:
+        layout = gl.NVMMASharedLayout.get_default_for(block, element)
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+    descriptors = (descriptor(a, [rows, bk]), descriptor(b, [bk, bn]))
+    items = triton.cdiv(m, 2 * rows) * triton.cdiv(n, bn) * split_k
+    programs = min(items, multiprocessors(a.device)) if config["PERSISTENT"] else items
+    workspace = out
+    if split_k > 1:
+        workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
+    args = (*descriptors, out, workspace, m, n, k, *out.stride())
+    kernel_args: dict[str, Any] = {
+        "PART_ROWS": rows,
+        "BLOCK_N": bn,
+        "BLOCK_K": bk,
+        "STAGES": int(config["num_stages"]),
+        "SPLIT_K": split_k,
+        "GROUP_M": int(config["GROUP_M"]),
+        "num_warps": int(PART_WARPS.value),
+    }
+    reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
+
+    def launch() -> None:
+        matmul_gluon_kernel[(programs,)](*args, **kernel_args)
+        if split_k > 1:
+            splitk_reduce_kernel[reduce_grid](
+                workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
+            )
 
     return launch
 

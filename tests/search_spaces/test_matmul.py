@@ -205,6 +205,97 @@ def test_tma_is_a_hopper_parameter(h200_limits: DeviceLimits) -> None:
     assert "TMA" not in SPEC.default_for(mi300x)
 
 
+def gluon_cfg(
+    bm: int, bn: int, bk: int = 64, stages: int = 3, split: int = 1, persistent: bool = False
+) -> Config:
+    return {
+        **cfg(bm, bn, bk, split=split, warps=8, tma=True, persistent=persistent),
+        "num_stages": stages,
+        "GLUON": True,
+    }
+
+
+def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
+    h200_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    """GLUON on sm_90 only (not sm_80, not Blackwell, not AMD or the interpreter), on 128- or
+    256-row tiles at least 64 wide, 8 warps (its two consumer warpgroups) and TMA, split-K
+    reduced by the second kernel, persistent or not; the accumulator rule holds per warpgroup."""
+    from dataclasses import replace
+
+    from workers.device_table import lookup
+
+    gluon = {**SPEC.default_for(h200_limits), **gluon_cfg(128, 256, stages=4)}
+    for ok in (gluon, {**gluon, "SPLIT_K": 4}, {**gluon, "PERSISTENT": True, "GROUP_M": 8}):
+        assert SPEC.space.violation(ok, h200_limits) is None, ok
+    assert SPEC.space.violation({**gluon, "BLOCK_M": 256, "BLOCK_N": 128}, h200_limits) is None
+    # TMA off, so that on the A100 it is GLUON's own rule that fails first.
+    for limits in (lookup("A100").limits, replace(h200_limits, arch="sm_100")):
+        violation = SPEC.space.violation({**gluon, "num_stages": 2, "TMA": False}, limits)
+        assert violation is not None and violation.rule == "gluon-arch"
+    for change in (
+        {"BLOCK_M": 64, "BLOCK_N": 128},
+        {"BLOCK_N": 32, "num_stages": 3},
+        {"num_warps": 4, "BLOCK_N": 128},
+        {"TMA": False},
+        {"STREAM_K": True},
+        {"SPLIT_K": 2, "FUSED_REDUCE": True},
+        {"SPLIT_K": 2, "PDL": True},
+    ):
+        violation = SPEC.space.violation({**gluon, **change}, h200_limits)
+        assert violation is not None and violation.rule == "gluon-tile", change
+    wide = SPEC.space.violation({**gluon, "BLOCK_M": 256, "num_stages": 2}, h200_limits)
+    assert wide is not None and wide.rule == "accumulator-registers"
+    for limits in (cpu_limits, lookup("MI300X").limits):
+        assert "GLUON" not in SPEC.default_for(limits)
+
+
+def test_gluon_off_the_gpu_is_a_spec_error() -> None:
+    inputs = SPEC.build_inputs({"M": 128, "N": 64, "K": 64, "dtype": "float16"}, "cpu")
+    with pytest.raises(SpecError, match="GLUON runs on sm_90"):
+        SPEC.make_launcher(inputs, gluon_cfg(128, 64))
+
+
+GLUON_CASES: list[tuple[Problem, Config]] = [
+    # Tiles past every edge (TMA zero-fills A and B; the store is masked), unsplit and split-K 3
+    # over 6 K steps, and 256-row tiles (128 rows per warpgroup) past M.
+    ({"M": 200, "N": 264, "K": 328, "dtype": "float16"}, gluon_cfg(128, 128)),
+    ({"M": 200, "N": 264, "K": 328, "dtype": "bfloat16"}, gluon_cfg(128, 64, split=3)),
+    ({"M": 300, "N": 200, "K": 128, "dtype": "bfloat16"}, gluon_cfg(256, 128, stages=4)),
+    # Two K steps over four slices: two slices are empty and must still write zeros.
+    ({"M": 16, "N": 256, "K": 72, "dtype": "bfloat16"}, gluon_cfg(128, 256, split=4)),
+    # Persistent: 512 tiles over the SMs, several rounds per program sharing one ring.
+    ({"M": 2048, "N": 2048, "K": 200, "dtype": "bfloat16"}, gluon_cfg(128, 64, persistent=True)),
+    (
+        {"M": 1000, "N": 3000, "K": 1000, "dtype": "float16"},
+        {**gluon_cfg(128, 256, stages=4, persistent=True), "GROUP_M": 8},
+    ),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize(("problem", "config"), GLUON_CASES)
+def test_gluon_on_the_gpu(problem: Problem, config: Config) -> None:
+    """GLUON compiled for the GPU agrees with the reference (fresh inputs, poisoned output) and
+    gives the same bits on a second launch."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("GLUON needs sm_90")
+    from workers.device import detect
+
+    limits = detect("auto")[0].limits()
+    config = {**SPEC.default_for(limits), **config}
+    SPEC.space.validate(config, limits)
+    inputs = SPEC.build_inputs(SPEC.validate_problem(problem), "cuda")
+    inputs["out"].fill_(float("nan"))
+    launcher = SPEC.make_launcher(inputs, config)
+    launcher()
+    first = inputs["out"].clone()
+    assert max_rel_error(first, SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+    inputs["out"].fill_(float("nan"))
+    launcher()
+    assert torch.equal(inputs["out"], first)
+
+
 @triton.jit
 def _order(out, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     pid = tl.program_id(0)

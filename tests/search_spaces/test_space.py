@@ -58,6 +58,17 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
                 and not c["STREAM_K"]
             )
         )
+        and (
+            not c.get("GLUON")
+            or (
+                lim.arch in ("sm_90", "sm_90a")
+                and bm in (128, 256)
+                and bn >= 64
+                and warps == 8
+                and bool(c["TMA"])
+                and not (c["STREAM_K"] or c["FUSED_REDUCE"] or c["PDL"])
+            )
+        )
     )
 
 
