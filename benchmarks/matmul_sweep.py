@@ -82,6 +82,34 @@ _ISSUE: list[dict[str, Any]] = [
     _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
 ]
 
+#: The in-space winners of the 200-trial suite tune at M <= 256 and M = 4096
+#: (benchmarks/results/kernels/2026-12-04-3510b3e-h200-deep6-200-again/).
+_SUITE_WINNERS = [
+    _cfg(16, 64, 64, 2, 4, split=4, fused=True),
+    _cfg(16, 64, 64, 4, 5, split=4, fused=True),
+    _cfg(64, 256, 32, 4, 6),
+    _cfg(16, 64, 128, 2, 3, split=4, tma=True, pdl=True),
+    _cfg(16, 64, 64, 4, 4, split=4, fused=True),
+    _cfg(16, 64, 64, 2, 6, split=3, fused=True),
+    _cfg(16, 64, 128, 4, 3, split=4, tma=True, pdl=True),
+    _cfg(128, 256, 32, 8, 6, split=4, pdl=True),
+    _cfg(128, 128, 64, 8, 5, split=4, pdl=True),
+    _cfg(128, 256, 64, 8, 3, tma=True),
+    _cfg(128, 128, 64, 8, 4, split=4, tma=True, pdl=True),
+    _cfg(128, 256, 64, 8, 3, tma=True, persistent=True, group=8),
+    _cfg(128, 256, 64, 8, 3, tma=True, persistent=True, group=4),
+    _cfg(128, 256, 64, 8, 4, tma=True, persistent=True, group=8),
+    _cfg(16, 32, 128, 2, 3, split=2, tma=True, pdl=True),
+    _cfg(16, 64, 128, 2, 3, split=2, tma=True, pdl=True),
+    _cfg(16, 64, 32, 4, 3),
+    _cfg(16, 64, 128, 2, 3, split=2, fused=True),
+    _cfg(128, 256, 64, 8, 4, tma=True, persistent=True, group=4),
+    _cfg(128, 128, 64, 4, 6, tma=True, persistent=True, group=4),
+    _cfg(128, 256, 64, 8, 3, split=2, tma=True, pdl=True),
+    _cfg(64, 128, 64, 4, 3, split=2, tma=True, pdl=True),
+    _cfg(64, 128, 64, 4, 5, split=4, pdl=True),
+]
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
     "issue": _ISSUE,
     # Few-tile shapes below 0.9x after the 200-trial tune: split-K counts that fill the waves, the
@@ -170,33 +198,9 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         )
         for c in (base, {**base, "PDL": True})
     ],
-    # GLUON (the warp-specialized Gluon kernel) against the in-space winners of the 200-trial
-    # suite tune (benchmarks/results/kernels/2026-12-04-3510b3e-h200-deep6-200-again/) at M <= 256
-    # and M = 4096.
+    # GLUON (the warp-specialized Gluon kernel) against the suite's in-space winners.
     "gluon": [
-        _cfg(16, 64, 64, 2, 4, split=4, fused=True),
-        _cfg(16, 64, 64, 4, 5, split=4, fused=True),
-        _cfg(64, 256, 32, 4, 6),
-        _cfg(16, 64, 128, 2, 3, split=4, tma=True, pdl=True),
-        _cfg(16, 64, 64, 4, 4, split=4, fused=True),
-        _cfg(16, 64, 64, 2, 6, split=3, fused=True),
-        _cfg(16, 64, 128, 4, 3, split=4, tma=True, pdl=True),
-        _cfg(128, 256, 32, 8, 6, split=4, pdl=True),
-        _cfg(128, 128, 64, 8, 5, split=4, pdl=True),
-        _cfg(128, 256, 64, 8, 3, tma=True),
-        _cfg(128, 128, 64, 8, 4, split=4, tma=True, pdl=True),
-        _cfg(128, 256, 64, 8, 3, tma=True, persistent=True, group=8),
-        _cfg(128, 256, 64, 8, 3, tma=True, persistent=True, group=4),
-        _cfg(128, 256, 64, 8, 4, tma=True, persistent=True, group=8),
-        _cfg(16, 32, 128, 2, 3, split=2, tma=True, pdl=True),
-        _cfg(16, 64, 128, 2, 3, split=2, tma=True, pdl=True),
-        _cfg(16, 64, 32, 4, 3),
-        _cfg(16, 64, 128, 2, 3, split=2, fused=True),
-        _cfg(128, 256, 64, 8, 4, tma=True, persistent=True, group=4),
-        _cfg(128, 128, 64, 4, 6, tma=True, persistent=True, group=4),
-        _cfg(128, 256, 64, 8, 3, split=2, tma=True, pdl=True),
-        _cfg(64, 128, 64, 4, 3, split=2, tma=True, pdl=True),
-        _cfg(64, 128, 64, 4, 5, split=4, pdl=True),
+        *_SUITE_WINNERS,
         _gluon(128, 256, 64, 4),
         _gluon(128, 256, 64, 4, group=8),
         _gluon(128, 256, 64, 4, persistent=True, group=8),
@@ -213,6 +217,31 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _gluon(128, 64, 64, 6, split=4),
         _gluon(256, 128, 64, 4),
         _gluon(256, 128, 64, 4, persistent=True, group=8),
+    ],
+    # cuBLAS's choice on the few-tile shapes (its nvjet kernel names, cublas_kernels.txt in the
+    # gluon results): 64-row tiles, no split-K, about 128 programs and 8-13 stages of 64 K
+    # (up to 832 K elements in flight; outside the space: run with --outside-space), beside the
+    # suite's in-space winners and GLUON's best tiles of the gluon grid.
+    "narrow": [
+        *_SUITE_WINNERS,
+        _gluon(128, 128, 64, 6, split=2),
+        _gluon(128, 64, 64, 6, split=2),
+        _gluon(128, 256, 64, 4, group=8),
+        *[
+            _cfg(bm, bn, bk, warps, stages, tma=tma)
+            for bm, bn, bk, warps, stages in (
+                (64, 64, 64, 4, 8),
+                (64, 64, 64, 4, 10),
+                (64, 64, 64, 4, 13),
+                (64, 64, 128, 4, 6),
+                (64, 128, 64, 4, 6),
+                (64, 128, 64, 4, 8),
+                (128, 64, 64, 4, 8),
+                (64, 256, 64, 4, 5),
+                (128, 128, 64, 8, 6),
+            )
+            for tma in (True, False)
+        ],
     ],
     "smoke": [
         _cfg(16, 32, 32, 2, 2),
@@ -249,6 +278,9 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
             {"M": 4096, "N": n, "K": k, "dtype": "bfloat16"}
             for n, k in ((6144, 4096), (4096, 4096), (4096, 14336), (28672, 4096))
         ),
+    ],
+    "narrow": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
     ],
     "pdl": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
