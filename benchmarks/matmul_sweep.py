@@ -37,9 +37,8 @@ from _sweep import (
 
 def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
          fused: bool = False, tma: bool = False, stream_k: bool = False, group: int = 1,
-         persistent: bool = False, pdl: bool = False, gluon: bool = False) -> dict[str, Any]:  # fmt: skip
+         persistent: bool = False, pdl: bool = False) -> dict[str, Any]:  # fmt: skip
     return {
-        "GLUON": gluon,
         "PDL": pdl,
         "BLOCK_M": bm,
         "BLOCK_N": bn,
@@ -53,10 +52,6 @@ def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
         "PERSISTENT": persistent,
         "STREAM_K": stream_k,
     }
-
-
-def _gluon(bm: int, bn: int, bk: int, stages: int, **kw: Any) -> dict[str, Any]:
-    return _cfg(bm, bn, bk, 8, stages, tma=True, gluon=True, **kw)
 
 
 _ISSUE: list[dict[str, Any]] = [
@@ -82,7 +77,7 @@ _ISSUE: list[dict[str, Any]] = [
     _cfg(64, 256, 64, 8, 3, stream_k=True, tma=True),
 ]
 
-#: The in-space winners of the 200-trial suite tune at M <= 256 and M = 4096
+#: The winners of the 200-trial suite tune at M <= 256 and M = 4096
 #: (benchmarks/results/kernels/2026-12-04-3510b3e-h200-deep6-200-again/).
 _SUITE_WINNERS = [
     _cfg(16, 64, 64, 2, 4, split=4, fused=True),
@@ -198,35 +193,12 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         )
         for c in (base, {**base, "PDL": True})
     ],
-    # GLUON (the warp-specialized Gluon kernel) against the suite's in-space winners.
-    "gluon": [
-        *_SUITE_WINNERS,
-        _gluon(128, 256, 64, 4),
-        _gluon(128, 256, 64, 4, group=8),
-        _gluon(128, 256, 64, 4, persistent=True, group=8),
-        _gluon(128, 256, 64, 4, split=2),
-        _gluon(128, 256, 64, 4, split=3),
-        _gluon(128, 256, 32, 6),
-        _gluon(128, 128, 64, 6),
-        _gluon(128, 128, 64, 6, persistent=True, group=8),
-        _gluon(128, 128, 64, 6, split=2),
-        _gluon(128, 128, 64, 6, split=3),
-        _gluon(128, 128, 64, 6, split=4),
-        _gluon(128, 128, 128, 3, split=4),
-        _gluon(128, 64, 64, 6, split=2),
-        _gluon(128, 64, 64, 6, split=4),
-        _gluon(256, 128, 64, 4),
-        _gluon(256, 128, 64, 4, persistent=True, group=8),
-    ],
-    # cuBLAS's choice on the few-tile shapes (its nvjet kernel names, cublas_kernels.txt in the
-    # gluon results): 64-row tiles, no split-K, about 128 programs and 8-13 stages of 64 K
-    # (up to 832 K elements in flight; outside the space: run with --outside-space), beside the
-    # suite's in-space winners and GLUON's best tiles of the gluon grid.
+    # cuBLAS's choice on the few-tile shapes (its nvjet kernel names:
+    # results/matmul_sweep/2026-12-04-a56293d-h200-gluon/cublas_kernels.txt): 64-row tiles, no
+    # split-K, about 128 programs and 8-13 stages of 64 K (up to 832 K elements in flight), beside
+    # the suite's winners.
     "narrow": [
         *_SUITE_WINNERS,
-        _gluon(128, 128, 64, 6, split=2),
-        _gluon(128, 64, 64, 6, split=2),
-        _gluon(128, 256, 64, 4, group=8),
         *[
             _cfg(bm, bn, bk, warps, stages, tma=tma)
             for bm, bn, bk, warps, stages in (
@@ -267,17 +239,6 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     ],
     "deep6": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
-    ],
-    "gluon": [
-        *(
-            {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
-            for m in (16, 64, 128, 256)
-            for n, k in SHAPES
-        ),
-        *(
-            {"M": 4096, "N": n, "K": k, "dtype": "bfloat16"}
-            for n, k in ((6144, 4096), (4096, 4096), (4096, 14336), (28672, 4096))
-        ),
     ],
     "narrow": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
@@ -326,13 +287,9 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     tried = [k for k in med if k != "cublas"]
     split = [k for k in tried if not candidates[int(k[1:])]["STREAM_K"]]
     stream = [k for k in tried if candidates[int(k[1:])]["STREAM_K"]]
-    gluon = [k for k in tried if candidates[int(k[1:])].get("GLUON")]
-    triton_only = [k for k in tried if not candidates[int(k[1:])].get("GLUON")]
     del inputs, fresh, entries
     best_split = min(split, key=med.__getitem__)
     best_stream = min(stream, key=med.__getitem__) if stream else None
-    best_gluon = min(gluon, key=med.__getitem__) if gluon else None
-    best_triton = min(triton_only, key=med.__getitem__) if triton_only else None
     return {
         **winner_row(spec, problem, med, candidates, best, err),
         "cublas_ms": med["cublas"],
@@ -341,21 +298,9 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         "vs_cublas_without_stream_k": med["cublas"] / med[best_split],
         "best_stream_k": best_stream,
         "vs_cublas_stream_k_only": med["cublas"] / med[best_stream] if best_stream else None,
-        "best_gluon": best_gluon,
-        "vs_cublas_gluon_only": med["cublas"] / med[best_gluon] if best_gluon else None,
-        "best_without_gluon": best_triton,
-        "vs_cublas_without_gluon": med["cublas"] / med[best_triton] if best_triton else None,
         "tflops": spec.flops(problem) / med[best] / 1e9,
         "gbps": spec.bytes_moved(problem) / med[best] / 1e6,
     }
-
-
-def _group_geomeans(rows: list[dict[str, Any]], field: str, name: str) -> dict[str, float]:
-    """Geomean and min of ``field`` over the rows that have it (none: nothing)."""
-    values = [r[field] for r in rows if r[field] is not None]
-    if not values:
-        return {}
-    return {f"geomean_vs_cublas_{name}": geomean(values), f"min_vs_cublas_{name}": min(values)}
 
 
 def main() -> None:
@@ -385,14 +330,7 @@ def main() -> None:
         print(
             f"{text:<22} best {r['best']} {r['best_ms']:.4f} ms cuBLAS {r['cublas_ms']:.4f} "
             f"x{r['vs_cublas']:.3f} (without stream-K {r['best_without_stream_k']} "
-            f"x{r['vs_cublas_without_stream_k']:.3f}; "
-            + (
-                f"Gluon {r['best_gluon']} x{r['vs_cublas_gluon_only']:.3f}, "
-                f"without x{r['vs_cublas_without_gluon']:.3f}; "
-                if r["best_gluon"] and r["best_without_gluon"]
-                else ""
-            )
-            + f"{r['gbps']:5.0f} GB/s "
+            f"x{r['vs_cublas_without_stream_k']:.3f}) {r['gbps']:5.0f} GB/s "
             f"err {r['winner_max_rel_error']:.1e}",
             flush=True,
         )
@@ -409,9 +347,6 @@ def main() -> None:
         "geomean_vs_cublas_without_stream_k": geomean(without),
         "min_vs_cublas_without_stream_k": min(without),
         "stream_k_wins": sum(bool(r["best_config"]["STREAM_K"]) for r in rows),
-        "gluon_wins": sum(bool(r["best_config"].get("GLUON")) for r in rows),
-        **_group_geomeans(rows, "vs_cublas_gluon_only", "gluon_only"),
-        **_group_geomeans(rows, "vs_cublas_without_gluon", "without_gluon"),
         "compile_failures": {k: sorted(v) for k, v in broken.items()},
     }
     finish(args.out, summary, candidates, rows, start)

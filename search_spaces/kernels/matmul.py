@@ -1,10 +1,8 @@
 """Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM, optional split-K (reduced in
-the same launch or by a second kernel), a persistent TMA variant, a stream-K variant (for
-shapes of few tiles: every SM gets the same share of the K steps) and, on sm_90, ``GLUON``: a
-warp-specialized Gluon GEMM (a TMA producer warp, two consumer warpgroups).
+the same launch or by a second kernel), a persistent TMA variant and a stream-K variant (for
+shapes of few tiles: every SM gets the same share of the K steps).
 
-Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels`` and
-``_matmul_gluon``.
+Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels``.
 """
 
 from __future__ import annotations
@@ -17,11 +15,9 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
-    NVIDIA_GPU,
     NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
-    gluon_arch_rule,
     int_param,
     multiprocessors,
     nvidia_sm,
@@ -49,10 +45,14 @@ from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_option
 
 #: Fewest outputs per warp: one 16x16 MMA tile (NVIDIA mma m16n8 x2, AMD MFMA 16x16).
 MIN_OUT_PER_WARP = 256
-#: Most K elements in flight (BLOCK_K x num_stages). Six stages of 64 beat every config with 256 on
-#: 16 of the 24 few-tile H200 shapes of benchmarks/matmul_sweep.py's deep6 grid (up to 1.22x: the
-#: weights of a small-M GEMM stream from HBM); 512 won none.
-MAX_K_IN_FLIGHT = 384
+#: Most K elements in flight (BLOCK_K x num_stages): thirteen stages of 64, cuBLAS's pipeline on the
+#: H200's few-tile shapes. Unsplit 64- and 128-row tiles with 512-832 in flight won 12 of the 24
+#: few-tile shapes of benchmarks/matmul_sweep.py's narrow grid (M=128 N=6144 K=4096: 0.914 -> 1.018x
+#: cuBLAS): the weights of a small-M GEMM stream from HBM, and a wave of such tiles keeps the most
+#: bytes in flight without split-K's partial sums.
+MAX_K_IN_FLIGHT = 832
+#: Pipeline depths: 2-6, then the depths of the narrow grid's winners (8, 10, 13).
+STAGES = (2, 3, 4, 5, 6, 8, 10, 13)
 #: Largest tile edge ratio; thinner tiles reload one operand for little reuse.
 MAX_ASPECT = 4
 #: Split-K serves small M, where a BLOCK_M above this only computes padding rows.
@@ -63,13 +63,6 @@ SPLIT_K_VALUES = (1, 2, 3, 4, 6, 8)
 REDUCE_BLOCK = 1024
 #: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
 TMA_MIN_SM = 90
-#: GLUON's tile rows (two consumer warpgroups of half each), its warps (both consumers; the
-#: producer warp comes on top) and its narrowest tile (128-byte rows of B at 2-byte dtypes).
-GLUON_BLOCK_M = (128, 256)
-GLUON_WARPS = 8
-GLUON_MIN_BLOCK_N = 64
-#: Parameters GLUON's kernel has no counterpart of (its split-K is reduced by the second kernel).
-GLUON_OFF = ("STREAM_K", "FUSED_REDUCE", "PDL")
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
@@ -77,16 +70,6 @@ def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
         c, "BLOCK_N"
     )
     return tile * 2 * int_param(c, "num_stages")
-
-
-def _gluon_tile(c: Mapping[str, Value]) -> bool:
-    return (
-        int_param(c, "BLOCK_M") in GLUON_BLOCK_M
-        and int_param(c, "BLOCK_N") >= GLUON_MIN_BLOCK_N
-        and int_param(c, "num_warps") == GLUON_WARPS
-        and bool(c["TMA"])
-        and not any(c[name] for name in GLUON_OFF)
-    )
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
@@ -115,7 +98,7 @@ SPACE = Space(
             "(else a second kernel does)",
         ),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
-        Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
+        Param("num_stages", STAGES, ParamKind.INT, doc="software pipeline stages"),
         Param(
             "TMA",
             (False, True),
@@ -142,14 +125,6 @@ SPACE = Space(
             "partials, program order: deterministic)",
         ),
         pdl_param(),
-        Param(
-            "GLUON",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_GPU,
-            doc="the Gluon kernel: a TMA producer warp feeding two consumer warpgroups (half the "
-            "tile rows each) through a num_stages-deep ring (cuBLAS's Hopper layout; sm_90)",
-        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -254,15 +229,6 @@ SPACE = Space(
                 )
             ),
         ),
-        gluon_arch_rule(),
-        Constraint(
-            "gluon-tile",
-            f"GLUON only with BLOCK_M in {GLUON_BLOCK_M}, BLOCK_N >= {GLUON_MIN_BLOCK_N}, "
-            f"num_warps = {GLUON_WARPS} (the two consumer warpgroups), TMA on and "
-            f"{', '.join(GLUON_OFF)} off",
-            ("GLUON", "BLOCK_M", "BLOCK_N", "num_warps", "TMA", *GLUON_OFF),
-            lambda c, _lim: not c["GLUON"] or _gluon_tile(c),
-        ),
         pdl_rule(),
         warps_rule(),
         amd_stages_rule(),
@@ -282,7 +248,6 @@ DEFAULT: Config = {
     "PERSISTENT": False,
     "STREAM_K": False,
     "PDL": False,
-    "GLUON": False,
 }
 
 
@@ -304,10 +269,7 @@ class MatmulSpec(KernelSpec):
     )
     example: ClassVar[Problem] = {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
     space: ClassVar[Space] = SPACE
-    sources: ClassVar[tuple[str, ...]] = (
-        "search_spaces.kernels._matmul_kernels",
-        "search_spaces.kernels._matmul_gluon",
-    )
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._matmul_kernels",)
 
     def default_config(self, vendor: Vendor) -> Config:
         return vendor_default(DEFAULT, SPACE, vendor)
@@ -336,8 +298,8 @@ class MatmulSpec(KernelSpec):
     def equivalence(self, problem: Problem) -> Callable[[Config], Config]:
         """GROUP_M at or above the tile rows (M / BLOCK_M, rounded up) puts every tile in one
         group, so all such values visit the tiles in the same order (``_tile``): the smallest of
-        them in the space represents the others: on the H200 space at M = 1-16, 14,122 classes of
-        18,306 configs (15,782 at M = 128, none fewer from M = 2048). In the recorded H200
+        them in the space represents the others: fewer classes than configs at small M only (none
+        fewer from M = 2048 on the H200 space). In the recorded H200
         landscapes such pairs ran a median 0.1-0.4% apart (p90 1.3% at most), GROUP_M pairs of
         two classes 1.3-16% (benchmarks/results/search/2026-12-02-8c3225b-cpu-equivalence/)."""
         m = int(problem["M"])
@@ -387,8 +349,6 @@ class MatmulSpec(KernelSpec):
         if not out.is_contiguous() or tuple(out.shape) != (m, n):
             raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
         meta, options = split_launch_options(config)
-        if meta.pop("GLUON", False):
-            return _gluon_launcher(a, b, out, config)
         tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
         stream_k = bool(meta.pop("STREAM_K", False))
@@ -492,63 +452,6 @@ def _stream_k_launcher(
 
     def launch() -> None:
         kernel[(programs,)](*args, **kernel_args)
-
-    return launch
-
-
-def _gluon_launcher(a: Any, b: Any, out: Any, config: Config) -> Launcher:
-    """Launch GLUON's kernel (``_matmul_gluon``) with ``config``'s tile, ring depth (num_stages),
-    split-K (reduced by ``splitk_reduce_kernel``), tile order and persistence (one program per
-    SM); SpecError where it cannot run (the interpreter, operands TMA cannot describe)."""
-    if a.device.type == "cpu":
-        raise SpecError("matmul: GLUON runs on sm_90 GPUs only; use GLUON=False here")
-    if not _tma_ready(a, b):
-        raise SpecError(
-            "matmul: GLUON loads through TMA, which needs unit-stride, 16-byte aligned rows of A "
-            "and B; use GLUON=False for this layout"
-        )
-    import torch
-    import triton
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    from search_spaces.kernels._matmul_gluon import PART_WARPS, matmul_gluon_kernel
-    from search_spaces.kernels._matmul_kernels import splitk_reduce_kernel
-
-    m, k = a.shape
-    n = b.shape[1]
-    rows = int(config["BLOCK_M"]) // 2
-    bn, bk, split_k = (int(config[p]) for p in ("BLOCK_N", "BLOCK_K", "SPLIT_K"))
-    element = getattr(gl, str(a.dtype).removeprefix("torch."))
-
-    def descriptor(t: Any, block: list[int]) -> Any:
-        layout = gl.NVMMASharedLayout.get_default_for(block, element)
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
-
-    descriptors = (descriptor(a, [rows, bk]), descriptor(b, [bk, bn]))
-    items = triton.cdiv(m, 2 * rows) * triton.cdiv(n, bn) * split_k
-    programs = min(items, multiprocessors(a.device)) if config["PERSISTENT"] else items
-    workspace = out
-    if split_k > 1:
-        workspace = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
-    args = (*descriptors, out, workspace, m, n, k, *out.stride())
-    kernel_args: dict[str, Any] = {
-        "PART_ROWS": rows,
-        "BLOCK_N": bn,
-        "BLOCK_K": bk,
-        "STAGES": int(config["num_stages"]),
-        "SPLIT_K": split_k,
-        "GROUP_M": int(config["GROUP_M"]),
-        "num_warps": int(PART_WARPS.value),
-    }
-    reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
-
-    def launch() -> None:
-        matmul_gluon_kernel[(programs,)](*args, **kernel_args)
-        if split_k > 1:
-            splitk_reduce_kernel[reduce_grid](
-                workspace, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
-            )
 
     return launch
 
