@@ -37,8 +37,9 @@ from _sweep import (
 
 def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, *, split: int = 1,
          fused: bool = False, tma: bool = False, stream_k: bool = False, group: int = 1,
-         persistent: bool = False, pdl: bool = False) -> dict[str, Any]:  # fmt: skip
+         persistent: bool = False, pdl: bool = False, wide: bool = False) -> dict[str, Any]:  # fmt: skip
     return {
+        "WIDE_N": wide,
         "PDL": pdl,
         "BLOCK_M": bm,
         "BLOCK_N": bn,
@@ -215,6 +216,27 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
             for tma in (True, False)
         ],
     ],
+    # WIDE_N (tiles of 5/4 BLOCK_N columns: 64x320 is cuBLAS's tile at M=256 N=10240 K=8192)
+    # beside the deep13 suite tune's winners on the same shapes
+    # (benchmarks/results/kernels/2026-12-04-c743efc-h200-deep13-200/).
+    "wide": [
+        _cfg(128, 256, 32, 8, 8, tma=True, group=4),
+        _cfg(128, 128, 64, 8, 6, tma=True, group=4),
+        _cfg(128, 128, 64, 4, 6, tma=True, persistent=True, group=4),
+        _cfg(128, 128, 64, 4, 6, tma=True, group=4),
+        _cfg(128, 256, 64, 8, 3, tma=True, persistent=True, group=8),
+        _cfg(16, 64, 64, 2, 3, split=3, fused=True, tma=True),
+        _cfg(64, 128, 128, 4, 3, tma=True, persistent=True),
+        _cfg(128, 64, 64, 4, 8, tma=True),
+        _cfg(64, 256, 64, 8, 4, tma=True, wide=True),
+        _cfg(64, 256, 32, 8, 8, tma=True, wide=True),
+        _cfg(64, 256, 64, 8, 4, tma=True, wide=True, group=4),
+        _cfg(128, 128, 64, 8, 5, tma=True, wide=True),
+        _cfg(128, 128, 64, 8, 5, tma=True, wide=True, group=4),
+        _cfg(64, 128, 64, 4, 8, tma=True, wide=True),
+        _cfg(64, 128, 64, 8, 8, tma=True, wide=True),
+        _cfg(64, 64, 64, 4, 10, tma=True, wide=True),
+    ],
     "smoke": [
         _cfg(16, 32, 32, 2, 2),
         _cfg(16, 32, 32, 2, 2, split=2, fused=True),
@@ -242,6 +264,18 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     ],
     "narrow": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"} for m in (16, 64, 128, 256) for n, k in SHAPES
+    ],
+    "wide": [
+        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
+        for m, n, k in (
+            (256, 10240, 8192),
+            (128, 10240, 8192),
+            (64, 10240, 8192),
+            (256, 8192, 8192),
+            (256, 6144, 4096),
+            (256, 4096, 14336),
+            (2048, 10240, 8192),
+        )
     ],
     "pdl": [
         {"M": m, "N": n, "K": k, "dtype": "bfloat16"}

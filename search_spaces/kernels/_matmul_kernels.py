@@ -2,8 +2,9 @@
 # mypy: disallow-untyped-defs=False
 """Triton kernels of the ``matmul`` spec: a grouped-tile GEMM (pointer loads or TMA descriptors)
 with optional split-K (reduced in the same launch by the last program to finish each tile, or by a
-second kernel), a persistent TMA variant and a stream-K variant (K steps split evenly over one
-program per SM, shared tiles fixed up by the last program to finish them).
+second kernel), a TMA variant on tiles a quarter wider than a power of two, a persistent TMA
+variant and a stream-K variant (K steps split evenly over one program per SM, shared tiles fixed up
+by the last program to finish them).
 
 Imported only inside ``MatmulSpec.make_launcher`` (it imports triton); its text is the kernel's source
 for the version hash.
@@ -129,6 +130,50 @@ def matmul_tma_kernel(
 
 
 @triton.jit
+def matmul_tma_wide_kernel(
+    a_desc,
+    b_desc,
+    bx_desc,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    """``matmul_tma_kernel`` without split-K on tiles of BLOCK_N + BLOCK_N // 4 columns: two
+    accumulators, B loaded as a [BLOCK_K, BLOCK_N] block (``b_desc``) and the [BLOCK_K,
+    BLOCK_N // 4] block right of it (``bx_desc``). Such widths give tile counts that powers of two
+    cannot (N=10240: 32 tiles of 320, where 256 gives 40 and 512 gives 20).
+    """
+    WIDE: tl.constexpr = BLOCK_N + BLOCK_N // 4
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, WIDE, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * WIDE
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_x = tl.zeros((BLOCK_M, BLOCK_N // 4), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a = a_desc.load([off_m, k0])
+        b = b_desc.load([k0, off_n])
+        bx = bx_desc.load([k0, off_n + BLOCK_N])
+        if DOT_IN_FP32:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+            bx = bx.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        acc_x = tl.dot(a, bx, acc_x)
+    offs_m = (off_m + tl.arange(0, BLOCK_M)).to(tl.int64)
+    _store_tile(c_ptr, acc, offs_m, off_n + tl.arange(0, BLOCK_N), M, N, stride_cm, stride_cn)
+    offs_x = off_n + BLOCK_N + tl.arange(0, BLOCK_N // 4)
+    _store_tile(c_ptr, acc_x, offs_m, offs_x, M, N, stride_cm, stride_cn)
+
+
+@triton.jit
 def matmul_tma_persistent_kernel(
     a_desc,
     b_desc,
@@ -185,6 +230,14 @@ def _tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.c
 
 
 @triton.jit
+def _store_tile(c_ptr, acc, offs_m, offs_n, M, N, stride_cm, stride_cn):
+    """C[offs_m, offs_n] = ``acc`` cast to C's dtype, inside C only."""
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _finish_tile(
     c_ptr, ws_ptr, arrivals_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, stride_ws,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
@@ -199,11 +252,11 @@ def _finish_tile(
     """
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     if SPLIT_K == 1:
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+        _store_tile(c_ptr, acc, offs_m, offs_n, M, N, stride_cm, stride_cn)
     else:
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         ws_ptrs = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
         tl.store(ws_ptrs + tl.program_id(1).to(tl.int64) * stride_ws, acc, mask=mask)
         if FUSED_REDUCE:

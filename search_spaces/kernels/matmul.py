@@ -1,6 +1,7 @@
 """Built-in ``matmul`` spec: C = A @ B with a grouped-tile Triton GEMM, optional split-K (reduced in
-the same launch or by a second kernel), a persistent TMA variant and a stream-K variant (for
-shapes of few tiles: every SM gets the same share of the K steps).
+the same launch or by a second kernel), tiles a quarter wider than a power of two (``WIDE_N``), a
+persistent TMA variant and a stream-K variant (for shapes of few tiles: every SM gets the same
+share of the K steps).
 
 Importing this module loads neither torch nor triton; the kernels live in ``_matmul_kernels``.
 """
@@ -15,6 +16,7 @@ from search_spaces.errors import SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    MAX_ACC_PER_THREAD,
     NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
@@ -63,13 +65,37 @@ SPLIT_K_VALUES = (1, 2, 3, 4, 6, 8)
 REDUCE_BLOCK = 1024
 #: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
 TMA_MIN_SM = 90
+#: WIDE_N's extra columns: BLOCK_N / WIDE_N_PART more (a quarter), at least 16 (one MMA tile).
+WIDE_N_PART = 4
+WIDE_N_MIN_BLOCK_N = 64
+
+
+def tile_columns(c: Mapping[str, Value]) -> int:
+    """Columns of C per program: BLOCK_N, a quarter more with WIDE_N."""
+    bn = int_param(c, "BLOCK_N")
+    return bn + bn // WIDE_N_PART if c.get("WIDE_N") else bn
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
-    tile = int_param(c, "BLOCK_M") * int_param(c, "BLOCK_K") + int_param(c, "BLOCK_K") * int_param(
-        c, "BLOCK_N"
-    )
+    tile = (int_param(c, "BLOCK_M") + tile_columns(c)) * int_param(c, "BLOCK_K")
     return tile * 2 * int_param(c, "num_stages")
+
+
+def _plain_smem_bytes(c: Mapping[str, Value], lim: DeviceLimits) -> int:
+    return _smem_bytes({**c, "WIDE_N": False}, lim)
+
+
+def _wide_ok(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
+    threads = int_param(c, "num_warps") * lim.warp_size
+    return (
+        bool(c["TMA"])
+        and int_param(c, "SPLIT_K") == 1
+        and not c["PERSISTENT"]
+        and not c["STREAM_K"]
+        and int_param(c, "BLOCK_N") >= WIDE_N_MIN_BLOCK_N
+        and int_param(c, "BLOCK_M") * tile_columns(c) <= MAX_ACC_PER_THREAD * threads
+        and _smem_bytes(c, lim) <= lim.shared_mem_per_block
+    )
 
 
 def _aspect_ok(c: Mapping[str, Value], _lim: DeviceLimits) -> bool:
@@ -125,6 +151,15 @@ SPACE = Space(
             "partials, program order: deterministic)",
         ),
         pdl_param(),
+        Param(
+            "WIDE_N",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="tiles of BLOCK_N + BLOCK_N/4 columns (a second, quarter-wide B block and "
+            "accumulator): tile counts between the powers of two, e.g. 128 programs of 64x320 "
+            "at M=256 N=10240 (where TMA cannot run, the plain tiles)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -132,7 +167,7 @@ SPACE = Space(
             ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"),
             "(BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) * 2 bytes * num_stages <= shared memory per "
             "block (2-byte inputs; float32 problems may still run out and are recorded invalid)",
-            _smem_bytes,
+            _plain_smem_bytes,
         ),
         accumulator_rule("BLOCK_M", "BLOCK_N"),
         Constraint(
@@ -229,6 +264,26 @@ SPACE = Space(
                 )
             ),
         ),
+        Constraint(
+            "wide-n",
+            f"WIDE_N only with TMA, SPLIT_K == 1, PERSISTENT and STREAM_K off, BLOCK_N >= "
+            f"{WIDE_N_MIN_BLOCK_N}, BLOCK_M * 5/4 BLOCK_N / (num_warps * warp size) <= "
+            f"{MAX_ACC_PER_THREAD} fp32 accumulators per thread and (BLOCK_M + 5/4 BLOCK_N) * "
+            "BLOCK_K * 2 bytes * num_stages <= shared memory per block",
+            (
+                "WIDE_N",
+                "TMA",
+                "SPLIT_K",
+                "PERSISTENT",
+                "STREAM_K",
+                "BLOCK_M",
+                "BLOCK_N",
+                "BLOCK_K",
+                "num_warps",
+                "num_stages",
+            ),
+            lambda c, lim: not c["WIDE_N"] or _wide_ok(c, lim),
+        ),
         pdl_rule(),
         warps_rule(),
         amd_stages_rule(),
@@ -248,6 +303,7 @@ DEFAULT: Config = {
     "PERSISTENT": False,
     "STREAM_K": False,
     "PDL": False,
+    "WIDE_N": False,
 }
 
 
@@ -285,14 +341,17 @@ class MatmulSpec(KernelSpec):
         """log2 of the programs (tiles x split-K), of the K steps per program and of the bytes one
         pipeline stage loads, and the share of the tiles' area inside C (the rest is padding)."""
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
-        bm, bn, bk = int(config["BLOCK_M"]), int(config["BLOCK_N"]), int(config["BLOCK_K"])
+        bm, bk = int(config["BLOCK_M"]), int(config["BLOCK_K"])
         split = int(config.get("SPLIT_K", 1))
-        rows, cols = -(-m // bm), -(-n // bn)
+        cols_per_tile = tile_columns(config)
+        rows, cols = -(-m // bm), -(-n // cols_per_tile)
         return {
             "log2_programs": math.log2(rows * cols * split),
             "log2_k_steps": math.log2(-(-k // (split * bk))),
-            "log2_stage_bytes": math.log2((bm + bn) * bk * ELEMENT_BYTES[str(problem["dtype"])]),
-            "tile_fill": m * n / (rows * bm * cols * bn),
+            "log2_stage_bytes": math.log2(
+                (bm + cols_per_tile) * bk * ELEMENT_BYTES[str(problem["dtype"])]
+            ),
+            "tile_fill": m * n / (rows * bm * cols * cols_per_tile),
         }
 
     def equivalence(self, problem: Problem) -> Callable[[Config], Config]:
@@ -340,6 +399,7 @@ class MatmulSpec(KernelSpec):
             matmul_streamk_kernel,
             matmul_tma_kernel,
             matmul_tma_persistent_kernel,
+            matmul_tma_wide_kernel,
             splitk_reduce_kernel,
         )
 
@@ -351,6 +411,7 @@ class MatmulSpec(KernelSpec):
         meta, options = split_launch_options(config)
         tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
+        wide = bool(meta.pop("WIDE_N", False))
         stream_k = bool(meta.pop("STREAM_K", False))
         pdl = pop_pdl(meta)
         split_k = int(config["SPLIT_K"])
@@ -380,6 +441,20 @@ class MatmulSpec(KernelSpec):
             sizes_and_strides = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
         if persistent or stream_k:
             del kernel_args["PDL"]
+        if wide and tma:
+            for name in ("SPLIT_K", "FUSED_REDUCE", "PDL"):
+                del kernel_args[name]
+            bn, bk = int(config["BLOCK_N"]), int(config["BLOCK_K"])
+            extra = TensorDescriptor.from_tensor(b, [bk, bn // WIDE_N_PART])
+            wide_grid = (
+                triton.cdiv(m, int(config["BLOCK_M"])) * triton.cdiv(n, tile_columns(config)),
+            )
+            wide_args = (*operands, extra, out, m, n, k, *out.stride())
+
+            def launch_wide() -> None:
+                matmul_tma_wide_kernel[wide_grid](*wide_args, **kernel_args)
+
+            return launch_wide
         if persistent:
             del kernel_args["SPLIT_K"], kernel_args["FUSED_REDUCE"]
             programs = min(tiles, multiprocessors(a.device))

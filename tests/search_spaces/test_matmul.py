@@ -25,8 +25,10 @@ def cfg(
     tma: bool = False,
     persistent: bool = False,
     stream_k: bool = False,
+    wide: bool = False,
 ) -> Config:
     return {
+        "WIDE_N": wide,
         "TMA": tma,
         "PERSISTENT": persistent,
         "STREAM_K": stream_k,
@@ -72,6 +74,12 @@ CASES: list[tuple[Problem, Config]] = [
     ({"M": 1, "N": 64, "K": 72, "dtype": "bfloat16"}, cfg(16, 64, tma=True, stream_k=True)),
     # Rows of B (N=20 float16: 40 bytes) break TMA's 16-byte alignment: the pointer loads run.
     ({"M": 16, "N": 20, "K": 32, "dtype": "float16"}, cfg(16, 32, tma=True)),
+    # WIDE_N: tiles of 80 columns (64 + 16); N=200 ends inside the third tile's main block, N=72
+    # inside the first tile's extra block; the K tail is zero-filled.
+    ({"M": 33, "N": 200, "K": 80, "dtype": "float16"}, cfg(32, 64, group=4, tma=True, wide=True)),
+    ({"M": 20, "N": 72, "K": 40, "dtype": "bfloat16"}, cfg(32, 64, tma=True, wide=True)),
+    # Without TMA (rows of B not 16-byte aligned) WIDE_N runs the plain tiles.
+    ({"M": 16, "N": 100, "K": 32, "dtype": "float16"}, cfg(16, 64, tma=True, wide=True)),
 ]
 
 
@@ -84,6 +92,7 @@ CASES: list[tuple[Problem, Config]] = [
         + ("-tma" if c.get("TMA") else "")
         + ("-persistent" if c.get("PERSISTENT") else "")
         + ("-streamk" if c.get("STREAM_K") else "")
+        + ("-wide" if c.get("WIDE_N") else "")
         for p, c in CASES
     ],
 )
@@ -203,6 +212,53 @@ def test_tma_is_a_hopper_parameter(h200_limits: DeviceLimits) -> None:
     violation = SPEC.space.violation(tma, a100)
     assert violation is not None and violation.rule == "tma-arch"
     assert "TMA" not in SPEC.default_for(mi300x)
+
+
+def test_wide_tiles_need_tma_and_whole_k(h200_limits: DeviceLimits) -> None:
+    """WIDE_N with TMA, one K slice, neither persistent nor stream-K, BLOCK_N >= 64, and its
+    wider accumulator and B blocks within the registers and shared memory."""
+    wide = {
+        **SPEC.default_for(h200_limits),
+        **cfg(64, 256, bk=64, warps=8, tma=True, wide=True),
+        "num_stages": 4,
+    }
+    assert SPEC.space.violation(wide, h200_limits) is None
+    for change in (
+        {"TMA": False},
+        {"SPLIT_K": 2},
+        {"PERSISTENT": True},
+        {"STREAM_K": True},
+        {"BLOCK_N": 32, "BLOCK_M": 32, "num_warps": 4},
+        {"num_warps": 4},
+        {"num_stages": 5},
+    ):
+        violation = SPEC.space.violation({**wide, **change}, h200_limits)
+        assert violation is not None and violation.rule == "wide-n", change
+    # Five stages of the plain 64x256 tile fit (200 KiB); of the wide one, 240 KiB do not.
+    assert SPEC.space.violation({**wide, "num_stages": 5, "WIDE_N": False}, h200_limits) is None
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    ("problem", "config"),
+    [
+        ({"M": 256, "N": 10240, "K": 512, "dtype": "bfloat16"}, cfg(64, 256, bk=64, warps=8)),
+        ({"M": 300, "N": 1000, "K": 200, "dtype": "float16"}, cfg(128, 128, bk=64, warps=8)),
+    ],
+)
+def test_wide_tiles_on_the_gpu(problem: Problem, config: Config) -> None:
+    """WIDE_N compiled for the GPU agrees with the reference (edges in M, N and K included)."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("WIDE_N needs TMA (sm_90+)")
+    from workers.device import detect
+
+    limits = detect("auto")[0].limits()
+    config = {**SPEC.default_for(limits), **config, "TMA": True, "WIDE_N": True, "num_stages": 4}
+    SPEC.space.validate(config, limits)
+    inputs = SPEC.build_inputs(SPEC.validate_problem(problem), "cuda")
+    inputs["out"].fill_(float("nan"))
+    SPEC.make_launcher(inputs, config)()
+    assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
 
 
 @triton.jit

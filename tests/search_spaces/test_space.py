@@ -58,6 +58,17 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
                 and not c["STREAM_K"]
             )
         )
+        and (
+            not c.get("WIDE_N")
+            or (
+                bool(c["TMA"])
+                and c["SPLIT_K"] == 1
+                and not (c["PERSISTENT"] or c["STREAM_K"])
+                and bn >= 64
+                and bm * (bn + bn // 4) / (warps * lim.warp_size) <= 128
+                and (bm + bn + bn // 4) * bk * 2 * stages <= lim.shared_mem_per_block
+            )
+        )
     )
 
 
