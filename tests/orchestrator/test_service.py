@@ -212,10 +212,11 @@ def test_run_refuses_a_live_lease_and_a_done_job_before_ray(db: Database) -> Non
 
 def test_lease_keeper_renews_refuses_notices_loss_and_releases(db: Database) -> None:
     job_id = service.submit_job(db, spec())
-    with LeaseKeeper(db, job_id, "me:1:a", ttl_s=0.6) as keeper:
-        with pytest.raises(JobLeased), LeaseKeeper(db, job_id, "you:2:b", ttl_s=0.6):
+    # A ttl of 2 s: a loaded 2-core CI machine may stall the test for most of a second.
+    with LeaseKeeper(db, job_id, "me:1:a", ttl_s=2.0) as keeper:
+        with pytest.raises(JobLeased), LeaseKeeper(db, job_id, "you:2:b", ttl_s=2.0):
             pass
-        time.sleep(1.0)  # past one ttl: only renewals keep it ours
+        time.sleep(2.5)  # past one ttl: only renewals keep it ours
         with db.session(readonly=True) as s:
             job = repository.get_job(s, job_id)
         assert job.lease_owner == "me:1:a" and not keeper.lost()
