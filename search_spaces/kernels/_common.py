@@ -17,9 +17,6 @@ NVIDIA_GPU = frozenset({Vendor.NVIDIA})
 
 #: Oldest NVIDIA compute capability with programmatic dependent launch.
 PDL_MIN_SM = 90
-#: Where the Gluon kernels run: the compute capabilities with warpgroup MMA (Hopper, sm_90;
-#: Blackwell has other tensor-core instructions).
-GLUON_SM = range(90, 100)
 
 
 def nvidia_sm(lim: DeviceLimits) -> int:
@@ -48,16 +45,6 @@ def pdl_rule() -> Constraint:
         f"PDL only on sm_{PDL_MIN_SM}+ (Hopper and later)",
         ("PDL",),
         lambda c, lim: not c["PDL"] or nvidia_sm(lim) >= PDL_MIN_SM,
-    )
-
-
-def gluon_arch_rule() -> Constraint:
-    """``GLUON`` (a spec's Gluon kernel) only where warpgroup MMA exists."""
-    return Constraint(
-        "gluon-arch",
-        "GLUON only on sm_90 (Hopper's warpgroup MMA)",
-        ("GLUON",),
-        lambda c, lim: not c["GLUON"] or nvidia_sm(lim) in GLUON_SM,
     )
 
 

@@ -23,7 +23,6 @@ from search_spaces.kernels._common import (
     NVIDIA_GPU,
     NVIDIA_ONLY,
     amd_stages_rule,
-    gluon_arch_rule,
     int_param,
     nvidia_sm,
     smem_rule,
@@ -86,8 +85,10 @@ WS_MIN_WARPS = 8
 #: Smallest row block SPLIT_M halves: tl.dot needs 16 rows.
 SPLIT_MIN_BLOCK_M = 32
 
-#: GLUON's kernel: its row block (two consumer partitions of 64 rows, one warpgroup each:
-#: num_warps is the first partition's) and the key tiles it was measured with.
+#: GLUON's kernel: the compute capabilities with warpgroup MMA (Hopper, sm_90; Blackwell has
+#: other tensor-core instructions), its row block (two consumer partitions of 64 rows, one
+#: warpgroup each: num_warps is the first partition's) and the key tiles it was measured with.
+GLUON_SM = range(90, 100)
 GLUON_BLOCK_M = 128
 GLUON_WARPS = 4
 GLUON_BLOCK_N = (64, 128)
@@ -250,7 +251,12 @@ SPACE = Space(
             ("SPLIT_M", "BLOCK_M"),
             lambda c, lim: not c["SPLIT_M"] or int_param(c, "BLOCK_M") >= SPLIT_MIN_BLOCK_M,
         ),
-        gluon_arch_rule(),
+        Constraint(
+            "gluon-arch",
+            "GLUON only on sm_90 (Hopper's warpgroup MMA)",
+            ("GLUON",),
+            lambda c, lim: not c["GLUON"] or nvidia_sm(lim) in GLUON_SM,
+        ),
         Constraint(
             "gluon-tile",
             f"GLUON only with BLOCK_M = {GLUON_BLOCK_M}, BLOCK_N in {GLUON_BLOCK_N}, num_warps = "
