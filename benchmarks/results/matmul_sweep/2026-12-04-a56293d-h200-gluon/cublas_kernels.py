@@ -4,8 +4,16 @@ kernel names carry cuBLAS's tile, cluster and split/stream-K choices."""
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-SHAPES = [(256, 10240, 8192), (128, 4096, 4096), (128, 6144, 4096), (256, 4096, 4096),
-          (128, 8192, 8192), (256, 8192, 28672), (64, 14336, 4096), (4096, 4096, 4096)]
+SHAPES = [
+    (256, 10240, 8192),
+    (128, 4096, 4096),
+    (128, 6144, 4096),
+    (256, 4096, 4096),
+    (128, 8192, 8192),
+    (256, 8192, 28672),
+    (64, 14336, 4096),
+    (4096, 4096, 4096),
+]
 for m, n, k in SHAPES:
     a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(k, n, dtype=torch.bfloat16, device="cuda")
