@@ -76,13 +76,14 @@ def tile_columns(c: Mapping[str, Value]) -> int:
     return bn + bn // WIDE_N_PART if c.get("WIDE_N") else bn
 
 
-def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
-    tile = (int_param(c, "BLOCK_M") + tile_columns(c)) * int_param(c, "BLOCK_K")
+def _ring_bytes(c: Mapping[str, Value], columns: int) -> int:
+    """Shared memory of the pipeline: num_stages blocks of A (BLOCK_M rows) and B (``columns``)."""
+    tile = (int_param(c, "BLOCK_M") + columns) * int_param(c, "BLOCK_K")
     return tile * 2 * int_param(c, "num_stages")
 
 
-def _plain_smem_bytes(c: Mapping[str, Value], lim: DeviceLimits) -> int:
-    return _smem_bytes({**c, "WIDE_N": False}, lim)
+def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
+    return _ring_bytes(c, int_param(c, "BLOCK_N"))
 
 
 def _wide_ok(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
@@ -94,7 +95,7 @@ def _wide_ok(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
         and not c["STREAM_K"]
         and int_param(c, "BLOCK_N") >= WIDE_N_MIN_BLOCK_N
         and int_param(c, "BLOCK_M") * tile_columns(c) <= MAX_ACC_PER_THREAD * threads
-        and _smem_bytes(c, lim) <= lim.shared_mem_per_block
+        and _ring_bytes(c, tile_columns(c)) <= lim.shared_mem_per_block
     )
 
 
@@ -167,7 +168,7 @@ SPACE = Space(
             ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"),
             "(BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) * 2 bytes * num_stages <= shared memory per "
             "block (2-byte inputs; float32 problems may still run out and are recorded invalid)",
-            _plain_smem_bytes,
+            _smem_bytes,
         ),
         accumulator_rule("BLOCK_M", "BLOCK_N"),
         Constraint(
