@@ -46,7 +46,8 @@ class RunnerOptions:
     ``compile_timeout_s`` bounds the compile phase (loading the spec, building inputs, the first
     launch), ``run_timeout_s`` the rest (correctness checks and timing). ``graph`` times launches
     back to back in a CUDA graph over rotating input sets (workers.timing.time_graph); else each
-    launch is timed alone, after ``flush_l2`` writes 256 MB. ``device_index`` is the GPU ordinal as
+    launch is timed alone, after ``flush_l2`` writes 256 MB, all reps queued before the first
+    runs (workers.timing.time_launcher). ``device_index`` is the GPU ordinal as
     this process sees it (None: device 0). ``start_timeout_s`` bounds the child's start (importing
     torch and triton); a child that does not start gives INFRA. ``compile_workers`` > 0 (GPU
     backends only) compiles trials ahead in a CompilePool of that many processes. Use

@@ -5,6 +5,7 @@ Runs in the trial process only; torch is imported inside the functions.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,13 @@ L2_FLUSH_BYTES = 256 * 2**20
 GRAPH_BYTES = 256 * 2**20
 GRAPH_MAX_SETS = 64
 GRAPH_MIN_LAUNCHES = 32
+#: Before the timed reps the GPU is held back for HOLD_MARGIN times the CPU time the reps take to
+#: enqueue (measured on one untimed rep), at most MAX_HOLD_S, so that every rep is queued before
+#: the first one runs.
+HOLD_MARGIN = 2.0
+MAX_HOLD_S = 0.5
+#: Cycles of the sleep that measures how fast torch.cuda._sleep spins (see _sleep_cycles_per_s).
+_CALIBRATION_CYCLES = 10_000_000
 
 
 def l2_flush_buffer() -> Any:
@@ -45,11 +53,14 @@ def time_launcher(
     reps: int,
     flush: Any | None = None,
 ) -> list[float]:
-    """Milliseconds of each of ``reps`` launches, after ``warmup`` untimed launches.
+    """Milliseconds of each of ``reps`` launches, after ``warmup`` untimed launches (and, on a
+    GPU, one more untimed rep that measures a rep's CPU time).
 
     On CUDA/ROCm each rep sits between two device events; ``flush`` (see l2_flush_buffer) is
-    zeroed before each rep, outside the timed region. The interpreter times each call with
-    perf_counter.
+    zeroed before each rep, outside the timed region. Every rep is queued before the GPU starts
+    the first (see hold_gpu), so a launcher's CPU cost (Python, tensor-descriptor encoding, a
+    second kernel's launch) never leaves the GPU idle inside a timed region, however busy the CPU
+    is: the time is the device's. The interpreter times each call with perf_counter.
     """
     if backend is Backend.INTERPRETER:
         for _ in range(warmup):
@@ -68,6 +79,13 @@ def time_launcher(
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    t0 = time.perf_counter()
+    if flush is not None:
+        flush.zero_()
+    launcher()
+    rep_s = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    hold_gpu(HOLD_MARGIN * reps * rep_s)
     for start, end in zip(starts, ends, strict=True):
         if flush is not None:
             flush.zero_()
@@ -76,6 +94,31 @@ def time_launcher(
         end.record()
     torch.cuda.synchronize()
     return [float(s.elapsed_time(e)) for s, e in zip(starts, ends, strict=True)]
+
+
+def hold_gpu(seconds: float) -> None:
+    """Queue a spin of about ``seconds`` (at most MAX_HOLD_S) on the current stream: what the CPU
+    enqueues next waits behind it."""
+    import torch
+
+    seconds = min(seconds, MAX_HOLD_S)
+    if seconds > 0:
+        torch.cuda._sleep(int(seconds * _sleep_cycles_per_s(torch.cuda.current_device())))
+
+
+@functools.cache
+def _sleep_cycles_per_s(device: int) -> float:
+    """How many cycles torch.cuda._sleep spins per second on GPU ``device``, timed once per
+    process (its cycles are the SM clock's on NVIDIA, a fixed counter's on AMD)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(_CALIBRATION_CYCLES // 10)
+    start.record()
+    torch.cuda._sleep(_CALIBRATION_CYCLES)
+    end.record()
+    end.synchronize()
+    return _CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
 
 
 def graph_sets(set_bytes: int) -> int:

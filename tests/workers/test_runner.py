@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import socket
+import statistics
 import time
 from collections.abc import Iterator
 
@@ -227,6 +228,32 @@ def test_gpu_event_timer_with_l2_flush() -> None:
 
     samples = time_launcher(scale, backend, warmup=3, reps=20, flush=flush)
     assert len(samples) == 20 and all(s > 0 for s in samples)
+
+
+@needs_gpu
+def test_gpu_timer_leaves_the_cpu_out_of_the_time() -> None:
+    """A launcher that spends 1 ms on the CPU before a small kernel times as that kernel: every
+    rep is queued before the GPU runs the first (without the hold, the GPU would wait ~1 ms
+    inside each timed region)."""
+    import torch
+
+    from workers.timing import l2_flush_buffer
+
+    x = torch.zeros(1 << 16, device="cuda")
+    backend = Backend.ROCM if torch.version.hip else Backend.CUDA
+    flush = l2_flush_buffer()
+
+    def slow_launch() -> None:
+        deadline = time.perf_counter() + 1e-3
+        while time.perf_counter() < deadline:
+            pass
+        x.add_(1.0)
+
+    fast = statistics.median(
+        time_launcher(lambda: x.add_(1.0), backend, warmup=2, reps=20, flush=flush)
+    )
+    slow = statistics.median(time_launcher(slow_launch, backend, warmup=2, reps=20, flush=flush))
+    assert slow < fast + 0.1, (fast, slow)
 
 
 @needs_gpu
