@@ -62,8 +62,7 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
             not c.get("WIDE_N")
             or (
                 bool(c["TMA"])
-                and c["SPLIT_K"] == 1
-                and not (c["PERSISTENT"] or c["STREAM_K"])
+                and not (c["FUSED_REDUCE"] or c["PERSISTENT"] or c["STREAM_K"])
                 and bn >= 64
                 and bm * (bn + bn // 4) / (warps * lim.warp_size) <= 128
                 and (bm + bn + bn // 4) * bk * 2 * stages <= lim.shared_mem_per_block
@@ -104,7 +103,7 @@ def test_count_equals_brute_force(
 
 
 def test_matmul_space_size_on_h200(h200_limits: DeviceLimits) -> None:
-    assert 400 <= MATMUL.space.count(h200_limits) <= 30000
+    assert 400 <= MATMUL.space.count(h200_limits) <= 40000
 
 
 @pytest.mark.parametrize("spec", [MATMUL, RMSNORM])
