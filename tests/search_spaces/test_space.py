@@ -64,7 +64,6 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
                 bool(c["TMA"])
                 and not (c["FUSED_REDUCE"] or c["PERSISTENT"] or c["STREAM_K"])
                 and bn >= 64
-                and bm * (bn + bn // 4) / (warps * lim.warp_size) <= 128
                 and (bm + bn + bn // 4) * bk * 2 * stages <= lim.shared_mem_per_block
             )
         )
