@@ -237,27 +237,6 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 128, 64, 8, 8, tma=True, wide=True),
         _cfg(64, 64, 64, 4, 10, tma=True, wide=True),
     ],
-    # WIDE_N in K slices: 128x320 and 256x160 tiles (half the L2 reads of B per output of
-    # 64x320's) in two slices, 128 programs at M=256 N=10240, beside the wide run's winners
-    # (benchmarks/results/kernels/2026-12-04-6796161-h200-wide-200/); 160 fp32 accumulators per
-    # thread, above the space's 128 (run with --outside-space).
-    "wide-split": [
-        _cfg(64, 256, 64, 8, 4, tma=True, wide=True, group=4),
-        _cfg(128, 128, 64, 8, 6, tma=True, group=4),
-        _cfg(128, 256, 64, 8, 3, tma=True, wide=True),
-        *[
-            _cfg(bm, bn, bk, 8, stages, split=2, tma=True, wide=True, pdl=pdl)
-            for bm, bn, bk, stages in (
-                (128, 256, 64, 3),
-                (128, 256, 32, 6),
-                (256, 128, 64, 4),
-                (256, 128, 32, 8),
-                (64, 256, 64, 4),
-                (128, 128, 64, 5),
-            )
-            for pdl in (False, True)
-        ],
-    ],
     "smoke": [
         _cfg(16, 32, 32, 2, 2),
         _cfg(16, 32, 32, 2, 2, split=2, fused=True),
@@ -296,16 +275,6 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
             (256, 6144, 4096),
             (256, 4096, 14336),
             (2048, 10240, 8192),
-        )
-    ],
-    "wide-split": [
-        {"M": m, "N": n, "K": k, "dtype": "bfloat16"}
-        for m, n, k in (
-            (256, 10240, 8192),
-            (128, 10240, 8192),
-            (256, 8192, 8192),
-            (256, 57344, 8192),
-            (512, 14336, 4096),
         )
     ],
     "pdl": [

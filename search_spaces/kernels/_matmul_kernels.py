@@ -135,39 +135,29 @@ def matmul_tma_wide_kernel(
     b_desc,
     bx_desc,
     c_ptr,
-    ws_ptr,
     M,
     N,
     K,
     stride_cm,
     stride_cn,
-    stride_ws,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
-    PDL: tl.constexpr = False,
 ):
-    """``matmul_tma_kernel`` on tiles of BLOCK_N + BLOCK_N // 4 columns: two accumulators, B
-    loaded as a [BLOCK_K, BLOCK_N] block (``b_desc``) and the [BLOCK_K, BLOCK_N // 4] block right
-    of it (``bx_desc``). Such widths give tile counts that powers of two cannot (N=10240: 32 tiles
-    of 320, where 256 gives 40 and 512 gives 20). With SPLIT_K > 1 each program writes its
-    K-slice's partial sums to the workspace (``stride_ws`` apart, rows N apart) for
-    ``splitk_reduce_kernel``. PDL: as in ``matmul_kernel``.
+    """``matmul_tma_kernel`` without split-K on tiles of BLOCK_N + BLOCK_N // 4 columns: two
+    accumulators, B loaded as a [BLOCK_K, BLOCK_N] block (``b_desc``) and the [BLOCK_K,
+    BLOCK_N // 4] block right of it (``bx_desc``). Such widths give tile counts that powers of two
+    cannot (N=10240: 32 tiles of 320, where 256 gives 40 and 512 gives 20).
     """
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
     WIDE: tl.constexpr = BLOCK_N + BLOCK_N // 4
     pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, WIDE, GROUP_M)
-    pid_k = tl.program_id(1)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * WIDE
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_x = tl.zeros((BLOCK_M, BLOCK_N // 4), dtype=tl.float32)
-    for k0 in range(pid_k * BLOCK_K, K, SPLIT_K * BLOCK_K):
+    for k0 in range(0, K, BLOCK_K):
         a = a_desc.load([off_m, k0])
         b = b_desc.load([k0, off_n])
         bx = bx_desc.load([k0, off_n + BLOCK_N])
@@ -178,15 +168,9 @@ def matmul_tma_wide_kernel(
         acc = tl.dot(a, b, acc)
         acc_x = tl.dot(a, bx, acc_x)
     offs_m = (off_m + tl.arange(0, BLOCK_M)).to(tl.int64)
-    offs_n = off_n + tl.arange(0, BLOCK_N)
+    _store_tile(c_ptr, acc, offs_m, off_n + tl.arange(0, BLOCK_N), M, N, stride_cm, stride_cn)
     offs_x = off_n + BLOCK_N + tl.arange(0, BLOCK_N // 4)
-    if SPLIT_K == 1:
-        _store_tile(c_ptr, acc, offs_m, offs_n, M, N, stride_cm, stride_cn)
-        _store_tile(c_ptr, acc_x, offs_m, offs_x, M, N, stride_cm, stride_cn)
-    else:
-        ws = ws_ptr + pid_k.to(tl.int64) * stride_ws
-        _store_tile(ws, acc, offs_m, offs_n, M, N, N, 1)
-        _store_tile(ws, acc_x, offs_m, offs_x, M, N, N, 1)
+    _store_tile(c_ptr, acc_x, offs_m, offs_x, M, N, stride_cm, stride_cn)
 
 
 @triton.jit

@@ -78,9 +78,6 @@ CASES: list[tuple[Problem, Config]] = [
     # inside the first tile's extra block; the K tail is zero-filled.
     ({"M": 33, "N": 200, "K": 80, "dtype": "float16"}, cfg(32, 64, group=4, tma=True, wide=True)),
     ({"M": 20, "N": 72, "K": 40, "dtype": "bfloat16"}, cfg(32, 64, tma=True, wide=True)),
-    # WIDE_N in K slices: 5 K blocks over 3 slices, partials summed by the second kernel.
-    ({"M": 33, "N": 200, "K": 160, "dtype": "float16"}, cfg(32, 64, split=3, tma=True, wide=True)),
-    ({"M": 20, "N": 72, "K": 96, "dtype": "bfloat16"}, cfg(32, 64, split=2, tma=True, wide=True)),
     # Without TMA (rows of B not 16-byte aligned) WIDE_N runs the plain tiles.
     ({"M": 16, "N": 100, "K": 32, "dtype": "float16"}, cfg(16, 64, tma=True, wide=True)),
 ]
@@ -217,22 +214,20 @@ def test_tma_is_a_hopper_parameter(h200_limits: DeviceLimits) -> None:
     assert "TMA" not in SPEC.default_for(mi300x)
 
 
-def test_wide_tiles_need_tma_and_the_second_kernels_reduction(h200_limits: DeviceLimits) -> None:
-    """WIDE_N with TMA, neither the fused reduction nor persistent nor stream-K, BLOCK_N >= 64,
-    and its wider B blocks within shared memory; its accumulators may pass the plain tiles' cap
-    by a quarter (64x320 on 4 warps: 160 per thread)."""
+def test_wide_tiles_need_tma_and_whole_k(h200_limits: DeviceLimits) -> None:
+    """WIDE_N with TMA, one K slice, neither persistent nor stream-K, BLOCK_N >= 64, and its
+    wider B blocks within shared memory; its accumulators may pass the plain tiles' cap by a
+    quarter (64x320 on 4 warps: 160 per thread)."""
     wide = {
         **SPEC.default_for(h200_limits),
         **cfg(64, 256, bk=64, warps=8, tma=True, wide=True),
         "num_stages": 4,
     }
     assert SPEC.space.violation(wide, h200_limits) is None
-    split = {**wide, "SPLIT_K": 2, "GROUP_M": 1, "PDL": True}
-    assert SPEC.space.violation(split, h200_limits) is None
     assert SPEC.space.violation({**wide, "num_warps": 4}, h200_limits) is None
     for change in (
         {"TMA": False},
-        {"SPLIT_K": 2, "GROUP_M": 1, "FUSED_REDUCE": True},
+        {"SPLIT_K": 2},
         {"PERSISTENT": True},
         {"STREAM_K": True},
         {"BLOCK_N": 32, "BLOCK_M": 32, "num_warps": 4},
@@ -250,10 +245,7 @@ def test_wide_tiles_need_tma_and_the_second_kernels_reduction(h200_limits: Devic
     [
         ({"M": 256, "N": 10240, "K": 512, "dtype": "bfloat16"}, cfg(64, 256, bk=64, warps=8)),
         ({"M": 300, "N": 1000, "K": 200, "dtype": "float16"}, cfg(128, 128, bk=64, warps=8)),
-        (
-            {"M": 256, "N": 10240, "K": 1000, "dtype": "bfloat16"},
-            {**cfg(128, 256, bk=32, warps=8, split=2), "PDL": True},
-        ),
+        ({"M": 256, "N": 10240, "K": 1000, "dtype": "bfloat16"}, cfg(64, 256, bk=64, warps=4)),
     ],
 )
 def test_wide_tiles_on_the_gpu(problem: Problem, config: Config) -> None:

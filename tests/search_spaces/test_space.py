@@ -62,7 +62,8 @@ def matmul_rules(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
             not c.get("WIDE_N")
             or (
                 bool(c["TMA"])
-                and not (c["FUSED_REDUCE"] or c["PERSISTENT"] or c["STREAM_K"])
+                and c["SPLIT_K"] == 1
+                and not (c["PERSISTENT"] or c["STREAM_K"])
                 and bn >= 64
                 and (bm + bn + bn // 4) * bk * 2 * stages <= lim.shared_mem_per_block
             )
