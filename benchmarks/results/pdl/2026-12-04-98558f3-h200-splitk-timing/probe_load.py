@@ -12,11 +12,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe import CASES, problem  # noqa: E402
+from probe import CASES, problem
 
-from search_spaces import get_spec  # noqa: E402
-from workers.device import Backend  # noqa: E402
-from workers.timing import l2_flush_buffer, time_launcher  # noqa: E402
+from search_spaces import get_spec
+from workers.device import Backend
+from workers.timing import l2_flush_buffer, time_launcher
 
 
 def unheld(launcher, flush, reps=25):
@@ -25,13 +25,13 @@ def unheld(launcher, flush, reps=25):
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         flush.zero_()
         s.record()
         launcher()
         e.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
 def held(launcher, flush):
@@ -50,7 +50,7 @@ def measure(spec, sets, flush, label):
         for name, m, c in cases[r:] + cases[:r]:
             if c is None:
                 a, b = sets[m]["a"], sets[m]["b"]
-                make = lambda a=a, b=b: (lambda: torch.matmul(a, b))  # noqa: E731
+                make = lambda a=a, b=b: lambda: torch.matmul(a, b)  # noqa: E731
             else:
                 make = lambda m=m, c=c: spec.make_launcher(sets[m], c)  # noqa: E731
             row = rows.setdefault(name, {"name": name, "load": label, "unheld": [], "held": []})
@@ -76,8 +76,10 @@ def main():
     Path(sys.argv[1]).write_text(json.dumps(out, indent=1))
     print(f"{'case':38} {'load':8} {'unheld us':>9} {'held us':>8}")
     for row in out:
-        print(f"{row['name']:38} {row['load']:8} {statistics.median(row['unheld']):9.2f} "
-              f"{statistics.median(row['held']):8.2f}")
+        print(
+            f"{row['name']:38} {row['load']:8} {statistics.median(row['unheld']):9.2f} "
+            f"{statistics.median(row['held']):8.2f}"
+        )
 
 
 if __name__ == "__main__":
