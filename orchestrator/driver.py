@@ -53,6 +53,7 @@ from orchestrator.planning import StudyPlan, plan_job
 from orchestrator.pool import Done, Pool
 from orchestrator.progress import Reporter, SilentReporter
 from orchestrator.promotion import Winners, promote, promote_trials
+from orchestrator.samplers.learned import PriorTrial
 from orchestrator.search import SearchStudy
 from orchestrator.study import Answer, Study
 from search_spaces.space import config_key
@@ -146,6 +147,7 @@ class Driver:
         self._passes = 0
         self._ledger: Ledger | None = None
         self._kernel_name = ""
+        self._sharing = False  # the sampler takes the siblings' trials
 
     # ----- setup
     def _setup(self, job_id: int) -> OpenJob:
@@ -156,7 +158,8 @@ class Driver:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna").setLevel(logging.WARNING)
         spec = job.spec
-        prior = ledger.prior() if samplers.get(spec.sampler).prior else []
+        self._sharing = samplers.get(spec.sampler).prior
+        prior = ledger.prior() if self._sharing else []
         for rows in ledger.start(job, plans):
             limits = rows.plan.info.limits
             search = SearchStudy.create(
@@ -357,4 +360,11 @@ class Driver:
                 r.study.drop(done.request.config)
             return
         r.study.tell(done.request.config, answer, ticket.key)
+        if self._sharing and answer.value is not None:
+            shared = (
+                PriorTrial(r.plan.problem, r.plan.class_key, done.request.config, answer.value),
+            )
+            for other in self._studies:
+                if other is not r:
+                    other.study.search.share(shared)
         self.reporter.update(r.plan.label, min(r.study.counted, r.study.budget), r.study.best_ms)

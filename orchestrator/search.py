@@ -171,6 +171,11 @@ class SearchStudy:
         )
         return True
 
+    def share(self, trials: Sequence[PriorTrial]) -> None:
+        """Give the sampler trials measured since the study began on other problems or device
+        classes (:func:`orchestrator.samplers.share`; a sampler without a prior ignores them)."""
+        samplers.share(self.study.sampler, trials)
+
     def enqueue(self, config: Mapping[str, Value]) -> bool:
         """Queue ``config`` to be asked after the configs queued before it, ahead of the sampler
         (warm start), unless a trial of the study (asked, told or from history) or a queued

@@ -85,6 +85,14 @@ def asked_every_config(sampler: object) -> bool:
     return callable(told) and bool(told())
 
 
+def share(sampler: object, trials: Sequence[PriorTrial]) -> None:
+    """Give ``sampler`` ``trials`` measured elsewhere since its study began (a sampler may have
+    ``share(trials)``; one without it ignores them)."""
+    take = getattr(sampler, "share", None)
+    if callable(take):
+        take(trials)
+
+
 def whole_trial(
     sampler: BaseSampler,
     study: Study,
@@ -129,7 +137,8 @@ def fits_any(space: Space, limits: DeviceLimits) -> str | None:
 class SamplerEntry:
     """One registered sampler (see the module docstring); ``numeric``: every parameter is
     encoded as an index (CMA-ES needs numbers); ``requires``: importable modules it needs;
-    ``prior``: it reads :attr:`SamplerContext.prior` (the driver then fills it from the database)."""
+    ``prior``: it reads :attr:`SamplerContext.prior` (the driver then fills it from the database)
+    and takes the trials of the study's siblings in the job as they land (:func:`share`)."""
 
     name: str
     factory: SamplerFactory

@@ -36,6 +36,7 @@ length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at m
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,12 @@ LOCAL_PARENTS = 2
 SPREAD_PARENTS = 6
 #: Random valid configs before the model when there is no prior.
 STARTUP = 4
+#: A study given its siblings' trials (:meth:`LearnedSampler.share`) fits a prior with them for
+#: its SHARE_FIRST-th config, then each time its configs double, where new ones came.
+SHARE_FIRST = 8
+#: Configs each such fit queues to measure next: its best, then each sibling problem's fastest,
+#: nearest first (those the study has not asked).
+SHARE_PROBES = 1
 
 
 def relevance(target: Problem, target_class: str, problem: Problem, device_class: str) -> float:
@@ -143,6 +150,7 @@ class Featurizer:
         reference: Sequence[Config],
     ) -> None:
         self.params, self.problem, self._hook = tuple(params), problem, hook
+        self.configs = tuple(reference)
         derived = hook(problem, reference[0]) if hook and reference else {}
         self._derived = sorted(derived)
         raw = self._raw(reference)
@@ -181,6 +189,17 @@ class Featurizer:
         if not configs:
             return np.zeros((0, self._low.size))
         return (self._raw(configs, problem) - self._low) / self._span
+
+    @functools.cached_property
+    def reference_index(self) -> dict[tuple[Value, ...], int]:
+        """Each reference config's parameter values, in ``params`` order -> its row."""
+        names = [p.name for p in self.params]
+        return {tuple(c[n] for n in names): i for i, c in enumerate(self.configs)}
+
+    @functools.cached_property
+    def reference_design(self) -> np.ndarray:
+        """The prior's cost-model rows (:func:`_design`) of the reference configs."""
+        return _design(self, self.configs, self.reference)
 
     def fits(self, config: Mapping[str, Value]) -> bool:
         """Whether ``config`` holds a value of the space for every parameter."""
@@ -233,10 +252,9 @@ class Prior:
         problem: Problem,
         device_class: str,
         featurizer: Featurizer,
-        configs: Sequence[Config],
     ) -> Prior | None:
-        """The prior from ``trials`` for the valid configs ``configs`` (those of the
-        featurizer's reference, in order), or None when no prior problem has three usable trials.
+        """The prior from ``trials`` for the featurizer's reference configs (the valid ones),
+        or None when no prior problem has three usable trials.
 
         Each problem's log times are standardized; a config's prior value is the relevance-
         weighted mean of its standardized times, blended (``PRIOR_BLEND`` of the most weight one
@@ -245,7 +263,7 @@ class Prior:
         problem (so the model learns how the derived features, such as programs and k-steps,
         relate to time across problems) and predicting on the study's."""
         names = [p.name for p in featurizer.params]
-        index = {tuple(c[n] for n in names): i for i, c in enumerate(configs)}
+        index, size = featurizer.reference_index, len(featurizer.configs)
         groups: dict[tuple[str, str], list[PriorTrial]] = {}
         for t in trials:
             if t.time_ms > 0 and math.isfinite(t.time_ms) and featurizer.fits(t.config):
@@ -278,8 +296,8 @@ class Prior:
         x, w_trial, z_trial = np.vstack(rows), np.concatenate(row_w), np.concatenate(row_z)
         ridge = PRIOR_RIDGE * float(w_trial.max()) * np.eye(x.shape[1])
         coef = np.linalg.solve(x.T @ (x * w_trial[:, None]) + ridge, x.T @ (w_trial * z_trial))
-        design = _design(featurizer, configs, featurizer.reference)
-        w_cand, z_cand = np.zeros(len(configs)), np.zeros(len(configs))
+        design = featurizer.reference_design
+        w_cand, z_cand = np.zeros(size), np.zeros(size)
         for k, (w, wz) in sums.items():
             if k in index:
                 w_cand[index[k]], z_cand[index[k]] = w, wz / w
@@ -359,6 +377,11 @@ class LearnedSampler(BaseSampler):
         self._fitted: tuple[tuple[tuple[int, float], ...], _Fit] | None = None
         self._mu0 = np.zeros(0)  # the prior per valid config (0 without one)
         self._probes: tuple[int, ...] = ()  # configs measured first: the prior's, the default
+        self._featurizer: Featurizer | None = None
+        self._shared: list[PriorTrial] = []  # siblings' trials given by share()
+        self._fitted_shared = 0  # of them, those the last shared prior was fitted with
+        self._next_share = SHARE_FIRST  # the study's config that may fit the next shared prior
+        self._share_probes: list[int] = []  # configs the shared priors queued, to measure next
         self._asked = 0
         self._every_config_asked = False  # found when an ask had no unasked config left
         self._near_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, dtype=int))
@@ -386,6 +409,32 @@ class LearnedSampler(BaseSampler):
         """Whether every valid config was asked (found when an ask had none left)."""
         return self._every_config_asked
 
+    def share(self, trials: PriorTrials) -> None:
+        """Add ``trials``: measured since the study began on other problems or device classes
+        (its siblings in a job). At the next checkpoint (the study's ``SHARE_FIRST``-th config,
+        then each doubling of its configs) that finds new ones, a prior is fitted from the database prior and every
+        trial shared so far, and up to ``SHARE_PROBES`` of its probes (:attr:`Prior.probes`)
+        the study has not asked are measured next. The study's model keeps the prior it began
+        with: fitted again with the siblings' few trials per problem, it found the 2% configs
+        later (benchmarks/search_suite.py)."""
+        self._shared.extend(trials)
+
+    def _probe_shared(self, fresh: np.ndarray) -> None:
+        """Queue the shared prior's probes not asked (``fresh``) nor queued."""
+        self._fitted_shared = len(self._shared)
+        if self._featurizer is None:
+            return
+        prior = Prior.fit(
+            [*self._prior_trials, *self._shared],
+            self._problem,
+            self._class,
+            self._featurizer,
+        )
+        if prior is not None:
+            queued = set(self._share_probes)
+            new = [i for i in prior.probes if fresh[i] and i not in queued][:SHARE_PROBES]
+            self._share_probes.extend(new)
+
     def _prepare(self) -> None:
         """Enumerate the valid configs, featurize them and fit the prior (once per study)."""
         configs = list(valid_configs(self._encoding.space, self._encoding.limits))
@@ -398,11 +447,9 @@ class LearnedSampler(BaseSampler):
             [[p.values.index(c[p.name]) for p in self._encoding.params] for c in configs], dtype=int
         ).reshape(len(configs), len(self._encoding.params))
         featurizer = Featurizer(self._encoding.params, self._problem, self._hook, configs)
-        self._x = featurizer.reference
+        self._x, self._featurizer = featurizer.reference, featurizer
         if self._prior_trials:
-            self._prior = Prior.fit(
-                self._prior_trials, self._problem, self._class, featurizer, configs
-            )
+            self._prior = Prior.fit(self._prior_trials, self._problem, self._class, featurizer)
         self._mu0 = self._prior.mu0 if self._prior is not None else np.zeros(len(configs))
         probes = self._prior.probes[:PRIOR_PROBES] if self._prior is not None else ()
         if self._prior is not None and self._default is not None and featurizer.fits(self._default):
@@ -449,9 +496,15 @@ class LearnedSampler(BaseSampler):
             self._every_config_asked = True
             return {}
         self._asked += 1
+        if len(seen) + 1 >= self._next_share and len(self._shared) > self._fitted_shared:
+            self._next_share = 2 * (len(seen) + 1)
+            self._probe_shared(fresh)
+        self._share_probes = [i for i in self._share_probes if fresh[i]]
         probes = [i for i in self._probes if fresh[i]]
         if probes and len(seen) < len(self._probes):
             pick = probes[0]
+        elif self._share_probes:
+            pick = self._share_probes.pop(0)
         elif self._prior is None and len(done) < self._startup:
             pick = int(self._rng.choice(unseen))
         else:

@@ -325,3 +325,60 @@ def test_the_study_asks_it_for_whole_trials_and_gets_the_configs_optunas_ask_get
             slow.tell(other, cost(config))
     assert not writes, "a parameter was suggested one by one"
     assert len({config_key(encoding.decode(t.params)) for t in fast.study.trials}) == 20
+
+
+def test_siblings_trials_put_their_prior_best_next_at_the_checkpoint(
+    landscapes: dict[str, list[Path]],
+) -> None:
+    """Trials shared from the start change nothing before ``SHARE_FIRST`` own asks; that ask is
+    the best config of a prior fitted to them (the study had none), then the study goes on."""
+    from orchestrator.samplers.learned import SHARE_FIRST, Prior
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    small, large = (read_landscape(p) for p in landscapes[H200])
+    times = {config_key(r.config): r.time_ms for r in large.results}
+    asked: list[list[str]] = []
+    for shared in ((), _prior(small)):
+        search = _study(large, seed=2)
+        search.share(shared)
+        keys = []
+        for _ in range(SHARE_FIRST + 2):
+            trial, config = search.ask()
+            keys.append(config_key(config))
+            value = times.get(keys[-1])
+            search.tell_bad(trial, "none") if value is None else search.tell_ok(trial, value)
+        asked.append(keys)
+    alone, sharing = asked
+    assert alone[: SHARE_FIRST - 1] == sharing[: SHARE_FIRST - 1]
+    sampler = search.study.sampler
+    assert isinstance(sampler, LearnedSampler) and sampler._featurizer is not None
+    prior = Prior.fit(_prior(small), dict(large.problem), H200, sampler._featurizer)
+    assert prior is not None
+    probe = config_key(sampler._featurizer.configs[prior.probes[0]])
+    assert probe not in sharing[: SHARE_FIRST - 1]
+    assert sharing[SHARE_FIRST - 1] == probe != alone[SHARE_FIRST - 1]
+    assert len(set(sharing)) == len(sharing)
+
+
+def test_a_learned_job_shares_each_studys_ok_times_with_its_siblings(
+    landscapes: dict[str, list[Path]], database: Database, h200_pool: object
+) -> None:
+    """In a ``learned`` job of two problems, each study's sampler was given every ``ok`` time
+    of the other study, and none of its own."""
+    from orchestrator.driver import Driver, submit_job
+    from orchestrator.jobs import JobSpec
+    from orchestrator.local_pool import LocalPool
+
+    assert isinstance(h200_pool, LocalPool)
+    problems = [dict(read_landscape(p).problem) for p in landscapes[H200]]
+    spec = {"kernel": "matmul", "problems": problems, "trials": 12, "sampler": "learned"}
+    job = submit_job(database, JobSpec.from_mapping(spec), h200_pool)
+    driver = Driver(database, h200_pool, retime_rounds=1, poll_s=0.0)
+    assert driver.run(job).status.value == "done"
+    studies = [r.study for r in driver._studies]
+    for own, other in (studies, studies[::-1]):
+        sampler = own.search.study.sampler
+        assert isinstance(sampler, LearnedSampler)
+        shared = {(config_key(t.config), t.time_ms) for t in sampler._shared}
+        told = {(k, v) for k, v in other.values.items() if v is not None}
+        assert shared == told and told

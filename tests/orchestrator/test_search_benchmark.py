@@ -321,3 +321,32 @@ def test_the_sparse_benchmark_prior_is_locals_first_trials_on_the_other_problems
     assert len({config_key(t.config) for t in prior}) == len(prior)
     assert all(times[config_key(t.config)] == t.time_ms for t in prior)
     assert bench_mod.sparse_prior("matmul", target, [small], False, 2, 4, 12) == prior
+
+
+def test_the_suite_mode_shares_the_siblings_trials_after_each_batch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks/search_suite.py: two recorded H200 landscapes as one job. With the siblings'
+    trials shared, each study's first batch (before anything was shared) is the unshared job's,
+    a later trial differs; the CLI gives a row per landscape and mode."""
+    suite = load("search_suite")
+    paths = [
+        str(BENCHMARKS / "landscapes" / "h200" / f"matmul_M{m}_N4096_K4096_dtypebfloat16.json.gz")
+        for m in (16, 128)
+    ]
+    benches = [bench_mod.load_bench(p) for p in paths]
+    alone, sharing = (suite.run_job(benches, share, 1, 4, 24) for share in (False, True))
+    assert all(len(t) == 24 for t in alone + sharing)
+    for a, s in zip(alone, sharing, strict=True):
+        assert a[:4] == s[:4]
+    assert alone != sharing
+    suite.main(["--landscape", *paths, "--seeds", "2", "--trials", "16", "--json"])
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert sorted((r["landscape"][:11], r["sampler"]) for r in rows) == [
+        (name, mode)
+        for name in ("matmul_M128", "matmul_M16_")
+        for mode in ("learned", "learned+siblings")
+    ]
+    for row in rows:
+        assert 1 <= row["trials_to_2pct"]["median"] <= row["trials_to_2pct"]["p90"] <= row["space"]
+        assert row["best_ratio_at_end"]["worst"] >= row["best_ratio_at_end"]["median"] >= 1.0
