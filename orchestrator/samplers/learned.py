@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,9 @@ SHARE_FIRST = 8
 #: Configs each such fit queues to measure next: its best, then each sibling problem's fastest,
 #: nearest first (those the study has not asked).
 SHARE_PROBES = 1
+#: Shared trials a study keeps (the newest), as the database prior holds at most 10,000
+#: (orchestrator.prior.PRIOR_LIMIT): a job's memory and each fit's time stay bounded.
+SHARED_LIMIT = 10_000
 
 
 def relevance(target: Problem, target_class: str, problem: Problem, device_class: str) -> float:
@@ -378,8 +382,10 @@ class LearnedSampler(BaseSampler):
         self._mu0 = np.zeros(0)  # the prior per valid config (0 without one)
         self._probes: tuple[int, ...] = ()  # configs measured first: the prior's, the default
         self._featurizer: Featurizer | None = None
-        self._shared: list[PriorTrial] = []  # siblings' trials given by share()
-        self._fitted_shared = 0  # of them, those the last shared prior was fitted with
+        # the newest siblings' trials given by share(); how many were given, and how many
+        # when the last shared prior was fitted
+        self._shared: deque[PriorTrial] = deque(maxlen=SHARED_LIMIT)
+        self._shared_count = self._fitted_shared = 0
         self._next_share = SHARE_FIRST  # the study's config that may fit the next shared prior
         self._share_probes: list[int] = []  # configs the shared priors queued, to measure next
         self._asked = 0
@@ -411,17 +417,19 @@ class LearnedSampler(BaseSampler):
 
     def share(self, trials: PriorTrials) -> None:
         """Add ``trials``: measured since the study began on other problems or device classes
-        (its siblings in a job). At the next checkpoint (the study's ``SHARE_FIRST``-th config,
-        then each doubling of its configs) that finds new ones, a prior is fitted from the database prior and every
-        trial shared so far, and up to ``SHARE_PROBES`` of its probes (:attr:`Prior.probes`)
-        the study has not asked are measured next. The study's model keeps the prior it began
-        with: fitted again with the siblings' few trials per problem, it found the 2% configs
-        later (benchmarks/search_suite.py)."""
+        (its siblings in a job); the newest ``SHARED_LIMIT`` are kept. At the next checkpoint
+        (the study's ``SHARE_FIRST``-th config, then each doubling of its configs) that finds
+        new ones, a prior is fitted from the database prior and the shared trials, and up to
+        ``SHARE_PROBES`` of its probes (:attr:`Prior.probes`) the study has not asked are
+        measured next. The study's model keeps the prior it began with: fitted again with the
+        siblings' few trials per problem, it found the 2% configs later
+        (benchmarks/search_suite.py)."""
         self._shared.extend(trials)
+        self._shared_count += len(trials)
 
     def _probe_shared(self, fresh: np.ndarray) -> None:
         """Queue the shared prior's probes not asked (``fresh``) nor queued."""
-        self._fitted_shared = len(self._shared)
+        self._fitted_shared = self._shared_count
         if self._featurizer is None:
             return
         prior = Prior.fit(
@@ -496,7 +504,7 @@ class LearnedSampler(BaseSampler):
             self._every_config_asked = True
             return {}
         self._asked += 1
-        if len(seen) + 1 >= self._next_share and len(self._shared) > self._fitted_shared:
+        if len(seen) + 1 >= self._next_share and self._shared_count > self._fitted_shared:
             self._next_share = 2 * (len(seen) + 1)
             self._probe_shared(fresh)
         self._share_probes = [i for i in self._share_probes if fresh[i]]

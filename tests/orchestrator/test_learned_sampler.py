@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+import pytest
 
 from db import Database
 from orchestrator.encoding import Encoding
@@ -382,3 +383,26 @@ def test_a_learned_job_shares_each_studys_ok_times_with_its_siblings(
         shared = {(config_key(t.config), t.time_ms) for t in sampler._shared}
         told = {(k, v) for k, v in other.values.items() if v is not None}
         assert shared == told and told
+
+
+def test_a_study_keeps_the_newest_shared_trials_and_still_reaches_its_checkpoint(
+    landscapes: dict[str, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``SHARED_LIMIT`` the oldest shared trials are dropped; the checkpoint still sees
+    new ones, so it fits a prior and probes."""
+    from orchestrator.samplers import learned
+
+    monkeypatch.setattr(learned, "SHARED_LIMIT", 5)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    small, large = (read_landscape(p) for p in landscapes[H200])
+    shared = _prior(small)
+    search = _study(large, seed=2)
+    sampler = search.study.sampler
+    assert isinstance(sampler, LearnedSampler)
+    search.share(shared[:-5])
+    search.share(shared[-5:])
+    assert list(sampler._shared) == shared[-5:]
+    for _ in range(learned.SHARE_FIRST):
+        trial, _config = search.ask()
+        search.tell_ok(trial, 1.0)
+    assert sampler._fitted_shared == len(shared)
