@@ -28,9 +28,12 @@ fastest and of the fastest one in another region), the others are ``local``'s mo
 (:class:`~orchestrator.samplers.local.LocalSearchSampler`: the unasked neighbour of the best
 configs that its additive model predicts fastest). The moves climb where the model's jumps stall,
 the EI proposals jump where the model expects gains. Pending configs count as measured at their
-predicted mean (kriging believer), so a batch spreads out. The prior is fitted once per study
-(first proposal); each EI pick refits only the GP over at most ``MAX_TRAIN`` own trials (its
-length scale chosen again every ``REFIT_GROWTH`` growth of them) and scores at most
+predicted mean (kriging believer), so a batch spreads out. In a job, the trials of the study's
+siblings are shared with it as they land (:meth:`LearnedSampler.share`): at its ``SHARE_FIRST``-th
+config and each doubling, a prior fitted to them picks one config to measure next; the model keeps
+its own prior. The prior is fitted once per study (first proposal); each EI pick refits only the
+GP over at most ``MAX_TRAIN`` own trials (its length scale chosen again every ``REFIT_GROWTH``
+growth of them) and scores at most
 ``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
 """
 
