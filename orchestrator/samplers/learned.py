@@ -33,8 +33,8 @@ siblings are shared with it as they land (:meth:`LearnedSampler.share`): at its 
 config and each doubling, a prior fitted to them picks one config to measure next; the model keeps
 its own prior. The prior is fitted once per study (first proposal); each EI pick refits only the
 GP over at most ``MAX_TRAIN`` own trials (its length scale chosen again every ``REFIT_GROWTH``
-growth of them) and scores at most
-``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py measures it).
+growth of them) and scores at most ``MAX_CANDIDATES`` configs (benchmarks/learned_latency.py
+measures it).
 """
 
 from __future__ import annotations
