@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path.cwd()), str(Path.cwd() / "benchmarks")]
+sys.path.insert(0, str(Path.cwd() / "benchmarks"))
+sys.path.insert(0, str(Path.cwd()))
 from kernels import SUITES
 
 from orchestrator.encoding import Encoding, valid_configs
