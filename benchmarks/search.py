@@ -360,6 +360,33 @@ class SeedRun:
     configs: list[dict[str, Any]] = field(default_factory=list)
 
 
+def new_study(
+    bench: Bench,
+    factory: SamplerFactory,
+    numeric_only: bool,
+    seed: int,
+    budget: int,
+    prior: Sequence[PriorTrial] = (),
+    equivalence: bool = True,
+) -> Study:
+    """The product's :class:`Study` of ``bench`` with the sampler ``factory`` makes from ``seed``,
+    ``budget`` and ``prior`` (``equivalence``: configs the spec says run alike measured once)."""
+    encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
+    context = SamplerContext(
+        seed,
+        budget,
+        encoding,
+        _shipped(bench.kernel),
+        bench.problem,
+        bench.device_class,
+        tuple(prior),
+    )
+    optuna_study = optuna.create_study(direction="minimize", sampler=factory(context))
+    search = SearchStudy(optuna_study, encoding, random.Random(seed))
+    equivalent = bench.equivalent if equivalence else None
+    return Study(search, bench.space, bench.limits, budget, equivalent=equivalent)
+
+
 def run_seed(
     bench: Bench,
     factory: SamplerFactory,
@@ -379,22 +406,8 @@ def run_seed(
     space ends."""
     started = time.perf_counter()
     budget = max(1, math.ceil(horizon * bench.size))
-    encoding = Encoding(bench.space, bench.limits, numeric_only=numeric_only)
-    sampler = factory(
-        SamplerContext(
-            seed,
-            budget,
-            encoding,
-            _shipped(bench.kernel),
-            bench.problem,
-            bench.device_class,
-            tuple(prior),
-        )
-    )
-    optuna_study = optuna.create_study(direction="minimize", sampler=sampler)
-    search = SearchStudy(optuna_study, encoding, random.Random(seed))
-    equivalent = bench.equivalent if equivalence else None
-    study = Study(search, bench.space, bench.limits, budget, equivalent=equivalent)
+    study = new_study(bench, factory, numeric_only, seed, budget, prior, equivalence)
+    search = study.search
     study.warm_start([dict(c) for c in warm])
     max_asks = MAX_ASKS_PER_CONFIG * bench.size
     trace: list[float | None] = []

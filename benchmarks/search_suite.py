@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import random
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -33,12 +32,10 @@ from typing import Any
 import numpy as np
 import optuna
 
-from benchmarks.search import Bench, _cached_bench, _shipped, best_after, trials_to
+from benchmarks.search import Bench, _cached_bench, best_after, new_study, trials_to
 from orchestrator import samplers
-from orchestrator.samplers import SamplerContext
 from orchestrator.samplers.learned import PriorTrial
-from orchestrator.search import SearchStudy
-from orchestrator.study import Answer, Study
+from orchestrator.study import Answer
 from search_spaces.space import Config, config_key
 
 SAMPLER = "learned"
@@ -53,17 +50,7 @@ def run_job(
 ) -> list[list[float | None]]:
     """One job over ``benches`` (one kernel's landscapes); each study's trace of times in order."""
     entry = samplers.get(SAMPLER)
-    studies = []
-    for bench in benches:
-        encoding = entry.encoding(bench.space, bench.limits)
-        context = SamplerContext(
-            seed, trials, encoding, _shipped(bench.kernel), bench.problem, bench.device_class
-        )
-        optuna_study = optuna.create_study(direction="minimize", sampler=entry.make(context))
-        search = SearchStudy(optuna_study, encoding, random.Random(seed))
-        studies.append(
-            Study(search, bench.space, bench.limits, trials, equivalent=bench.equivalent)
-        )
+    studies = [new_study(b, entry.make, entry.numeric, seed, trials) for b in benches]
     traces: list[list[float | None]] = [[] for _ in benches]
     live = set(range(len(benches)))
     while live:
