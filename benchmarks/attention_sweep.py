@@ -60,6 +60,7 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, **flags: bool) -> dict[str, 
                 "GLUON_OVERLAP": flags.get("overlap", False),
                 "GLUON_PERSISTENT": flags.get("persistent", False),
                 "GLUON_WIDE_KEYS": flags.get("wide", False),
+                "GLUON_PINGPONG": flags.get("pingpong", False),
             }
             if on_gpu()
             else {}
@@ -196,6 +197,25 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 4, 3, tma=True, gluon=True, wide=True),
         _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
         _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
+    ],
+    # GLUON_PINGPONG on 128-key tiles with a 3-deep ring and the overlap (without the ping-pong
+    # too, and persistent), beside "wide".
+    "pingpong": [
+        _cfg(64, 64, 4, 3, tma=True),
+        _cfg(64, 128, 4, 2, tma=True),
+        _cfg(128, 64, 4, 2, tma=True, split=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
+        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True),
+        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, wide=True),
+        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True, pingpong=True),
+        _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True, persistent=True, pingpong=True),
     ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }

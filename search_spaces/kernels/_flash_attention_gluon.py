@@ -9,7 +9,10 @@ through TMA by a 1-warp producer partition (``gl.warp_specialize``); the produce
 query block too. Each consumer waits for a slot's "ready" mbarrier, runs q k^T and P @ V as
 ``warpgroup_mma`` and releases the slot on its "empty" mbarrier (count 2: both consumers).
 ``OVERLAP``: q k^T of tile j is issued, then P(j-1) @ V(j-1), and tile j's softmax runs while P @ V
-is still on the tensor cores. Causal items run the diagonal band in a second, masked loop.
+is still on the tensor cores. ``PINGPONG`` (with ``OVERLAP``): the two consumers take turns to issue
+those two products, each waiting for its turn on a named barrier and handing it to the other once
+issued (FlashAttention-3's warpgroup ping-pong), so one consumer's softmax runs while the other's
+products hold the tensor cores. Causal items run the diagonal band in a second, masked loop.
 
 Without ``PERSISTENT`` the grid has one program per item, a head's row blocks adjacent (they share
 its K/V in L2), heaviest first when causal. ``PERSISTENT``: fewer programs than items, each taking
@@ -33,6 +36,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 PART_ROWS = gl.constexpr(64)
 #: Warps per consumer partition, and registers per thread of the consumers and of the producer.
 PART_WARPS = gl.constexpr(4)
+#: The named barriers of the ping-pong: consumer h waits on TURN_BARRIER + h (Triton's own
+#: partition barriers take the lowest ids of the 16).
+TURN_BARRIER = gl.constexpr(14)
+TURN_THREADS = gl.constexpr(2 * PART_WARPS.value * 32)
 CONSUMER_REGS = gl.constexpr(240)
 PRODUCER_REGS = gl.constexpr(24)
 
@@ -140,9 +147,18 @@ def _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale, s_layout: gl.constexpr,
 
 
 @gluon.jit
+def _turn(asm: gl.constexpr, half: gl.constexpr):
+    """``bar.sync`` (wait for consumer ``half``'s turn) or ``bar.arrive`` (hand it the turn) on
+    its named barrier, counting both consumers' threads."""
+    gl.inline_asm_elementwise(asm, "=r,r,r", [TURN_BARRIER + half, TURN_THREADS], dtype=gl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
 def _segment(acc, m_i, l_i, base, j0, j1, q_smem, k_smem, v_smem, k_ready, v_ready, kv_empty,
-             rows, seq_len, qk_scale, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-             MASKED: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr):  # fmt: skip
+             rows, seq_len, qk_scale, HALF: gl.constexpr, BLOCK_N: gl.constexpr,
+             STAGES: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
+             OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
     """Key tiles j0..j1-1 (tile j at ring position ``base + j``) into (acc, m_i, l_i)."""
     HEAD_DIM: gl.constexpr = acc.shape[1]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -169,10 +185,14 @@ def _segment(acc, m_i, l_i, base, j0, j1, q_smem, k_smem, v_smem, k_ready, v_rea
                 sj = (base + j) % STAGES
                 sp = (base + j - 1) % STAGES
                 mbarrier.wait(k_ready.index(sj), ((base + j) // STAGES) & 1)
+                if PINGPONG:
+                    _turn("bar.sync $1, $2; mov.u32 $0, 0;", HALF)
                 s = warpgroup_mma(q_smem, k_smem.index(sj).permute((1, 0)), s_zero,
                                   use_acc=False, is_async=True)  # fmt: skip
                 mbarrier.wait(v_ready.index(sp), ((base + j - 1) // STAGES) & 1)
                 acc = warpgroup_mma(p_op, v_smem.index(sp), acc, is_async=True)
+                if PINGPONG:
+                    _turn("bar.arrive $1, $2; mov.u32 $0, 0;", 1 - HALF)
                 s = warpgroup_mma_wait(1, deps=(s,))  # q k^T done, P @ V still running
                 p, alpha, m_i, l_i = _softmax(s, m_i, l_i, j, rows, seq_len, qk_scale,
                                               s_layout, BLOCK_N, MASKED, CAUSAL)  # fmt: skip
@@ -208,8 +228,8 @@ def _segment(acc, m_i, l_i, base, j0, j1, q_smem, k_smem, v_smem, k_ready, v_rea
 def _consumer(q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_empty, out_ptr,
               cu_seqlens_ptr, stride_ot, stride_oh, n_m, n_heads, batch, n_rounds, qk_scale,
               HALF: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, PERSISTENT: gl.constexpr,
-              CAUSAL: gl.constexpr, OVERLAP: gl.constexpr):  # fmt: skip
+              STAGES: gl.constexpr, PERSISTENT: gl.constexpr, CAUSAL: gl.constexpr,
+              OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
     """Query rows ``HALF * PART_ROWS`` onwards of each item's row block over all its key tiles
     (the unmasked ones, then the masked band), then the normalized output stored."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -220,6 +240,9 @@ def _consumer(q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_emp
     )
     t = 0
     base = 0
+    if PINGPONG and HALF == 1:
+        # both consumers run the same key tiles, so the turns alternate from here to the end
+        _turn("bar.arrive $1, $2; mov.u32 $0, 0;", 0)
     for r in range(n_rounds):
         valid, head, seq_start, seq_len, start_m = _work(r, cu_seqlens_ptr, n_m, n_heads, batch,
                                                          PERSISTENT, CAUSAL)  # fmt: skip
@@ -233,11 +256,12 @@ def _consumer(q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_emp
             q = q_smem.index(HALF)
             mbarrier.wait(q_ready, t & 1)
             acc, m_i, l_i = _segment(acc, m_i, l_i, base, 0, n_full, q, k_smem, v_smem, k_ready,
-                                     v_ready, kv_empty, rows, seq_len, qk_scale, BLOCK_N, STAGES,
-                                     False, CAUSAL, OVERLAP)  # fmt: skip
+                                     v_ready, kv_empty, rows, seq_len, qk_scale, HALF, BLOCK_N,
+                                     STAGES, False, CAUSAL, OVERLAP, PINGPONG)  # fmt: skip
             acc, m_i, l_i = _segment(acc, m_i, l_i, base, n_full, n_tiles, q, k_smem, v_smem,
-                                     k_ready, v_ready, kv_empty, rows, seq_len, qk_scale, BLOCK_N,
-                                     STAGES, True, CAUSAL, OVERLAP)  # fmt: skip
+                                     k_ready, v_ready, kv_empty, rows, seq_len, qk_scale, HALF,
+                                     BLOCK_N, STAGES, True, CAUSAL, OVERLAP,
+                                     PINGPONG)  # fmt: skip
             mbarrier.arrive(q_empty)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
             o = (acc / gl.expand_dims(l_o, 1)).to(out_ptr.dtype.element_ty)
@@ -258,7 +282,7 @@ def flash_attention_gluon_kernel(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr
                                  GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                                  CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
-                                 PERSISTENT: gl.constexpr):  # fmt: skip
+                                 PERSISTENT: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
     """Items: ``n_m`` row blocks of 2 * PART_ROWS x ``n_heads`` q heads x ``batch`` sequences;
     a 1-D grid of one program per item, or (``PERSISTENT``) fewer; launched with num_warps =
     PART_WARPS (the first consumer partition). q_desc has blocks of PART_ROWS tokens x one head,
@@ -285,11 +309,11 @@ def flash_attention_gluon_kernel(q_desc, k_desc, v_desc, out_ptr, cu_seqlens_ptr
             (_consumer, (q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_empty,
                          out_ptr, cu_seqlens_ptr, stride_ot, stride_oh, n_m, n_heads, batch,
                          n_rounds, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, PERSISTENT,
-                         CAUSAL, OVERLAP)),
+                         CAUSAL, OVERLAP, PINGPONG)),
             (_consumer, (q_smem, q_ready, q_empty, k_smem, v_smem, k_ready, v_ready, kv_empty,
                          out_ptr, cu_seqlens_ptr, stride_ot, stride_oh, n_m, n_heads, batch,
                          n_rounds, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, PERSISTENT,
-                         CAUSAL, OVERLAP)),
+                         CAUSAL, OVERLAP, PINGPONG)),
             (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty,
                          k_ready, v_ready, kv_empty, cu_seqlens_ptr, n_m, n_heads, batch,
                          n_rounds, GROUP, HEAD_DIM, BLOCK_N, STAGES, PERSISTENT,

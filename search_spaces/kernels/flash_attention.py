@@ -197,6 +197,14 @@ SPACE = Space(
             vendors=NVIDIA_GPU,
             doc="with GLUON and BLOCK_N = 128: key tiles of 256 (head_dim 64 only)",
         ),
+        Param(
+            "GLUON_PINGPONG",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="with GLUON_OVERLAP: the two consumer warpgroups take turns issuing their "
+            "tensor-core products (named barriers), one's softmax beside the other's products",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -293,6 +301,12 @@ SPACE = Space(
                 )
             ),
         ),
+        Constraint(
+            "gluon-pingpong",
+            "GLUON_PINGPONG only with GLUON_OVERLAP (the turns order its issued products)",
+            ("GLUON_PINGPONG", "GLUON_OVERLAP"),
+            lambda c, lim: not c["GLUON_PINGPONG"] or bool(c["GLUON_OVERLAP"]),
+        ),
     ),
 )
 
@@ -312,6 +326,7 @@ DEFAULT: Config = {
     "GLUON_OVERLAP": False,
     "GLUON_PERSISTENT": False,
     "GLUON_WIDE_KEYS": False,
+    "GLUON_PINGPONG": False,
 }
 #: NVIDIA sm_90+ (Hopper and later) where it fits: the H200 sweep's most frequent winner over the
 #: issue's 192 problems (88 of 192, and 29 of the 48 fp16 d=128 ones; 112 KiB of shared memory at
@@ -339,7 +354,19 @@ SPLIT_LISTED: tuple[Config, ...] = tuple(
 #: over the issue's 96 d=64 problems it was the best single config at seq >= 4096 without causal
 #: masking (1.027x cuDNN), and the four 256-key configs took the best of 12 there from 1.011x to
 #: 1.048x (benchmarks/results/attention_sweep/2026-12-04-7576a58-h200-wide-keys/).
+#: First, GLUON_PINGPONG on 128-key tiles with a 3-deep ring and the overlap: 1.026x cuDNN over 8
+#: d=128 problems at seq 4096-8192 where the best of the others ran 0.949x
+#: (benchmarks/results/attention_sweep/2026-12-04-h200-pingpong/).
 GLUON_LISTED: tuple[Config, ...] = (
+    {
+        **TMA_DEFAULT,
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "num_stages": 3,
+        "GLUON": True,
+        "GLUON_OVERLAP": True,
+        "GLUON_PINGPONG": True,
+    },
     {**TMA_DEFAULT, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "GLUON": True},
     {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 4, "GLUON": True, "GLUON_OVERLAP": True},
     {
@@ -536,6 +563,7 @@ class FlashAttentionSpec(KernelSpec):
         meta.pop("GLUON_OVERLAP", None)
         meta.pop("GLUON_PERSISTENT", None)
         meta.pop("GLUON_WIDE_KEYS", None)
+        meta.pop("GLUON_PINGPONG", None)
         grid = (triton.cdiv(max_len, block_m), qh, batch)
         sources: tuple[Any, Any, Any] = (q, k, v)
         if tma:
@@ -592,8 +620,8 @@ def _gluon_launcher(
     inputs: Inputs, config: Config, batch_max_len: tuple[int, int], qk_scale: float
 ) -> Launcher:
     """Launch GLUON's kernel (``_flash_attention_gluon``) over ``inputs`` with ``config``'s key
-    tile (doubled by GLUON_WIDE_KEYS), ring depth (num_stages), overlap and persistence (one
-    program per SM); SpecError off an NVIDIA GPU."""
+    tile (doubled by GLUON_WIDE_KEYS), ring depth (num_stages), overlap, ping-pong and persistence
+    (one program per SM); SpecError off an NVIDIA GPU."""
     q, k, v, out, cu = inputs["q"], inputs["k"], inputs["v"], inputs["out"], inputs["cu_seqlens"]
     if q.device.type != "cuda":
         raise SpecError("flash_attention: GLUON runs on sm_90 GPUs only; use GLUON=False here")
@@ -628,6 +656,7 @@ def _gluon_launcher(
         "CAUSAL": bool(inputs["causal"]),
         "OVERLAP": bool(config.get("GLUON_OVERLAP", False)),
         "PERSISTENT": persistent,
+        "PINGPONG": bool(config.get("GLUON_PINGPONG", False)),
         "num_warps": int(PART_WARPS.value),
     }
 

@@ -158,8 +158,8 @@ def test_flops_and_bytes() -> None:
 
 
 def test_space_holds_the_studys_450_configs() -> None:
-    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and eight Hopper booleans.
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**8
+    # The study's 5 x 5 x 2 x 3 x 5, with a third stage value and nine Hopper booleans.
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 5 * 2 * 3 * 6 * 2**9
     configs = SPEC.space.enumerate(UNLIMITED)
     study = study_subspace(configs)
     assert len(study) == 450
@@ -171,9 +171,10 @@ def test_space_holds_the_studys_450_configs() -> None:
     # 25 (BLOCK_M, BLOCK_N) pairs instead of the study's 15, the 20 with BLOCK_M >= 32 with
     # SPLIT_M both ways, 6 stage values instead of 5, TMA and HEAVY_FIRST both ways,
     # WARP_SPECIALIZE on only at 8 warps (of 2, 4, 8); and GLUON's 128 x (64 or 128) tiles on 4
-    # warps at the 5 stage values >= 2, GLUON_OVERLAP and GLUON_PERSISTENT both ways, and the
-    # 128-key tiles doubled (GLUON_WIDE_KEYS) without the overlap.
-    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3 + 2 * 5 * 2 * 2 + 5 * 2
+    # warps at the 5 stage values >= 2, GLUON_OVERLAP (with GLUON_PINGPONG both ways) and
+    # GLUON_PERSISTENT both ways, and the 128-key tiles doubled (GLUON_WIDE_KEYS) without the
+    # overlap.
+    assert len(configs) == 450 * (25 + 20) // 15 * 6 // 5 * 4 * 4 // 3 + 2 * 5 * 3 * 2 + 5 * 2
 
 
 def test_hopper_parameters_exist_where_they_run(
@@ -214,7 +215,8 @@ def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
     """GLUON on sm_90 only (not sm_80, not Blackwell, not AMD or the interpreter), with its one
     row block, 64- or 128-key tiles on 4 warps, TMA on and the Triton kernel's own options off;
     GLUON_OVERLAP and GLUON_PERSISTENT only with it; GLUON_WIDE_KEYS only on its 128-key tiles,
-    without the overlap, where two 256-key tiles per stage fit at head_dim 64."""
+    without the overlap, where two 256-key tiles per stage fit at head_dim 64; GLUON_PINGPONG only
+    with the overlap."""
     from dataclasses import replace
 
     from workers.device_table import lookup
@@ -254,7 +256,17 @@ def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
     ):
         violation = SPEC.space.violation({**wide, **change}, h200_limits)
         assert violation is not None and violation.rule == "gluon-wide-keys", change
-    gluon_names = {"GLUON", "GLUON_OVERLAP", "GLUON_PERSISTENT", "GLUON_WIDE_KEYS"}
+    overlap = {**gluon, "GLUON_OVERLAP": True}
+    assert SPEC.space.violation({**overlap, "GLUON_PINGPONG": True}, h200_limits) is None
+    violation = SPEC.space.violation({**gluon, "GLUON_PINGPONG": True}, h200_limits)
+    assert violation is not None and violation.rule == "gluon-pingpong"
+    gluon_names = {
+        "GLUON",
+        "GLUON_OVERLAP",
+        "GLUON_PERSISTENT",
+        "GLUON_WIDE_KEYS",
+        "GLUON_PINGPONG",
+    }
     for limits in (cpu_limits, mi300x_limits):
         assert not gluon_names & set(SPEC.default_for(limits))
     assert not any(c.get("GLUON") for c in study_subspace(SPEC.space.enumerate(h200_limits)))
@@ -296,15 +308,15 @@ def test_h200_count_follows_the_shared_memory_and_register_rules(
         for s in (1, 2, 3, 4, 6, 8)
         for w in (2, 4, 8)
     )
-    # GLUON: 128 x (64 or 128) on 4 warps at stages >= 2 where they fit, GLUON_OVERLAP and
-    # GLUON_PERSISTENT both ways.
-    gluon = 4 * sum(fits(128, bn, s, 4) for bn in (64, 128) for s in (2, 3, 4, 6, 8))
+    # GLUON: 128 x (64 or 128) on 4 warps at stages >= 2 where they fit, GLUON_OVERLAP (with
+    # GLUON_PINGPONG both ways) and GLUON_PERSISTENT both ways.
+    gluon = 6 * sum(fits(128, bn, s, 4) for bn in (64, 128) for s in (2, 3, 4, 6, 8))
     # GLUON_WIDE_KEYS: 256-key tiles without the overlap, persistent or not, where two K and V
     # tiles per stage fit at head_dim 64: 2*64*(128 + 2*256*s) bytes.
     wide = 2 * sum(
         128 * (128 + 512 * s) <= h200_limits.shared_mem_per_block for s in (2, 3, 4, 6, 8)
     )
-    assert SPEC.space.count(h200_limits) == expected + gluon + wide == 4912 + 24 + 4
+    assert SPEC.space.count(h200_limits) == expected + gluon + wide == 4912 + 36 + 4
     # The study's configs on the H200, as before the Hopper parameters came.
     assert len(study_subspace(SPEC.space.enumerate(h200_limits))) == 268
     assert {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 8} not in [
@@ -363,21 +375,22 @@ def test_hopper_classes_list_the_split_tiles(
     h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
 ) -> None:
     """A new study on sm_90+ asks three split 128-row tiles after the default, then on sm_90
-    four GLUON configs (the third persistent, the fourth with 256-key tiles); other classes
-    none."""
+    five GLUON configs (the first with the ping-pong, the fourth persistent, the fifth with
+    256-key tiles); other classes none."""
     from dataclasses import replace
 
     from workers.device_table import lookup
 
     listed = SPEC.listed_configs(h200_limits)
-    assert len(listed) == 7
+    assert len(listed) == 8
     for config in listed:
         SPEC.space.validate(config, h200_limits)
         assert config["TMA"] and config["BLOCK_M"] == 128
-    assert [c["SPLIT_M"] for c in listed] == [True] * 3 + [False] * 4
-    assert [c["GLUON"] for c in listed] == [False] * 3 + [True] * 4
-    assert [c["GLUON_PERSISTENT"] for c in listed] == [False] * 5 + [True, False]
-    assert [c["GLUON_WIDE_KEYS"] for c in listed] == [False] * 6 + [True]
+    assert [c["SPLIT_M"] for c in listed] == [True] * 3 + [False] * 5
+    assert [c["GLUON"] for c in listed] == [False] * 3 + [True] * 5
+    assert [c["GLUON_PINGPONG"] for c in listed] == [False] * 3 + [True] + [False] * 4
+    assert [c["GLUON_PERSISTENT"] for c in listed] == [False] * 6 + [True, False]
+    assert [c["GLUON_WIDE_KEYS"] for c in listed] == [False] * 7 + [True]
     assert SPEC.default_for(h200_limits) not in listed
     blackwell = replace(h200_limits, arch="sm_100")
     assert [c for c in SPEC.listed_configs(blackwell) if c["GLUON"]] == []
@@ -532,6 +545,44 @@ GPU_CASES: list[tuple[Problem, Config]] = [
             "GLUON": True,
             "GLUON_OVERLAP": True,
             "GLUON_PERSISTENT": True,
+        },
+    ),
+    # GLUON_PINGPONG: the consumers' turns over ragged causal GQA (the masked band's loop too),
+    # persistent over many rounds, and 64-key tiles at head_dim 64.
+    (
+        problem(batch=5, max_seqlen=900, q_heads=8, kv_heads=2, head_dim=128),
+        {
+            **cfg(128, 128, stages=3, tma=True),
+            "GLUON": True,
+            "GLUON_OVERLAP": True,
+            "GLUON_PINGPONG": True,
+        },
+    ),
+    (
+        problem(
+            batch=23,
+            max_seqlen=1300,
+            q_heads=8,
+            kv_heads=4,
+            head_dim=128,
+            causal=False,
+            dtype="bfloat16",
+        ),
+        {
+            **cfg(128, 128, stages=3, tma=True),
+            "GLUON": True,
+            "GLUON_OVERLAP": True,
+            "GLUON_PERSISTENT": True,
+            "GLUON_PINGPONG": True,
+        },
+    ),
+    (
+        problem(batch=4, max_seqlen=700, q_heads=8, kv_heads=8, head_dim=64),
+        {
+            **cfg(128, 64, stages=4, tma=True),
+            "GLUON": True,
+            "GLUON_OVERLAP": True,
+            "GLUON_PINGPONG": True,
         },
     ),
     # GLUON_WIDE_KEYS (d=64): 256-key tiles, the causal band inside one tile or across two, the
