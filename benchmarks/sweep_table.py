@@ -22,7 +22,7 @@ def _attention(rows: list[dict[str, Any]]) -> list[str]:
         p, ms = r["problem"], r["ms"]
         c = r["best_config"]
         flags = ("TMA", "HEAVY_FIRST", "WARP_SPECIALIZE", "PRE_LOAD_V", "SPLIT_M", "GLUON",
-                 "GLUON_OVERLAP", "GLUON_PERSISTENT", "GLUON_WIDE_KEYS")  # fmt: skip
+                 "GLUON_OVERLAP", "GLUON_PERSISTENT", "GLUON_WIDE_KEYS", "GLUON_PINGPONG")  # fmt: skip
         cfg = f"{c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']}" + "".join(
             f" {flag}" for flag in flags if c.get(flag)
         )

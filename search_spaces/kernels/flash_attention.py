@@ -343,48 +343,27 @@ SPLIT_LISTED: tuple[Config, ...] = tuple(
     {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 2, "SPLIT_M": True, **flags}
     for flags in ({}, {"HEAVY_FIRST": True}, {"PRE_LOAD_V": True})
 )
-#: sm_90: the Gluon kernel's two best tiles over 7 d=128 problems on the H200, 128x128 with a
-#: 2-deep ring and 128x64 with a 4-deep ring and the overlap (0.836-0.869x and 0.858-0.862x cuDNN
-#: against 0.80-0.82x for the spec's best Triton tiles in the same runs; 0.93-0.98x at 8192 causal;
-#: benchmarks/results/attention_sweep/2026-12-03-{bc8c02e-h200-gluon,c162c2a-h200-gluon-sched}/).
-#: Then GLUON_PERSISTENT on the first: of 13 candidates over the issue's 192 problems it won 21
-#: (the four persistent ones 36, 25 of them at batch 1; up to 1.18x over the best non-persistent
-#: candidate at batch 1 causal d=128) (benchmarks/results/attention_sweep/2026-12-03-b4a0cd6-h200-persistent/).
-#: Then 256-key tiles with a 3-deep ring, head_dim 64 only (at 128 the study records it invalid):
-#: over the issue's 96 d=64 problems it was the best single config at seq >= 4096 without causal
-#: masking (1.027x cuDNN), and the four 256-key configs took the best of 12 there from 1.011x to
-#: 1.048x (benchmarks/results/attention_sweep/2026-12-04-7576a58-h200-wide-keys/).
-#: First, GLUON_PINGPONG on 128-key tiles with a 3-deep ring and the overlap: 1.026x cuDNN over 8
-#: d=128 problems at seq 4096-8192 where the best of the others ran 0.949x
-#: (benchmarks/results/attention_sweep/2026-12-04-h200-pingpong/).
+
+
+def _gluon(block_n: int, stages: int, **flags: bool) -> Config:
+    """A GLUON config on the sm_90 default: ``block_n``-key tiles, a ``stages``-deep ring."""
+    tile = {"BLOCK_M": 128, "BLOCK_N": block_n, "num_stages": stages}
+    return {**TMA_DEFAULT, **tile, "GLUON": True, **flags}
+
+
+#: sm_90: the five GLUON configs that won most often among 15 candidates over the issue's 192
+#: problems on the H200 (benchmarks/results/attention_sweep/2026-12-04-c93fd3e-h200-pingpong-all/),
+#: in this order: 128-key tiles with a 3-deep ring, the overlap and the ping-pong (12 wins), the
+#: same persistent (38), without the ping-pong (19); 256-key tiles (head_dim 64 only; at 128 a
+#: study records them invalid) with a 3-deep ring (12) and with a 2-deep ring, persistent (11).
+#: GLUON's configs listed before them (128x128 with a 2-deep ring, persistent or not, and 128x64
+#: with a 4-deep ring and the overlap) won 5 there.
 GLUON_LISTED: tuple[Config, ...] = (
-    {
-        **TMA_DEFAULT,
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "num_stages": 3,
-        "GLUON": True,
-        "GLUON_OVERLAP": True,
-        "GLUON_PINGPONG": True,
-    },
-    {**TMA_DEFAULT, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2, "GLUON": True},
-    {**TMA_DEFAULT, "BLOCK_M": 128, "num_stages": 4, "GLUON": True, "GLUON_OVERLAP": True},
-    {
-        **TMA_DEFAULT,
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "num_stages": 2,
-        "GLUON": True,
-        "GLUON_PERSISTENT": True,
-    },
-    {
-        **TMA_DEFAULT,
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "num_stages": 3,
-        "GLUON": True,
-        "GLUON_WIDE_KEYS": True,
-    },
+    _gluon(128, 3, GLUON_OVERLAP=True, GLUON_PINGPONG=True),
+    _gluon(128, 3, GLUON_OVERLAP=True, GLUON_PINGPONG=True, GLUON_PERSISTENT=True),
+    _gluon(128, 3, GLUON_OVERLAP=True),
+    _gluon(128, 3, GLUON_WIDE_KEYS=True),
+    _gluon(128, 2, GLUON_WIDE_KEYS=True, GLUON_PERSISTENT=True),
 )
 #: AMD: a config of the kind ROCm's Triton flash-attention tutorial tunes with on CDNA (one stage,
 #: occupancy hint 2 waves per EU); the other AMD-only options take _common's defaults.

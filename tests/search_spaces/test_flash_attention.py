@@ -375,8 +375,8 @@ def test_hopper_classes_list_the_split_tiles(
     h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
 ) -> None:
     """A new study on sm_90+ asks three split 128-row tiles after the default, then on sm_90
-    five GLUON configs (the first with the ping-pong, the fourth persistent, the fifth with
-    256-key tiles); other classes none."""
+    five GLUON configs (the first two with the ping-pong, the last two with 256-key tiles, the
+    second and the fifth persistent); other classes none."""
     from dataclasses import replace
 
     from workers.device_table import lookup
@@ -388,9 +388,9 @@ def test_hopper_classes_list_the_split_tiles(
         assert config["TMA"] and config["BLOCK_M"] == 128
     assert [c["SPLIT_M"] for c in listed] == [True] * 3 + [False] * 5
     assert [c["GLUON"] for c in listed] == [False] * 3 + [True] * 5
-    assert [c["GLUON_PINGPONG"] for c in listed] == [False] * 3 + [True] + [False] * 4
-    assert [c["GLUON_PERSISTENT"] for c in listed] == [False] * 6 + [True, False]
-    assert [c["GLUON_WIDE_KEYS"] for c in listed] == [False] * 7 + [True]
+    assert [c["GLUON_PINGPONG"] for c in listed] == [False] * 3 + [True] * 2 + [False] * 3
+    assert [c["GLUON_PERSISTENT"] for c in listed] == [False] * 4 + [True, False, False, True]
+    assert [c["GLUON_WIDE_KEYS"] for c in listed] == [False] * 6 + [True] * 2
     assert SPEC.default_for(h200_limits) not in listed
     blackwell = replace(h200_limits, arch="sm_100")
     assert [c for c in SPEC.listed_configs(blackwell) if c["GLUON"]] == []
