@@ -1,15 +1,20 @@
 """Group geomeans of this folder's sweep: the best of each candidate subset over the fastest SDPA
 backend, per problem group, and the winners at seq >= 4096.
 
-Usage (repo root): python3 benchmarks/results/attention_sweep/2026-12-04-c93fd3e-h200-pingpong-all/groups.py
+Usage (repo root): python3 benchmarks/results/attention_sweep/2026-12-04-c93fd3e-h200-pingpong-all/groups.py [FILE.json]
+(default: this folder's attention_pingpong.json; any sweep of the "pingpong" candidates)
 """
 
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
-ROWS = json.loads((Path(__file__).parent / "attention_pingpong.json").read_text())["rows"]
+SOURCE = (
+    Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "attention_pingpong.json"
+)
+ROWS = json.loads(SOURCE.read_text())["rows"]
 SUBSETS = {
     "best of 15": range(15),
     "c0-c11 (the earlier run's 12)": range(12),
@@ -42,6 +47,8 @@ def main() -> None:
     print("|---|---|" + "---|" * len(SUBSETS))
     for name, member in GROUPS.items():
         rows = [r for r in ROWS if member(r["problem"])]
+        if not rows:
+            continue
         cells = [
             geomean(
                 [
