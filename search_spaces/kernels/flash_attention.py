@@ -5,7 +5,8 @@ Importing this module loads neither torch nor triton; the kernel lives in
 2025), plus the AMD-only launch options, plus Hopper-class parameters (NVIDIA and the interpreter:
 TMA tensor-descriptor loads, heavy-first row-block order, row blocks split in two halves; NVIDIA
 GPUs only: warp specialization; sm_90 only: ``GLUON``, a second kernel in FlashAttention-3's layout,
-written in Gluon, ``_flash_attention_gluon``, optionally persistent), three pipeline stages, and key blocks wider than the
+written in Gluon, ``_flash_attention_gluon``, optionally persistent, with FlashAttention-3's
+warpgroup ping-pong), three pipeline stages, and key blocks wider than the
 row block (the study required BLOCK_M >= BLOCK_N). ``study_subspace`` picks the study's configs back out.
 """
 
