@@ -198,27 +198,18 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
         _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
     ],
-    # GLUON_PINGPONG on 128-key tiles with a 3-deep ring and the overlap (without the ping-pong
-    # too, and persistent), beside "wide".
-    "pingpong": [
-        _cfg(64, 64, 4, 3, tma=True),
-        _cfg(64, 128, 4, 2, tma=True),
-        _cfg(128, 64, 4, 2, tma=True, split=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True),
-        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True),
-        _cfg(128, 64, 4, 6, tma=True, gluon=True, overlap=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True),
-        _cfg(128, 64, 4, 4, tma=True, gluon=True, overlap=True, persistent=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True, wide=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, wide=True),
-        _cfg(128, 128, 4, 2, tma=True, gluon=True, persistent=True, wide=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, persistent=True, wide=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True, pingpong=True),
-        _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True, persistent=True, pingpong=True),
-    ],
     "smoke": [_cfg(16, 16, 4, 2), _cfg(32, 16, 4, 2, tma=True, heavy=True)],
 }
+
+
+# GLUON_PINGPONG on 128-key tiles with a 3-deep ring and the overlap (without the ping-pong too,
+# and persistent), after "wide".
+CANDIDATES["pingpong"] = [
+    *CANDIDATES["wide"],
+    _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True),
+    _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True, pingpong=True),
+    _cfg(128, 128, 4, 3, tma=True, gluon=True, overlap=True, persistent=True, pingpong=True),
+]
 
 
 def _problem(b: int, s: int, kv: int, d: int, causal: bool, dtype: str) -> str:

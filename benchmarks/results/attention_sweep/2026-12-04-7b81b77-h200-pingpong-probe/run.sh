@@ -4,6 +4,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 rm -rf $HOME/.triton/cache
 R=/tmp/r; rm -rf $R; mkdir -p $R
 D=benchmarks/results/attention_sweep/2026-12-04-7b81b77-h200-pingpong-probe
+# the probe imports gluon_variants.py from its folder: made from 7b81b77's kernel first (MANIFEST.md)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $R/gpu.txt
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__)" >> $R/gpu.txt
 timeout 520 python3 $D/probe.py $R/probe.json > $R/probe.txt 2>&1
