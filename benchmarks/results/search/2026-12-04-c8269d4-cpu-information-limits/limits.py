@@ -148,3 +148,6 @@ for pairwise, found in places.items():
         f"\n{'pairwise' if pairwise else 'additive'}: the first 2% config among the model's first 4"
         f" on {(found < 4).sum()} of {found.size}, first 8 on {(found < 8).sum()}, mean place {found.mean():.1f}"
     )
+
+pairs = sum(len(VALUES[a]) * len(VALUES[b]) for i, a in enumerate(PARAMS) for b in PARAMS[i + 1 :])
+print(f"\nvalue pairs of two of the landscapes' {len(PARAMS)} parameters: {pairs}")
