@@ -44,6 +44,12 @@ def cfg(
     }
 
 
+def gluon(bn: int, stages: int = 2, **flags: bool) -> Config:
+    """A GLUON config: 128 x ``bn`` tiles on 4 warps through TMA, a ``stages``-deep ring, and
+    ``flags`` (GLUON_* options) on."""
+    return {**cfg(128, bn, stages=stages, tma=True), "GLUON": True, **flags}
+
+
 def problem(**changes: ProblemValue) -> Problem:
     return {**SPEC.example, **changes}
 
@@ -274,7 +280,7 @@ def test_gluon_is_an_sm_90_kernel_with_its_own_tiles(
 
 def test_gluon_off_the_gpu_is_a_spec_error() -> None:
     inputs = SPEC.build_inputs(SPEC.validate_problem(problem(head_dim=128)), "cpu")
-    config = {**cfg(128, 64, stages=2, tma=True), "GLUON": True}
+    config = gluon(64, stages=2)
     with pytest.raises(SpecError, match="GLUON runs on sm_90"):
         SPEC.make_launcher(inputs, config)
 
@@ -500,26 +506,26 @@ GPU_CASES: list[tuple[Problem, Config]] = [
     # and past the tensor, causal and not, GQA, both key tiles, with and without the overlap.
     (
         problem(batch=5, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=128),
-        {**cfg(128, 128, tma=True), "GLUON": True},
+        gluon(128),
     ),
     (
         problem(batch=4, max_seqlen=900, q_heads=8, kv_heads=4, head_dim=128, causal=False),
-        {**cfg(128, 64, stages=4, tma=True), "GLUON": True, "GLUON_OVERLAP": True},
+        gluon(64, stages=4, GLUON_OVERLAP=True),
     ),
     (
         problem(batch=3, max_seqlen=1000, q_heads=8, kv_heads=8, head_dim=64, dtype="bfloat16"),
-        {**cfg(128, 64, stages=3, tma=True), "GLUON": True, "GLUON_OVERLAP": True},
+        gluon(64, stages=3, GLUON_OVERLAP=True),
     ),
     (
         problem(batch=2, max_seqlen=333, q_heads=4, kv_heads=1, head_dim=64, causal=False),
-        {**cfg(128, 128, stages=2, tma=True), "GLUON": True},
+        gluon(128, stages=2),
     ),
     # GLUON_PERSISTENT: many rounds per program (ragged causal, GQA: the reversed rounds and the
     # ring and query buffers carried from item to item), non-causal with the overlap, and fewer
     # items than SMs.
     (
         problem(batch=37, max_seqlen=700, q_heads=8, kv_heads=2, head_dim=128),
-        {**cfg(128, 128, tma=True), "GLUON": True, "GLUON_PERSISTENT": True},
+        gluon(128, GLUON_PERSISTENT=True),
     ),
     (
         problem(
@@ -531,32 +537,17 @@ GPU_CASES: list[tuple[Problem, Config]] = [
             causal=False,
             dtype="bfloat16",
         ),
-        {
-            **cfg(128, 64, stages=4, tma=True),
-            "GLUON": True,
-            "GLUON_OVERLAP": True,
-            "GLUON_PERSISTENT": True,
-        },
+        gluon(64, stages=4, GLUON_OVERLAP=True, GLUON_PERSISTENT=True),
     ),
     (
         problem(batch=3, max_seqlen=300, q_heads=4, kv_heads=4, head_dim=64),
-        {
-            **cfg(128, 128, stages=2, tma=True),
-            "GLUON": True,
-            "GLUON_OVERLAP": True,
-            "GLUON_PERSISTENT": True,
-        },
+        gluon(128, stages=2, GLUON_OVERLAP=True, GLUON_PERSISTENT=True),
     ),
     # GLUON_PINGPONG: the consumers' turns over ragged causal GQA (the masked band's loop too),
     # persistent over many rounds, and 64-key tiles at head_dim 64.
     (
         problem(batch=5, max_seqlen=900, q_heads=8, kv_heads=2, head_dim=128),
-        {
-            **cfg(128, 128, stages=3, tma=True),
-            "GLUON": True,
-            "GLUON_OVERLAP": True,
-            "GLUON_PINGPONG": True,
-        },
+        gluon(128, stages=3, GLUON_OVERLAP=True, GLUON_PINGPONG=True),
     ),
     (
         problem(
@@ -568,41 +559,25 @@ GPU_CASES: list[tuple[Problem, Config]] = [
             causal=False,
             dtype="bfloat16",
         ),
-        {
-            **cfg(128, 128, stages=3, tma=True),
-            "GLUON": True,
-            "GLUON_OVERLAP": True,
-            "GLUON_PERSISTENT": True,
-            "GLUON_PINGPONG": True,
-        },
+        gluon(128, stages=3, GLUON_OVERLAP=True, GLUON_PERSISTENT=True, GLUON_PINGPONG=True),
     ),
     (
         problem(batch=4, max_seqlen=700, q_heads=8, kv_heads=8, head_dim=64),
-        {
-            **cfg(128, 64, stages=4, tma=True),
-            "GLUON": True,
-            "GLUON_OVERLAP": True,
-            "GLUON_PINGPONG": True,
-        },
+        gluon(64, stages=4, GLUON_OVERLAP=True, GLUON_PINGPONG=True),
     ),
     # GLUON_WIDE_KEYS (d=64): 256-key tiles, the causal band inside one tile or across two, the
     # last tile past the sequence; persistent over many rounds.
     (
         problem(batch=5, max_seqlen=900, q_heads=8, kv_heads=2, head_dim=64),
-        {**cfg(128, 128, stages=3, tma=True), "GLUON": True, "GLUON_WIDE_KEYS": True},
+        gluon(128, stages=3, GLUON_WIDE_KEYS=True),
     ),
     (
         problem(batch=6, max_seqlen=1100, q_heads=8, kv_heads=8, head_dim=64, causal=False),
-        {**cfg(128, 128, stages=2, tma=True), "GLUON": True, "GLUON_WIDE_KEYS": True},
+        gluon(128, stages=2, GLUON_WIDE_KEYS=True),
     ),
     (
         problem(batch=29, max_seqlen=700, q_heads=8, kv_heads=4, head_dim=64, dtype="bfloat16"),
-        {
-            **cfg(128, 128, stages=3, tma=True),
-            "GLUON": True,
-            "GLUON_PERSISTENT": True,
-            "GLUON_WIDE_KEYS": True,
-        },
+        gluon(128, stages=3, GLUON_PERSISTENT=True, GLUON_WIDE_KEYS=True),
     ),
 ]
 
