@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from db.session import Database, default_url
     from db.states import (
         RETRYABLE_OUTCOMES,
+        BestBackend,
         JobStatus,
         Objective,
         StudyStatus,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
 _WHERE: dict[str, str] = {
     "AuditRecord": "db.repository",
+    "BestBackend": "db.states",
     "BestRecord": "db.repository",
     "ConstraintViolation": "db.errors",
     "Database": "db.session",
@@ -98,6 +100,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "RETRYABLE_OUTCOMES",
     "AuditRecord",
+    "BestBackend",
     "BestRecord",
     "ConstraintViolation",
     "Database",

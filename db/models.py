@@ -23,6 +23,7 @@ from db.states import (
     RETRYABLE_OUTCOMES as RETRYABLE_OUTCOMES,
 )
 from db.states import (
+    BestBackend,
     JobStatus,
     Objective,
     RevalidationState,
@@ -267,6 +268,7 @@ class BestConfig(Base):
         sa.UniqueConstraint(*BEST_KEY, name="uq_tf_best_configs_key"),
         sa.CheckConstraint(_in_check("objective", Objective), name="objective"),
         sa.CheckConstraint(_in_check("revalidation", RevalidationState), name="revalidation"),
+        sa.CheckConstraint(_in_check("backend", BestBackend), name="backend"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -292,6 +294,61 @@ class BestConfig(Base):
     revalidated_environment_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("tf_environments.id")
     )
+    #: Which backend won the key in the final paired re-timing (see BestBackend); the times of
+    #: that re-timing (None: not measured) and its relative noise floor.
+    backend: Mapped[BestBackend] = mapped_column(
+        _enum_column(BestBackend),
+        default=BestBackend.TRITON,
+        server_default=BestBackend.TRITON.value,
+    )
+    vendor: Mapped[str | None] = mapped_column(sa.String(64))
+    triton_ms: Mapped[float | None]
+    vendor_ms: Mapped[float | None]
+    default_ms: Mapped[float | None]
+    noise: Mapped[float | None]
+
+
+class VendorTrial(Base):
+    """One measurement of a kernel spec's vendor path on a problem and device class, in an
+    environment, under an objective; fields as a Trial's. Keyed by the kernel's name: a library
+    path does not change with the kernel's version."""
+
+    __tablename__ = "tf_vendor_trials"
+    __table_args__ = (
+        sa.Index(
+            "ix_tf_vendor_trials_key",
+            "kernel_name",
+            "problem_key",
+            "device_class_id",
+            "objective",
+            "vendor",
+            "id",
+        ),
+        sa.Index("ix_tf_vendor_trials_study_id", "study_id"),
+        sa.CheckConstraint(_in_check("outcome", TrialOutcome), name="outcome"),
+        sa.CheckConstraint(_in_check("objective", Objective), name="objective"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
+    study_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_studies.id"))
+    kernel_name: Mapped[str] = mapped_column(sa.String(200))
+    problem_key: Mapped[str] = mapped_column(sa.Text)
+    device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
+    environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
+    objective: Mapped[Objective] = mapped_column(
+        _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value
+    )
+    vendor: Mapped[str] = mapped_column(sa.String(64))
+    outcome: Mapped[TrialOutcome] = mapped_column(_enum_column(TrialOutcome))
+    samples_ms: Mapped[list[float] | None] = mapped_column(sa.JSON)
+    median_ms: Mapped[float | None]
+    iqr_ms: Mapped[float | None]
+    max_rel_error: Mapped[float | None]
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    worker: Mapped[str | None] = mapped_column(sa.String(200))
+    host: Mapped[str | None] = mapped_column(sa.String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Token(Base):

@@ -45,7 +45,7 @@ from db.models import (
     TrialOutcome,
     utcnow,
 )
-from db.states import STALE_STATES, RevalidationState
+from db.states import STALE_STATES, BestBackend, RevalidationState
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -135,6 +135,16 @@ class BestRecord:
     revalidated_at: datetime | None = None
     revalidated_ms: float | None = None
     revalidated_environment_id: int | None = None
+    #: Which backend won the key in the final paired re-timing: ``triton`` (``config``) or
+    #: ``vendor`` (the library path ``vendor``; ``config`` is then the best Triton config and
+    #: ``time_ms`` the vendor path's time); ``triton_ms``/``vendor_ms``/``default_ms`` the times
+    #: of that re-timing and ``noise`` its relative noise floor (None: not measured).
+    backend: BestBackend = BestBackend.TRITON
+    vendor: str | None = None
+    triton_ms: float | None = None
+    vendor_ms: float | None = None
+    default_ms: float | None = None
+    noise: float | None = None
 
     @property
     def stale(self) -> bool:

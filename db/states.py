@@ -74,6 +74,14 @@ class Objective(str, enum.Enum):
     GRAPH = "graph"  # per launch, in a CUDA graph of back-to-back launches over rotating inputs
 
 
+class BestBackend(str, enum.Enum):
+    """Which backend won a best-config key: ``triton`` (the stored config) or ``vendor`` (the
+    spec's library path named beside it)."""
+
+    TRITON = "triton"
+    VENDOR = "vendor"
+
+
 class RevalidationState(str, enum.Enum):
     """What re-timing a stored best config in a later environment found (``tunefleet
     revalidate``): ``holds`` within the threshold of its stored time, ``regressed`` slower by

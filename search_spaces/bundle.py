@@ -4,7 +4,17 @@ A bundle is JSON::
 
     {"format": "tunefleet-bundle/1", "kernel": "matmul", "kernel_version": "...",
      "device_class": "NVIDIA H200", "environment": {...}, "default": {config},
-     "entries": [{"problem": {...}, "config": {...}, "time_ms": 0.41, "job": 7}, ...]}
+     "entries": [{"problem": {...}, "backend": "triton", "config": {...}, "time_ms": 0.41,
+                  "triton_ms": 0.41, "vendor": "torch.matmul", "vendor_ms": 0.44,
+                  "noise": 0.01, "job": 7, "team": "ml"}, ...],
+     "digest": "sha256 hex"}
+
+Each entry says which backend wins its problem: ``triton`` (launch ``config``) or ``vendor``
+(keep the library path named by ``vendor``; ``config`` is then the fastest Triton config
+measured, for callers that must launch Triton anyway); an entry without ``backend`` is
+``triton``. ``triton_ms``/``vendor_ms`` are the two times of the final paired re-timing and
+``noise`` its relative noise floor. ``digest`` (optional) is the SHA-256 of the document without
+it (:func:`bundle_digest`); a file whose digest does not match its content is refused.
 
 :meth:`Bundle.lookup` picks, for a problem:
 
@@ -14,6 +24,9 @@ A bundle is JSON::
    sum over integer fields of ``|log2(a) - log2(b)|``, so 2048 is as far from 4096 as 4096 from
    8192); ties go to the entry listed first in the bundle;
 3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
+
+:meth:`Bundle.decide` follows the same rule and returns the whole :class:`Decision` (backend,
+config, vendor path); the default is ``triton`` with the default config.
 
 Answers are cached per problem, so a repeated :meth:`Bundle.resolve` is one tuple and one dict
 access. On a launch path, :meth:`Bundle.table` is cheaper still: a dict keyed by the problem's
@@ -25,6 +38,7 @@ single dict access. Importing this module loads neither torch, triton, Ray, Optu
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -39,6 +53,8 @@ if TYPE_CHECKING:
     from search_spaces.spec import KernelSpec
 
 BUNDLE_FORMAT = "tunefleet-bundle/1"
+#: The backends an entry may name.
+BACKENDS = ("triton", "vendor")
 
 ProblemLike = Mapping[str, Any]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,12 +71,36 @@ def _frozen(problem: ProblemLike) -> tuple[tuple[str, Any], ...]:
 
 @dataclass(frozen=True)
 class BundleEntry:
-    """The tuned config for one problem, with its time and the job that found it."""
+    """The decision for one problem: its backend (``triton`` or ``vendor``), the Triton config,
+    the time of the chosen backend, both backends' times and the noise floor of the re-timing
+    that compared them, and the job and team that produced it."""
 
     problem: dict[str, Any]
     config: dict[str, Any]
     time_ms: float | None = None
     job: int | None = None
+    backend: str = "triton"
+    vendor: str | None = None
+    triton_ms: float | None = None
+    vendor_ms: float | None = None
+    noise: float | None = None
+    team: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a deployment does for a problem: ``backend`` ``triton`` launches ``config``;
+    ``vendor`` keeps the library path ``vendor`` (``config`` is still the best Triton config).
+    ``how`` says how the entry was found: ``exact``, ``nearest`` or ``default``."""
+
+    backend: str
+    config: dict[str, Any]
+    vendor: str | None
+    how: str
+
+    @property
+    def triton(self) -> bool:
+        return self.backend == "triton"
 
 
 @dataclass
@@ -74,24 +114,37 @@ class Bundle:
     entries: list[BundleEntry]
     environment: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
-    _exact: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = field(
+    #: SHA-256 of the document the bundle was read from (:func:`bundle_digest`); "" when built
+    #: in memory.
+    digest: str = ""
+    _exact: dict[tuple[tuple[str, Any], ...], BundleEntry] = field(
         init=False, repr=False, default_factory=dict
     )
     _cache: dict[tuple[tuple[str, Any], ...], tuple[str, dict[str, Any]]] = field(
         init=False, repr=False, default_factory=dict
     )
+    _decisions: dict[tuple[tuple[str, Any], ...], Decision] = field(
+        init=False, repr=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         for entry in self.entries:
-            self._exact.setdefault(_frozen(entry.problem), entry.config)
+            self._exact.setdefault(_frozen(entry.problem), entry)
 
-    def _nearest(self, problem: ProblemLike) -> dict[str, Any] | None:
-        best: tuple[float, dict[str, Any]] | None = None
+    def _nearest(self, problem: ProblemLike) -> BundleEntry | None:
+        best: tuple[float, BundleEntry] | None = None
         for entry in self.entries:
             distance = problem_distance(problem, entry.problem)
             if math.isfinite(distance) and (best is None or distance < best[0]):
-                best = (distance, entry.config)
+                best = (distance, entry)
         return None if best is None else best[1]
+
+    def _entry_for(self, problem: ProblemLike) -> tuple[str, BundleEntry | None]:
+        exact = self._exact.get(_frozen(problem))
+        if exact is not None:
+            return "exact", exact
+        near = self._nearest(problem)
+        return ("nearest", near) if near is not None else ("default", None)
 
     def resolve(self, problem: ProblemLike) -> tuple[str, dict[str, Any]]:
         """``(how, config)`` for ``problem``; ``how`` is ``exact``, ``nearest`` or ``default``.
@@ -101,14 +154,23 @@ class Bundle:
         hit = self._cache.get(tuple(problem.items()))
         if hit is not None:
             return hit
-        key = _frozen(problem)
-        exact = self._exact.get(key)
-        if exact is not None:
-            hit = ("exact", exact)
-        else:
-            near = self._nearest(problem)
-            hit = ("nearest", near) if near is not None else ("default", self.default)
+        how, entry = self._entry_for(problem)
+        hit = (how, entry.config if entry is not None else self.default)
         self._cache[tuple(problem.items())] = hit
+        return hit
+
+    def decide(self, problem: ProblemLike) -> Decision:
+        """The :class:`Decision` for ``problem``: the exact entry's, else the nearest entry's,
+        else ``triton`` with the default config; cached like :meth:`resolve`."""
+        hit = self._decisions.get(tuple(problem.items()))
+        if hit is not None:
+            return hit
+        how, entry = self._entry_for(problem)
+        if entry is None:
+            hit = Decision("triton", self.default, None, how)
+        else:
+            hit = Decision(entry.backend, entry.config, entry.vendor, how)
+        self._decisions[tuple(problem.items())] = hit
         return hit
 
     def lookup(self, problem: ProblemLike) -> dict[str, Any]:
@@ -123,6 +185,13 @@ class Bundle:
         without ``prepare``), ``prepare`` called once per distinct config."""
         return BundleTable(self, fields, prepare)
 
+    def decision_table(
+        self, fields: tuple[str, ...], prepare: Callable[[Decision], T] | None = None
+    ) -> BundleTable[T]:
+        """Like :meth:`table`, with ``prepare(decision)`` (the :class:`Decision` itself without
+        ``prepare``) as values: what a launch path that may keep the vendor path needs."""
+        return BundleTable(self, fields, prepare, decisions=True)
+
 
 class BundleTable(dict[tuple[Any, ...], T], Generic[T]):
     """What :meth:`Bundle.table` returns: a dict from problem values (in ``fields`` order) to the
@@ -133,7 +202,8 @@ class BundleTable(dict[tuple[Any, ...], T], Generic[T]):
         self,
         bundle: Bundle,
         fields: tuple[str, ...],
-        prepare: Callable[[dict[str, Any]], T] | None = None,
+        prepare: Callable[[Any], T] | None = None,
+        decisions: bool = False,
     ) -> None:
         super().__init__()
         if len(set(fields)) != len(fields) or not fields:
@@ -142,7 +212,9 @@ class BundleTable(dict[tuple[Any, ...], T], Generic[T]):
         self.fields = fields
         self.how: dict[tuple[Any, ...], str] = {}
         self._prepare = prepare
-        self._prepared: dict[int, tuple[dict[str, Any], T]] = {}
+        self._decisions = decisions
+        self._prepared: dict[int, tuple[Any, T]] = {}
+        self._interned_decisions: dict[tuple[str, int, str | None], Decision] = {}
 
     def __missing__(self, key: tuple[Any, ...]) -> T:
         if len(key) != len(self.fields):
@@ -150,17 +222,32 @@ class BundleTable(dict[tuple[Any, ...], T], Generic[T]):
                 f"{self.bundle.kernel} table key {key!r}: give one value per field of "
                 f"{', '.join(self.fields)}"
             )
-        how, config = self.bundle.resolve(dict(zip(self.fields, key, strict=True)))
-        # Keyed by identity: resolve returns the bundle's own config objects; the config is
-        # kept beside its prepared value so that its id stays its own.
-        known = self._prepared.get(id(config))
+        problem = dict(zip(self.fields, key, strict=True))
+        answer: Any
+        if self._decisions:
+            decision = self.bundle.decide(problem)
+            how = decision.how
+            answer = self._interned(
+                Decision(decision.backend, decision.config, decision.vendor, "table")
+            )
+        else:
+            how, answer = self.bundle.resolve(problem)
+        # Keyed by identity: resolve returns the bundle's own config objects (decisions are
+        # interned); the answer is kept beside its prepared value so that its id stays its own.
+        known = self._prepared.get(id(answer))
         if known is None:
-            made: Any = config if self._prepare is None else self._prepare(config)
-            known = self._prepared[id(config)] = (config, made)
+            made: Any = answer if self._prepare is None else self._prepare(answer)
+            known = self._prepared[id(answer)] = (answer, made)
         value: T = known[1]
         self[key] = value
         self.how[key] = how
         return value
+
+    def _interned(self, decision: Decision) -> Decision:
+        """One Decision object per (backend, config object, vendor), so that the prepared value
+        of a decision is made once however many problems share it."""
+        ident = (decision.backend, id(decision.config), decision.vendor)
+        return self._interned_decisions.setdefault(ident, decision)
 
 
 def _is_int(value: object) -> bool:
@@ -258,7 +345,47 @@ def _entry(raw: object, what: str, spec: KernelSpec | None, kinds: dict[str, typ
         raise BundleError(f"{what}.time_ms is {time_ms!r}; a time is a positive number of ms")
     if job is not None and not _is_int(job):
         raise BundleError(f"{what}.job is {job!r}; a job is an integer id")
-    return BundleEntry(dict(raw["problem"]), dict(raw["config"]), time_ms, job)
+    backend = raw.get("backend", "triton")
+    if backend not in BACKENDS:
+        raise BundleError(
+            f"{what}.backend is {backend!r}; a backend is one of {', '.join(BACKENDS)} "
+            "(pull the bundle again with this tunefleet)"
+        )
+    vendor, team = raw.get("vendor"), raw.get("team")
+    for name, value in (("vendor", vendor), ("team", team)):
+        if value is not None and not isinstance(value, str):
+            raise BundleError(f"{what}.{name} is {value!r}; expected a string")
+    if backend == "vendor" and not vendor:
+        raise BundleError(f"{what} says backend 'vendor' but names no 'vendor' path")
+    times = {}
+    for name in ("triton_ms", "vendor_ms", "noise"):
+        value = raw.get(name)
+        if value is not None and not (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= 0
+        ):
+            raise BundleError(f"{what}.{name} is {value!r}; expected a non-negative number")
+        times[name] = None if value is None else float(value)
+    return BundleEntry(
+        dict(raw["problem"]),
+        dict(raw["config"]),
+        time_ms,
+        job,
+        backend=backend,
+        vendor=vendor,
+        team=team,
+        **times,
+    )
+
+
+def bundle_digest(data: Mapping[str, Any]) -> str:
+    """SHA-256 hex of a bundle document without its ``digest`` key (canonical JSON: sorted keys,
+    no spaces), so equal content gives the same digest on every rank and machine."""
+    body = {k: v for k, v in data.items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | None = None) -> Bundle:
@@ -293,6 +420,13 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
     entries = [
         _entry(raw, f"{where}: entries[{i}]", spec, kinds) for i, raw in enumerate(raw_entries)
     ]
+    digest = bundle_digest(data)
+    stated = data.get("digest")
+    if stated is not None and stated != digest:
+        raise BundleError(
+            f"{where}: its digest {str(stated)[:16]}... does not match its content "
+            f"({digest[:16]}...); the file was changed after `tunefleet pull`: pull it again"
+        )
     known = {
         "format",
         "kernel",
@@ -301,6 +435,7 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
         "environment",
         "default",
         "entries",
+        "digest",
     }
     return Bundle(
         kernel=data["kernel"],
@@ -310,6 +445,7 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
         entries=entries,
         environment=environment,
         meta={k: v for k, v in data.items() if k not in known},
+        digest=digest,
     )
 
 

@@ -88,6 +88,18 @@ class KernelSpec(abc.ABC):
         class."""
         return None
 
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        """Names of the library paths a deployment runs for ``problem`` without this kernel
+        (``torch.matmul``, an SDPA backend, ...), each a candidate measured beside the trials
+        that may win the key; none by default. Called in the orchestrator: stdlib only."""
+        return ()
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        """Like ``make_launcher`` for the vendor path ``name`` (one of ``vendor_paths``): a
+        zero-argument callable that writes ``inputs["out"]`` with the library's result, checked
+        and timed exactly as a config is. Raises when the path does not run here."""
+        raise SpecError(f"kernel {self.name!r} has no vendor path {name!r}")
+
     def tolerance(self, problem: Problem) -> float:
         """Max-norm relative error allowed for ``problem`` (by its dtype unless overridden)."""
         return DEFAULT_TOLERANCE[str(problem.get("dtype", "float32"))]

@@ -67,11 +67,13 @@ class ChildSettings:
 class TrialRequest:
     """One trial: a kernel (registry name or ``module:attribute``), a problem and a config; the
     one type that carries them from the driver to the worker, the runner and its child (the
-    runner validates the problem before it reaches the child)."""
+    runner validates the problem before it reaches the child). With ``vendor`` set it measures
+    the spec's vendor path of that name instead (``config`` is then empty and ignored)."""
 
     kernel: str
     problem: Problem
     config: Config
+    vendor: str | None = None
 
 
 @dataclass(frozen=True)
