@@ -96,8 +96,16 @@ class KernelSpec(abc.ABC):
 
     def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
         """Like ``make_launcher`` for the vendor path ``name`` (one of ``vendor_paths``): a
-        zero-argument callable that writes ``inputs["out"]`` with the library's result, checked
-        and timed exactly as a config is. Raises when the path does not run here."""
+        zero-argument callable that runs the library once, checked against ``reference`` and
+        timed exactly as a config is; the work a deployment does around the library call for
+        this problem (routing, gathering pages, ...) happens inside the call too.
+
+        The launch writes ``inputs["out"]`` in place where the library can write into a given
+        buffer; where it cannot, it may instead rebind ``inputs["out"]`` to the library's result
+        (same shape and dtype), so the timed launch holds no extra copy: the caller reads
+        ``inputs["out"]`` after the launch, never a reference taken before it. SpecError for a
+        name the spec does not have or a library that is missing; the launch itself raises where
+        the library refuses the inputs (an SDPA backend that does not support them, say)."""
         raise SpecError(f"kernel {self.name!r} has no vendor path {name!r}")
 
     def tolerance(self, problem: Problem) -> float:

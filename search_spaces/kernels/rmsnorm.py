@@ -150,6 +150,24 @@ class RmsnormSpec(KernelSpec):
             "out": torch.empty(m, n, dtype=dtype, device=device),
         }
 
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        """torch's fused RMSNorm over the last dim, with this spec's eps and weight."""
+        return ("torch.rms_norm",)
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        """``torch.rms_norm`` has no ``out=``: the launch rebinds ``inputs["out"]`` to its result."""
+        import torch
+
+        if name != "torch.rms_norm":
+            return super().make_vendor_launcher(inputs, name)
+        x, weight = inputs["x"], inputs["weight"]
+        shape = (int(x.shape[-1]),)
+
+        def launch() -> None:
+            inputs["out"] = torch.rms_norm(x, shape, weight, EPS)
+
+        return launch
+
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
         import triton
 

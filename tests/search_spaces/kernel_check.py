@@ -24,3 +24,17 @@ def checked_launch(
     ref = spec.reference(inputs)
     assert tuple(ref.shape) == tuple(inputs["out"].shape)
     return max_rel_error(inputs["out"], ref), inputs
+
+
+def vendor_launch(
+    spec: KernelSpec, problem: Problem, name: str, device: str = "cpu"
+) -> tuple[float, dict[str, Any]]:
+    """Run the vendor path ``name`` once on fresh inputs, as the trial runner does: out poisoned
+    with NaN, the launch, then ``inputs["out"]`` read after it (a launch may rebind it); return
+    (max rel. error against the reference, inputs)."""
+    inputs = spec.build_inputs(spec.validate_problem(problem), device)
+    inputs["out"].fill_(float("nan"))
+    shape, dtype = tuple(inputs["out"].shape), inputs["out"].dtype
+    spec.make_vendor_launcher(inputs, name)()
+    assert (tuple(inputs["out"].shape), inputs["out"].dtype) == (shape, dtype)
+    return max_rel_error(inputs["out"], spec.reference(inputs)), inputs

@@ -5,11 +5,11 @@ import itertools
 import pytest
 import torch
 
-from search_spaces import Config, DeviceLimits, Problem, Vendor
+from search_spaces import Config, DeviceLimits, Problem, SpecError, Vendor
 from search_spaces.accuracy import max_rel_error
 from search_spaces.kernels.rmsnorm import EPS, SPEC
 from tests.gpu import needs_gpu
-from tests.search_spaces.kernel_check import checked_launch
+from tests.search_spaces.kernel_check import checked_launch, vendor_launch
 
 
 def cfg(block_n: int, rows: int = 1, warps: int = 1, streaming: bool = False) -> Config:
@@ -61,6 +61,40 @@ def test_checker_catches_a_wrong_result(cpu_limits: DeviceLimits) -> None:
     ref = SPEC.reference(inputs)
     inputs["out"][2] = inputs["out"][1]
     assert max_rel_error(inputs["out"], ref) > SPEC.tolerance(problem)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_vendor_path_is_torch_rms_norm_with_the_specs_eps(dtype: str) -> None:
+    problem: Problem = {"M": 7, "N": 300, "dtype": dtype}
+    assert SPEC.vendor_paths(problem) == ("torch.rms_norm",)
+    err, _ = vendor_launch(SPEC, problem, "torch.rms_norm")
+    assert err <= SPEC.tolerance(problem)
+
+
+def test_vendor_check_tells_the_eps_apart() -> None:
+    """Rows whose mean square is near eps: the vendor path passes, rms_norm with the eps of the
+    issue's model (1e-5 instead of the spec's 1e-6) fails the same check."""
+    problem: Problem = {"M": 4, "N": 256, "dtype": "float32"}
+    inputs = SPEC.build_inputs(problem, "cpu")
+    inputs["x"].mul_(1e-3)
+    SPEC.make_vendor_launcher(inputs, "torch.rms_norm")()
+    ref = SPEC.reference(inputs)
+    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem)
+    other = torch.rms_norm(inputs["x"], (256,), inputs["weight"], 1e-5)
+    assert EPS != 1e-5 and max_rel_error(other, ref) > SPEC.tolerance(problem)
+
+
+def test_unknown_vendor_path_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match=r"no vendor path 'torch\.layer_norm'"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), "torch.layer_norm")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_vendor_path_on_the_gpu(dtype: str) -> None:
+    problem: Problem = {"M": 4096, "N": 4096, "dtype": dtype}
+    err, _ = vendor_launch(SPEC, problem, "torch.rms_norm", "cuda")
+    assert err <= SPEC.tolerance(problem)
 
 
 @needs_gpu
