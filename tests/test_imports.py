@@ -36,5 +36,15 @@ def test_loading_builtin_specs_loads_no_gpu_library() -> None:
     assert _loaded_after(code, GPU_LIBS) == []
 
 
+def test_vendor_paths_of_builtin_specs_load_no_gpu_library() -> None:
+    """The orchestrator asks each spec for its vendor paths: stdlib only."""
+    code = (
+        "from search_spaces.registry import all_specs\n"
+        "for spec in all_specs():\n"
+        "    assert spec.vendor_paths(spec.example), spec.name"
+    )
+    assert _loaded_after(code, GPU_LIBS) == []
+
+
 def test_bundle_lookup_imports_no_server_stack() -> None:
     assert _loaded_after("import search_spaces.bundle", GPU_LIBS + HEAVY) == []

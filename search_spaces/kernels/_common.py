@@ -175,3 +175,31 @@ def multiprocessors(device: Any) -> int:
     if device.type != "cuda":
         return 4
     return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+#: The SDPA backends the attention specs name as vendor paths (``sdpa_<name>``), by the
+#: ``torch.nn.attention.SDPBackend`` member each forces.
+SDPA_BACKENDS = {
+    "cudnn": "CUDNN_ATTENTION",
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "math": "MATH",
+}
+
+
+def sdpa(q: Any, k: Any, v: Any, *, gqa_native: bool | None = None, **kwargs: Any) -> Any:
+    """``torch.nn.functional.scaled_dot_product_attention`` over [batch, heads, seq, head_dim]
+    where K and V may have fewer heads than q (GQA): through ``enable_gqa`` where torch has it
+    (2.5+; ``gqa_native`` None asks the installed torch), else with K and V repeated per group
+    in the call, as a deployment on older torch does. ``kwargs`` go to SDPA."""
+    import torch
+
+    if gqa_native is None:
+        gqa_native = torch.__version__ >= "2.5"
+    group = q.shape[1] // k.shape[1]
+    if group == 1:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+    if gqa_native:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kwargs)
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)

@@ -23,9 +23,11 @@ from search_spaces.kernels._common import (
     ELEMENT_BYTES,
     NVIDIA_GPU,
     NVIDIA_ONLY,
+    SDPA_BACKENDS,
     amd_stages_rule,
     int_param,
     nvidia_sm,
+    sdpa,
     smem_rule,
     torch_dtype,
     vendor_default,
@@ -506,6 +508,61 @@ class FlashAttentionSpec(KernelSpec):
             "causal": bool(problem["causal"]),
             "out": torch.empty(total, qh, d, dtype=dtype, device=device),
         }
+
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        """torch's SDPA with one backend forced, one name each: ``sdpa_cudnn``, ``sdpa_flash``,
+        ``sdpa_efficient``, ``sdpa_math``. A backend that does not support the inputs (or the
+        device: cuDNN and efficient run on GPUs only) raises at launch; the study keeps the
+        fastest of those that run."""
+        return tuple(f"sdpa_{backend}" for backend in SDPA_BACKENDS)
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        """SDPA under ``torch.nn.attention.sdpa_kernel([backend])``, causal as ``inputs`` say,
+        GQA through ``enable_gqa`` (``_common.sdpa``), default scale 1/sqrt(head_dim).
+
+        Uniform lengths: one call over the packed q, k, v viewed as [batch, heads, seq,
+        head_dim] (no copy); the launch rebinds ``inputs["out"]`` to the result viewed back as
+        packed tokens (a copy only where the backend's output is not token-major, as math's).
+        Ragged lengths: one call per sequence over views of the packed buffers, each writing its
+        rows of ``inputs["out"]``: the same function with no padding, what plain SDPA offers a
+        packed ragged batch (nested-tensor SDPA takes neither GQA in its fused kernels nor a
+        causal mask on the CPU); the ``batch`` launches count against it on short sequences."""
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = (
+            SDPA_BACKENDS.get(name.removeprefix("sdpa_")) if name.startswith("sdpa_") else None
+        )
+        if backend is None:
+            return super().make_vendor_launcher(inputs, name)
+        chosen = [getattr(SDPBackend, backend)]
+        q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], bool(inputs["causal"])
+        total, qh, d = (int(n) for n in q.shape)
+        bounds = list(itertools.pairwise(inputs["cu_seqlens"].tolist()))
+        if len({end - start for start, end in bounds}) == 1:
+            batch = len(bounds)
+
+            def heads_first(t: Any) -> Any:
+                return t.view(batch, total // batch, t.shape[1], d).transpose(1, 2)
+
+            qb, kb, vb = heads_first(q), heads_first(k), heads_first(v)
+
+            def launch_batched() -> None:
+                with sdpa_kernel(chosen):
+                    result = sdpa(qb, kb, vb, is_causal=causal)
+                inputs["out"] = result.transpose(1, 2).reshape(total, qh, d)
+
+            return launch_batched
+        out = inputs["out"]
+        sequences = [
+            tuple(t[start:end].transpose(0, 1) for t in (q, k, v, out)) for start, end in bounds
+        ]
+
+        def launch_ragged() -> None:
+            with sdpa_kernel(chosen):
+                for qs, ks, vs, rows in sequences:
+                    rows.copy_(sdpa(qs[None], ks[None], vs[None], is_causal=causal)[0])
+
+        return launch_ragged
 
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
         """Launch over ``inputs`` (as built); an optional host-side ``max_seqlen`` input spares

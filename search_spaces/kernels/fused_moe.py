@@ -8,6 +8,8 @@ projection: one activation row per routed slot). Importing this module loads nei
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -186,6 +188,29 @@ class FusedMoeSpec(KernelSpec):
             "out": torch.empty(m, topk, n, dtype=dtype, device=device),
         }
 
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        """``torch._grouped_mm`` (CUTLASS's grouped GEMM for bfloat16 on sm_90+, torch's
+        fallback elsewhere) with the routing around it in the launch, as this kernel's launch
+        has its alignment; ``vllm.fused_moe`` (vLLM's fused-MoE Triton kernel with its own
+        alignment and its config for the shape) only where ``vllm`` is importable."""
+        if importlib.util.find_spec("vllm") is None:
+            return ("torch._grouped_mm",)
+        return ("torch._grouped_mm", "vllm.fused_moe")
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        """``torch._grouped_mm``: per launch, the slots sorted by expert (a stable sort of
+        ``topk_ids``), each expert's end offset (a search in the sorted ids), the rows gathered
+        in that order, the grouped GEMM, the routed weights multiplied in (in the output dtype)
+        and the rows scattered back into ``inputs["out"]``; no host synchronization.
+        ``vllm.fused_moe``: vLLM's ``moe_align_block_size`` and ``invoke_fused_moe_kernel`` with
+        the routed weight applied in the kernel, writing ``inputs["out"]``; SpecError where the
+        installed vLLM lacks them."""
+        if name == "torch._grouped_mm":
+            return _grouped_mm_launcher(inputs)
+        if name == "vllm.fused_moe":
+            return _vllm_launcher(inputs)
+        return super().make_vendor_launcher(inputs, name)
+
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
         import torch
         import triton
@@ -242,6 +267,80 @@ class FusedMoeSpec(KernelSpec):
     def reference(self, inputs: Inputs) -> Any:
         """The torch per-expert loop in float32: [M, topk, N]."""
         return per_expert_loop(inputs, compute_dtype="float32")
+
+
+def _grouped_mm_launcher(inputs: Inputs) -> Launcher:
+    import torch
+
+    if not hasattr(torch, "_grouped_mm"):
+        raise SpecError(f"fused_moe: torch._grouped_mm needs torch 2.8+, not {torch.__version__}")
+    x, w, out = inputs["x"], inputs["w"], inputs["out"]
+    topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
+    m, topk = (int(d) for d in topk_ids.shape)
+    per_slot = int(x.shape[0]) == m * topk and topk > 1
+    ids, weights = topk_ids.view(-1), topk_weights.view(-1)
+    experts = torch.arange(int(w.shape[0]), dtype=ids.dtype, device=x.device)
+    w_t, rows_out = w.transpose(1, 2), out.view(m * topk, int(w.shape[1]))
+
+    def launch() -> None:
+        sorted_ids, order = ids.sort(stable=True)
+        offsets = torch.searchsorted(sorted_ids, experts, right=True, out_int32=True)
+        rows = x[order] if per_slot else x[order // topk]
+        y = torch._grouped_mm(rows, w_t, offs=offsets)
+        y.mul_(weights[order, None].to(y.dtype))
+        rows_out.index_copy_(0, order, y)
+
+    return launch
+
+
+def _vllm_launcher(inputs: Inputs) -> Launcher:
+    import torch
+
+    try:
+        from vllm.model_executor.layers.fused_moe.fused_moe import (
+            invoke_fused_moe_kernel,
+            moe_align_block_size,
+            try_get_optimal_moe_config,
+        )
+        from vllm.triton_utils import tl
+    except ImportError as err:
+        raise SpecError(f"fused_moe: vllm.fused_moe does not run with this vLLM ({err})") from err
+    x, w, out = inputs["x"], inputs["w"], inputs["out"]
+    topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
+    m, topk = (int(d) for d in topk_ids.shape)
+    e = int(w.shape[0])
+    # vLLM's second GEMM reads a row per slot by calling the kernel with top_k = 1.
+    top_k = 1 if int(x.shape[0]) == m * topk else topk
+    config = try_get_optimal_moe_config(tuple(w.shape), tuple(w.shape), topk, None, m)
+    arguments = {
+        "A": x,
+        "B": w,
+        "C": out,
+        "A_scale": None,
+        "B_scale": None,
+        "B_zp": None,
+        "topk_weights": topk_weights,
+        "mul_routed_weight": True,
+        "top_k": top_k,
+        "config": config,
+        "compute_type": tl.bfloat16 if x.dtype == torch.bfloat16 else tl.float16,
+        "use_fp8_w8a8": False,
+        "use_int8_w8a8": False,
+        "use_int8_w8a16": False,
+        "use_int4_w4a16": False,
+        "per_channel_quant": False,
+    }
+    aligned = ("sorted_token_ids", "expert_ids", "num_tokens_post_padded")
+    try:
+        inspect.signature(invoke_fused_moe_kernel).bind(**arguments, **dict.fromkeys(aligned))
+    except TypeError as err:
+        raise SpecError(f"fused_moe: this vLLM's invoke_fused_moe_kernel differs ({err})") from err
+
+    def launch() -> None:
+        alignment = moe_align_block_size(topk_ids, config["BLOCK_SIZE_M"], e)
+        invoke_fused_moe_kernel(**arguments, **dict(zip(aligned, alignment, strict=False)))
+
+    return launch
 
 
 def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:

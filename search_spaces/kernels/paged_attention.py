@@ -7,6 +7,7 @@ a reduction kernel) and the partition size.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -20,6 +21,7 @@ from search_spaces.kernels._common import (
     pdl_param,
     pdl_rule,
     pop_pdl,
+    sdpa,
     smem_rule,
     torch_dtype,
     vendor_default,
@@ -204,6 +206,28 @@ class PagedAttentionSpec(KernelSpec):
             "out": torch.empty(batch, qh, d, dtype=dtype, device=device),
         }
 
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        """``sdpa_gathered``: plain torch, the context's pages gathered into contiguous K and V,
+        then SDPA with the backend torch picks; ``flash_attn.flash_attn_with_kvcache`` (reads
+        the pages through the block table itself) only where ``flash_attn`` is importable."""
+        if importlib.util.find_spec("flash_attn") is None:
+            return ("sdpa_gathered",)
+        return ("sdpa_gathered", "flash_attn.flash_attn_with_kvcache")
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        """``sdpa_gathered``: per launch, each sequence's token slots computed from its block
+        table up to the longest context, the K and V rows gathered (slots past a context read
+        token 0 of the cache and are masked out; a mask only when lengths differ, so that
+        flash SDPA can run on uniform contexts), then one batched SDPA (GQA through
+        ``enable_gqa``); the launch rebinds ``inputs["out"]`` to its result.
+        ``flash_attn.flash_attn_with_kvcache`` on the cache as built (flash-attn 2 takes pages
+        of a multiple of 256 tokens only: it raises on smaller pages); it rebinds too."""
+        if name == "sdpa_gathered":
+            return _gathered_sdpa_launcher(inputs)
+        if name == "flash_attn.flash_attn_with_kvcache":
+            return _flash_attn_launcher(inputs)
+        return super().make_vendor_launcher(inputs, name)
+
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
         import torch
         import triton
@@ -296,6 +320,53 @@ class PagedAttentionSpec(KernelSpec):
             scores = (k @ q[b].float().unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
             out[b] = (scores.softmax(-1).unsqueeze(1) @ v).squeeze(1)
         return out
+
+
+def _gathered_sdpa_launcher(inputs: Inputs) -> Launcher:
+    import torch
+
+    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    tables, context_lens = inputs["block_tables"], inputs["context_lens"]
+    batch, qh, d = (int(n) for n in q.shape)
+    page_size, kvh = int(k_cache.shape[1]), int(k_cache.shape[2])
+    longest, shortest = int(context_lens.max()), int(context_lens.min())
+    positions = torch.arange(longest, device=q.device)
+    k_rows, v_rows = k_cache.view(-1, kvh, d), v_cache.view(-1, kvh, d)
+    queries = q.view(batch, qh, 1, d)
+
+    def launch() -> None:
+        slots = tables[:, positions // page_size] * page_size + positions % page_size
+        mask = None
+        if shortest < longest:
+            valid = positions < context_lens[:, None]
+            slots = slots.where(valid, 0)
+            mask = valid.view(batch, 1, 1, longest)
+        k = k_rows[slots].transpose(1, 2)
+        v = v_rows[slots].transpose(1, 2)
+        inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
+
+    return launch
+
+
+def _flash_attn_launcher(inputs: Inputs) -> Launcher:
+    try:
+        from flash_attn import flash_attn_with_kvcache
+    except ImportError as err:
+        raise SpecError(
+            f"paged_attention: flash_attn_with_kvcache is not importable ({err})"
+        ) from err
+    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    tables, context_lens = inputs["block_tables"], inputs["context_lens"]
+    batch, qh, d = (int(n) for n in q.shape)
+    queries = q.view(batch, 1, qh, d)
+
+    def launch() -> None:
+        result = flash_attn_with_kvcache(
+            queries, k_cache, v_cache, cache_seqlens=context_lens, block_table=tables
+        )
+        inputs["out"] = result.reshape(batch, qh, d)
+
+    return launch
 
 
 SPEC = PagedAttentionSpec()

@@ -1,4 +1,5 @@
-"""flash_attention: interpreter correctness (ragged, causal, GQA), problem checks, space counts."""
+"""flash_attention: interpreter correctness (ragged, causal, GQA), problem checks, space counts,
+the SDPA vendor paths."""
 
 import math
 from collections.abc import Callable
@@ -9,13 +10,13 @@ import torch
 from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
 from search_spaces.accuracy import max_rel_error
 from search_spaces.errors import SpecError
-from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS
+from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS, sdpa
 from search_spaces.kernels._flash_attention_kernels import flash_attention_fwd_kernel
 from search_spaces.kernels._seqlens import seq_lengths
 from search_spaces.kernels.flash_attention import SPEC, study_subspace
 from search_spaces.problem import ProblemValue
 from tests.gpu import needs_gpu
-from tests.search_spaces.kernel_check import checked_launch
+from tests.search_spaces.kernel_check import checked_launch, vendor_launch
 
 AMD_NAMES = {p.name for p in AMD_PARAMS}
 # No device limits: huge shared memory, and a warp so wide that no register rule binds.
@@ -600,3 +601,78 @@ def test_hopper_variants_on_the_gpu(prob: Problem, config: Config) -> None:
     inputs["out"].fill_(float("nan"))
     SPEC.make_launcher(inputs, config)()
     assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(prob)
+
+
+SDPA_NAMES = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math")
+VENDOR_CASES = [
+    problem(pattern="uniform"),
+    problem(pattern="uniform", causal=False, kv_heads=4, dtype="bfloat16"),
+    problem(batch=4, pattern="mixed", q_heads=8, kv_heads=2),
+    problem(batch=3, max_seqlen=40, pattern="mixed", causal=False, head_dim=128),
+]
+
+
+def test_vendor_paths_name_every_sdpa_backend() -> None:
+    assert SPEC.vendor_paths(SPEC.example) == SDPA_NAMES
+
+
+@pytest.mark.parametrize("name", ["sdpa_flash", "sdpa_math"])
+@pytest.mark.parametrize("prob", VENDOR_CASES, ids=lambda p: f"{p['pattern']}-c{int(p['causal'])}")
+def test_vendor_paths_on_the_cpu(prob: Problem, name: str) -> None:
+    """The SDPA backends the CPU has compute the reference's function: one batched call on
+    uniform lengths, one call per sequence on ragged ones, GQA, causal or not."""
+    err, _ = vendor_launch(SPEC, prob, name)
+    assert err <= SPEC.tolerance(prob)
+
+
+def test_vendor_path_honours_the_causal_flag() -> None:
+    prob = SPEC.validate_problem(problem(batch=3))
+    err, inputs = vendor_launch(SPEC, prob, "sdpa_flash")
+    assert err <= SPEC.tolerance(prob)
+    full = SPEC.reference({**inputs, "causal": False})
+    assert max_rel_error(inputs["out"], full) > SPEC.tolerance(prob)
+
+
+@pytest.mark.parametrize("name", ["sdpa_cudnn", "sdpa_efficient"])
+def test_gpu_only_backends_raise_on_the_cpu(name: str) -> None:
+    inputs = SPEC.build_inputs(SPEC.example, "cpu")
+    with pytest.raises(RuntimeError, match="No viable backend"):
+        SPEC.make_vendor_launcher(inputs, name)()
+
+
+@pytest.mark.parametrize("name", ["sdpa", "sdpa_overrideable", "torch.matmul"])
+def test_unknown_vendor_path_is_a_spec_error(name: str) -> None:
+    with pytest.raises(SpecError, match="no vendor path"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), name)
+
+
+def test_gqa_without_enable_gqa_repeats_kv_to_the_same_result() -> None:
+    """torch before 2.5 has no enable_gqa: K and V repeated per group give the same attention."""
+    q = torch.randn(2, 8, 16, 64)
+    k, v = torch.randn(2, 2, 16, 64), torch.randn(2, 2, 16, 64)
+    native = sdpa(q, k, v, gqa_native=True, is_causal=True)
+    repeated = sdpa(q, k, v, gqa_native=False, is_causal=True)
+    torch.testing.assert_close(native, repeated)
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    "prob",
+    [
+        problem(batch=4, max_seqlen=1024, pattern="uniform", q_heads=32, kv_heads=8, head_dim=128),
+        problem(batch=5, max_seqlen=700, pattern="mixed", q_heads=16, kv_heads=16, causal=False),
+    ],
+    ids=["uniform-gqa", "mixed-mha"],
+)
+def test_vendor_paths_on_the_gpu(prob: Problem) -> None:
+    """Every SDPA backend that runs agrees with the reference; flash and math always run (on
+    torch 2.11 / H100 the efficient backend refuses GQA and raises)."""
+    ran = []
+    for name in SDPA_NAMES:
+        try:
+            err, _ = vendor_launch(SPEC, prob, name, "cuda")
+        except RuntimeError:
+            continue
+        assert err <= SPEC.tolerance(prob), name
+        ran.append(name)
+    assert {"sdpa_flash", "sdpa_math"} <= set(ran)

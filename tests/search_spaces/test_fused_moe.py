@@ -1,16 +1,22 @@
-"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment and the kernel's result."""
+"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment, the kernel's result and
+the vendor paths."""
 
+import importlib.util
 import math
+import pathlib
+import sys
+from collections.abc import Iterator
 
 import pytest
 import torch
 
 from search_spaces.accuracy import max_rel_error
-from search_spaces.errors import ProblemError
+from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels.fused_moe import SPEC, per_expert_loop
 from search_spaces.problem import Problem
 from search_spaces.space import Config, DeviceLimits, Vendor
 from tests.gpu import needs_gpu
+from tests.search_spaces.kernel_check import vendor_launch
 
 MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
 
@@ -217,3 +223,83 @@ def test_parallel_alignment_on_the_gpu(problem: Problem) -> None:
         inputs["out"].fill_(float("nan"))
         launch()
         assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+
+
+VENDOR_CASES: list[Problem] = [
+    SPEC.example,
+    {"M": 33, "E": 8, "topk": 3, "N": 48, "K": 64, "dtype": "bfloat16"},
+    {"M": 5, "E": 16, "topk": 1, "N": 32, "K": 32, "dtype": "float16"},
+    {**SPEC.example, "gemm": "down"},
+    {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
+]
+
+
+def test_vendor_paths_without_vllm() -> None:
+    assert importlib.util.find_spec("vllm") is None, "this test is for a machine without vLLM"
+    assert SPEC.vendor_paths(SPEC.example) == ("torch._grouped_mm",)
+
+
+@pytest.mark.parametrize(
+    "problem", VENDOR_CASES, ids=lambda p: f"{p['M']}x{p['E']}x{p['topk']}-{p.get('gemm', 'up')}"
+)
+def test_grouped_mm_path_on_the_cpu(problem: Problem) -> None:
+    err, _ = vendor_launch(SPEC, problem, "torch._grouped_mm")
+    assert err <= SPEC.tolerance(problem)
+
+
+def test_grouped_mm_path_routes_inside_the_launch() -> None:
+    """New routing and routed weights written into the same inputs between two launches of
+    one launcher give the new result: the sort, offsets and weighting are timed, as the
+    kernel's alignment is."""
+    problem = SPEC.validate_problem(
+        {"M": 12, "E": 6, "topk": 2, "N": 32, "K": 32, "dtype": "float16"}
+    )
+    inputs = SPEC.build_inputs(problem, "cpu")
+    launch = SPEC.make_vendor_launcher(inputs, "torch._grouped_mm")
+    launch()
+    before = inputs["out"].clone()
+    fresh = SPEC.build_inputs(problem, "cpu")
+    inputs["topk_ids"].copy_(fresh["topk_ids"])
+    inputs["topk_weights"].copy_(fresh["topk_weights"])
+    launch()
+    ref = SPEC.reference(inputs)
+    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem)
+    assert max_rel_error(before, ref) > SPEC.tolerance(problem)
+
+
+def test_unknown_vendor_path_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match=r"no vendor path 'torch\.bmm'"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), "torch.bmm")
+
+
+@pytest.fixture
+def stand_in_vllm(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An importable package named vllm without vLLM's fused-MoE modules."""
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+@pytest.mark.usefixtures("stand_in_vllm")
+def test_vllm_is_listed_where_importable_and_refused_clearly_when_it_lacks_the_kernel() -> None:
+    assert SPEC.vendor_paths(SPEC.example) == ("torch._grouped_mm", "vllm.fused_moe")
+    with pytest.raises(SpecError, match=r"vllm\.fused_moe does not run with this vLLM"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), "vllm.fused_moe")
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    "problem",
+    [
+        {"M": 512, "E": 64, "topk": 8, "N": 768, "K": 2048, "dtype": "bfloat16", "gemm": "up"},
+        {"M": 333, "E": 64, "topk": 8, "N": 2048, "K": 768, "dtype": "bfloat16", "gemm": "down"},
+        {"M": 64, "E": 8, "topk": 2, "N": 1024, "K": 512, "dtype": "float16", "gemm": "up"},
+    ],
+)
+def test_grouped_mm_path_on_the_gpu(problem: Problem) -> None:
+    """CUTLASS's grouped GEMM (bfloat16 on sm_90+) or torch's fallback, routing included."""
+    err, _ = vendor_launch(SPEC, problem, "torch._grouped_mm", "cuda")
+    assert err <= SPEC.tolerance(problem)

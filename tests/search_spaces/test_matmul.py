@@ -11,7 +11,7 @@ from search_spaces.accuracy import max_rel_error
 from search_spaces.kernels._matmul_kernels import _tile
 from search_spaces.kernels.matmul import SPEC
 from tests.gpu import needs_gpu
-from tests.search_spaces.kernel_check import checked_launch
+from tests.search_spaces.kernel_check import checked_launch, vendor_launch
 
 
 def cfg(
@@ -307,3 +307,16 @@ def test_every_representative_is_valid_and_only_small_m_has_fewer_classes(
         assert all(SPEC.space.violation(r, h200_limits) is None for r in reps)
         classes[m] = len({tuple(sorted(r.items())) for r in reps})
     assert classes[1] < 0.8 * len(valid) and classes[4096] == len(valid)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_vendor_path_is_torch_matmul(dtype: str) -> None:
+    problem: Problem = {"M": 33, "N": 48, "K": 40, "dtype": dtype}
+    assert SPEC.vendor_paths(problem) == ("torch.matmul",)
+    err, _ = vendor_launch(SPEC, problem, "torch.matmul")
+    assert err <= SPEC.tolerance(problem)
+
+
+def test_unknown_vendor_path_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match="no vendor path 'cublas'"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), "cublas")

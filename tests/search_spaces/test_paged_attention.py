@@ -1,17 +1,22 @@
-"""paged_attention: interpreter correctness (single-pass and split-KV, GQA, ragged), inputs, spaces."""
+"""paged_attention: interpreter correctness (single-pass and split-KV, GQA, ragged), inputs, spaces,
+vendor paths."""
 
+import importlib.util
 import math
-from collections.abc import Callable
+import pathlib
+import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
 
-from search_spaces import Config, DeviceLimits, Problem, ProblemError, Vendor
+from search_spaces import Config, DeviceLimits, Problem, ProblemError, SpecError, Vendor
 from search_spaces.accuracy import max_rel_error
 from search_spaces.kernels._common import AMD_MAX_STAGES, AMD_PARAMS
 from search_spaces.kernels.paged_attention import SPEC
 from search_spaces.problem import ProblemValue
-from tests.search_spaces.kernel_check import checked_launch
+from tests.gpu import needs_gpu
+from tests.search_spaces.kernel_check import checked_launch, vendor_launch
 
 AMD_NAMES = {p.name for p in AMD_PARAMS}
 
@@ -217,3 +222,79 @@ def test_pdl_reaches_both_kernels(
     SPEC.make_launcher(SPEC.build_inputs(prob, "cpu"), config)()
     for (kwargs,) in (attend.launches, reduce.launches):
         assert kwargs["PDL"] is pdl and kwargs.get("launch_pdl", False) is pdl
+
+
+VENDOR_CASES = [
+    SPEC.example,
+    problem(pattern="uniform", kv_heads=4),
+    problem(context_len=300, q_heads=8, kv_heads=1, page_size=8, head_dim=128),
+    problem(dtype="bfloat16", batch=5, context_len=200, page_size=32),
+]
+
+
+def test_vendor_paths_without_flash_attn() -> None:
+    assert importlib.util.find_spec("flash_attn") is None, "for a machine without flash-attn"
+    assert SPEC.vendor_paths(SPEC.example) == ("sdpa_gathered",)
+
+
+@pytest.mark.parametrize(
+    "prob", VENDOR_CASES, ids=lambda p: f"{p['pattern']}-ctx{p['context_len']}-{p['dtype']}"
+)
+def test_gathered_sdpa_on_the_cpu(prob: Problem) -> None:
+    """Ragged contexts too: slots past a context (the NaN spare page) are never read."""
+    err, _ = vendor_launch(SPEC, prob, "sdpa_gathered")
+    assert err <= SPEC.tolerance(SPEC.validate_problem(prob))
+
+
+def test_gathered_sdpa_reads_the_block_table_each_launch() -> None:
+    """Two sequences' block tables swapped between launches of one launcher: the second launch
+    attends over the swapped contexts (the gather is timed, as the kernel's table reads are)."""
+    prob = SPEC.validate_problem(problem(pattern="uniform"))
+    inputs = SPEC.build_inputs(prob, "cpu")
+    launch = SPEC.make_vendor_launcher(inputs, "sdpa_gathered")
+    launch()
+    before = inputs["out"]
+    inputs["block_tables"][[0, 1]] = inputs["block_tables"][[1, 0]]
+    launch()
+    ref = SPEC.reference(inputs)
+    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(prob)
+    assert max_rel_error(before, ref) > SPEC.tolerance(prob)
+
+
+def test_unknown_vendor_path_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match="no vendor path 'sdpa_flash'"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), "sdpa_flash")
+
+
+@pytest.fixture
+def stand_in_flash_attn(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An importable package named flash_attn without flash_attn_with_kvcache."""
+    (tmp_path / "flash_attn").mkdir()
+    (tmp_path / "flash_attn" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    sys.modules.pop("flash_attn", None)
+
+
+@pytest.mark.usefixtures("stand_in_flash_attn")
+def test_flash_attn_is_listed_where_importable_and_refused_clearly_without_its_kernel() -> None:
+    names = ("sdpa_gathered", "flash_attn.flash_attn_with_kvcache")
+    assert SPEC.vendor_paths(SPEC.example) == names
+    with pytest.raises(SpecError, match="flash_attn_with_kvcache is not importable"):
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), names[1])
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    "prob",
+    [
+        problem(
+            batch=64, context_len=4096, pattern="uniform", q_heads=32, kv_heads=8, head_dim=128
+        ),
+        problem(batch=33, context_len=2000, q_heads=16, kv_heads=16, dtype="bfloat16"),
+    ],
+    ids=["uniform-gqa", "mixed-mha"],
+)
+def test_gathered_sdpa_on_the_gpu(prob: Problem) -> None:
+    err, _ = vendor_launch(SPEC, prob, "sdpa_gathered", "cuda")
+    assert err <= SPEC.tolerance(SPEC.validate_problem(prob))
