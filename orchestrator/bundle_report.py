@@ -46,25 +46,58 @@ def _unseen(entry: BundleEntry, vendor_ms: float, decision: Decision) -> tuple[f
     return _ratio(vendor_ms, triton_ms), decision.config == entry.config
 
 
+def _is_dim(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _left_out_decisions(bundle: Bundle) -> list[Decision]:
+    """Per entry, :meth:`Bundle.decide` of its problem by the bundle without it: the nearest other
+    entry by :func:`search_spaces.problem.problem_distance` (same field names and non-dim
+    values; the sum of ``|log2 a - log2 b|`` over the dims, added in the problem's field order;
+    ties to the entry listed first), else the default. The same rule, computed in one pass per
+    group of comparable entries instead of one bundle per left-out entry."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    logs: list[dict[str, float]] = []
+    for i, entry in enumerate(bundle.entries):
+        problem = entry.problem
+        key = tuple(
+            (name, ("dim",) if _is_dim(problem[name]) else ("eq", problem[name]))
+            for name in sorted(problem)
+        )
+        groups.setdefault(key, []).append(i)
+        logs.append({n: math.log2(v) for n, v in problem.items() if _is_dim(v)})
+    decisions = [Decision("triton", bundle.default, None, "default")] * len(bundle.entries)
+    for members in groups.values():
+        for i in members:
+            mine = logs[i]
+            best: tuple[float, int] | None = None
+            for j in members:
+                if j == i:
+                    continue
+                other = logs[j]
+                total = 0.0
+                for name, value in mine.items():
+                    total += abs(value - other[name])
+                if best is None or total < best[0]:
+                    best = (total, j)
+            if best is not None:
+                near = bundle.entries[best[1]]
+                how = "exact" if best[0] == 0 else "nearest"
+                decisions[i] = Decision(near.backend, near.config, near.vendor, how)
+    return decisions
+
+
 def policy_report(bundle: Bundle) -> dict[str, Any]:
     """The policy's measured outcome on the shapes ``bundle``'s studies saw (module doc): counts
     per backend, the worst and geometric-mean speed-up over the vendor path, the leave-one-out
     worst case, and one row per entry with a vendor time."""
     shapes: list[dict[str, Any]] = []
-    for i, entry in enumerate(bundle.entries):
+    for entry, decision in zip(bundle.entries, _left_out_decisions(bundle), strict=True):
         if entry.vendor_ms is None or entry.vendor_ms <= 0:
             continue
         ratio = _ratio(entry.vendor_ms, _chosen_ms(entry))
         if ratio is None:
             continue
-        others = Bundle(
-            bundle.kernel,
-            bundle.kernel_version,
-            bundle.device_class,
-            bundle.default,
-            bundle.entries[:i] + bundle.entries[i + 1 :],
-        )
-        decision = others.decide(entry.problem)
         unseen, exact = _unseen(entry, entry.vendor_ms, decision)
         shapes.append(
             {

@@ -420,3 +420,26 @@ def test_pull_json_reports_the_policy_worst_case(
         main(["pull", "matmul", "--out", str(tmp_path / "t"), "--db", db_url, "--format", "triton"])
     out, err = capsys.readouterr()
     assert out.strip().endswith(".py") and err.startswith("policy matmul NVIDIA H200")
+
+
+def test_leave_one_out_follows_bundle_decide() -> None:
+    import random
+
+    from orchestrator.bundle_report import _left_out_decisions
+    from search_spaces.bundle import Bundle, BundleEntry
+
+    rng = random.Random(7)
+    entries = [
+        BundleEntry(
+            {"M": rng.choice([1, 3, 16, 48, 64, 4096]), "N": rng.choice([64, 96, 4096]), "K": 64}
+            | {"dtype": rng.choice(["float16", "bfloat16"]), "FLAG": rng.random() < 0.2},
+            {"BLOCK_M": i + 1},
+            backend=rng.choice(["triton", "vendor"]),
+            vendor="torch.matmul",
+        )
+        for i in range(60)
+    ]
+    bundle = Bundle("matmul", "v", "c", {"BLOCK_M": 0}, entries)
+    for i, (entry, decision) in enumerate(zip(entries, _left_out_decisions(bundle), strict=True)):
+        others = Bundle("matmul", "v", "c", {"BLOCK_M": 0}, entries[:i] + entries[i + 1 :])
+        assert decision == others.decide(entry.problem), entry.problem
