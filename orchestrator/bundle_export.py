@@ -3,12 +3,17 @@
 One file per (device class, triton major.minor) of the installed kernel version:
 
 * ``native``: ``<kernel>-<class>-triton<minor>.json`` in the ``tunefleet-bundle/1`` format that
-  :func:`search_spaces.bundle.load_bundle` reads (entries, the spec's default config, provenance);
+  :func:`search_spaces.bundle.load_bundle` reads: per entry the winning ``backend`` (``triton`` or
+  ``vendor``) and ``vendor`` path, the best Triton ``config``, ``time_ms`` (the chosen backend's),
+  ``triton_ms``/``vendor_ms``/``noise`` of the paired re-timing, ``job`` and ``team``; the spec's
+  default config, provenance, and last a ``digest`` over all of it;
 * ``triton``: ``<kernel>-<class>-triton<minor>.py`` with ``KEY`` (the problem fields), ``CONFIGS``
-  (a list of ``triton.Config``, ready for ``@triton.autotune(configs=CONFIGS, key=KEY)``) and
-  ``BEST`` (problem values in KEY order -> index into CONFIGS) for an exact pick without timing;
+  (a list of ``triton.Config``, ready for ``@triton.autotune(configs=CONFIGS, key=KEY)``), ``BEST``
+  (problem values in KEY order -> index into CONFIGS) for an exact pick without timing, and
+  ``VENDOR`` (problem values -> vendor path) for the problems where the vendor path won;
 * ``vllm`` (``fused_moe``): ``E=<E>,N=<N/2>,device_name=<name>.json`` per (E, N, dtype), see
-  :mod:`orchestrator.vllm_export`; replay classes are refused (they are not measurements).
+  :mod:`orchestrator.vllm_export` (a vendor-won M keeps its fastest Triton config: vLLM cannot run
+  another path); replay classes are refused (they are not measurements).
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from db import Database, Objective, repository
+from db import BestBackend, Database, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
 from orchestrator.revalidate import revalidation_mark
 from orchestrator.vllm_export import vllm_files, write_files
-from search_spaces.bundle import BUNDLE_FORMAT
+from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
 from search_spaces.spec import KernelSpec, split_launch_options
@@ -72,12 +77,27 @@ def _environment(env: EnvironmentRecord | None) -> dict[str, Any]:
 
 
 def _entry(r: BestRecord) -> dict[str, Any]:
-    """One bundle entry; one that revalidation found regressed or failing says so."""
+    """One bundle entry: the winning backend, the best Triton config, the chosen backend's time,
+    both times and the noise floor of the paired re-timing, and who produced it; one that
+    revalidation found regressed or failing says so. BundleExportError for a vendor win that names
+    no vendor path (a row no loader would accept)."""
+    backend = BestBackend(r.backend)
+    if backend is BestBackend.VENDOR and not r.vendor:
+        raise BundleExportError(
+            f"best config {r.id} ({r.kernel_name} {r.problem_key}) says the vendor path won but "
+            "names none; re-tune that problem"
+        )
     entry: dict[str, Any] = {
         "problem": json.loads(r.problem_key),
+        "backend": backend.value,
+        "vendor": r.vendor,
         "config": r.config,
         "time_ms": r.time_ms,
+        "triton_ms": r.triton_ms,
+        "vendor_ms": r.vendor_ms,
+        "noise": r.noise,
         "job": r.job_id,
+        "team": r.team,
     }
     if r.stale:
         entry["revalidation"] = revalidation_mark(r)
@@ -93,8 +113,9 @@ def native_bundle(
     default: dict[str, Any],
     environment: dict[str, Any],
 ) -> dict[str, Any]:
-    """The ``tunefleet-bundle/1`` document for one class, triton minor and objective (the rows')."""
-    return {
+    """The ``tunefleet-bundle/1`` document for one class, triton minor and objective (the rows'),
+    its ``digest`` (:func:`bundle_digest`) written last, over every other key."""
+    doc: dict[str, Any] = {
         "format": BUNDLE_FORMAT,
         "kernel": kernel.name,
         "kernel_version": version,
@@ -107,6 +128,8 @@ def native_bundle(
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "entries": [_entry(r) for r in sorted(rows, key=lambda r: r.problem_key)],
     }
+    doc["digest"] = bundle_digest(doc)
+    return doc
 
 
 def _literal(value: object) -> str:
@@ -148,20 +171,27 @@ def _config_call(config: dict[str, Any]) -> str:
 
 
 def triton_module(doc: dict[str, Any], fields: Sequence[str]) -> str:
-    """Python source with KEY, CONFIGS and BEST for ``@triton.autotune`` users.
+    """Python source with KEY, CONFIGS, BEST and VENDOR for ``@triton.autotune`` users.
 
-    Every value from the bundle (kernel, device class, versions, problems, configs) is written
-    as a checked literal (:func:`_literal`), never into the docstring or a comment.
+    ``triton.autotune`` can only choose among Triton configs, so a problem whose entry says the
+    vendor path won is in ``VENDOR`` (problem values in KEY order -> the path's name): a caller
+    that picks without timing keeps that path there; ``BEST`` still maps it to its fastest Triton
+    config, for callers that must launch Triton. Every value from the bundle (kernel, device
+    class, versions, problems, configs, vendor names) is written as a checked literal
+    (:func:`_literal`), never into the docstring or a comment.
     """
     configs: list[str] = []
     best: list[str] = []
+    vendor: list[str] = []
     for entry in [*doc["entries"], {"problem": None, "config": doc["default"]}]:
         call = _config_call(entry["config"])
         if call not in configs:
             configs.append(call)
         if entry["problem"] is not None:
-            values = tuple(entry["problem"][f] for f in fields)
-            best.append(f"    {_literal(values)}: {configs.index(call)},")
+            values = _literal(tuple(entry["problem"][f] for f in fields))
+            best.append(f"    {values}: {configs.index(call)},")
+            if entry.get("backend") == BestBackend.VENDOR.value:
+                vendor.append(f"    {values}: {_literal(entry['vendor'])},")
     lines = [
         '"""Tuned configs of KERNEL for DEVICE_CLASS under triton TRITON_MINOR, generated by',
         "`tunefleet pull --format triton` for KERNEL_VERSION of the kernel. Use::",
@@ -169,7 +199,10 @@ def triton_module(doc: dict[str, Any], fields: Sequence[str]) -> str:
         "    @triton.autotune(configs=CONFIGS, key=KEY)",
         "",
         "or pick without timing: CONFIGS[BEST[problem values in KEY order]]. The last config is the",
-        'spec\'s default."""',
+        "spec's default. VENDOR maps the problems where the vendor path (the library call the",
+        "deployment runs without this kernel) measured faster than every Triton config to that",
+        "path's name: keep it there. BEST still maps them to their fastest Triton config, and",
+        '@triton.autotune over CONFIGS cannot choose the vendor path."""',
         "",
         "import triton",
         "",
@@ -186,6 +219,10 @@ def triton_module(doc: dict[str, Any], fields: Sequence[str]) -> str:
         "",
         "BEST = {",
         *best,
+        "}",
+        "",
+        "VENDOR = {",
+        *vendor,
         "}",
         "",
     ]

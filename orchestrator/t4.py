@@ -5,6 +5,9 @@
 Per result: ``configuration`` (the config), ``times.runtimes`` (ms), ``invalidity`` (our outcome
 mapped as :data:`workers.landscape.T4_INVALIDITY` says, kept exactly in ``tunefleet_outcome``),
 ``correctness`` (1 when the output passed the check, else 0) and a ``time`` measurement in ms.
+A bundle's vendor measurements are results of their own: configuration ``{"vendor": <path>}``,
+``tunefleet_backend`` ``vendor`` (a Triton config's result says ``triton``), and
+``tunefleet_chosen`` says which of the two the bundle dispatches to.
 The top-level ``tunefleet`` object says which kernel, problem and device the results are for, so
 :func:`workers.landscape.read_landscape` reads the file back (T4 allows extra fields).
 """
@@ -58,19 +61,52 @@ def landscape_t4(landscape: Landscape) -> dict[str, Any]:
     )
 
 
+def _entry_results(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An entry's results: its best Triton config, timed by the paired re-timing (else its
+    stored time when Triton won), and, where the study measured it, the vendor path as a result
+    of its own whose configuration names only the path (``{"vendor": name}``). Each says its
+    backend and whether the bundle chose it."""
+    backend = entry.get("backend", "triton")
+    triton_ms = entry.get("triton_ms")
+    if triton_ms is None and backend == "triton":
+        triton_ms = entry.get("time_ms")
+    extra = {"problem": entry["problem"], "tunefleet_noise": entry.get("noise")}
+    results = [
+        t4_result(
+            entry["config"],
+            Outcome.OK,
+            triton_ms,
+            tunefleet_backend="triton",
+            tunefleet_chosen=backend == "triton",
+            **extra,
+        )
+    ]
+    if entry.get("vendor") and entry.get("vendor_ms") is not None:
+        results.append(
+            t4_result(
+                {"vendor": entry["vendor"]},
+                Outcome.OK,
+                entry["vendor_ms"],
+                tunefleet_backend="vendor",
+                tunefleet_chosen=backend == "vendor",
+                **extra,
+            )
+        )
+    return results
+
+
 def bundle_t4(bundle: Mapping[str, Any]) -> dict[str, Any]:
-    """A native bundle document (``pull``) as T4: one result per problem, its best config."""
+    """A native bundle document (``pull``) as T4: per problem its best Triton config and, where
+    measured, its vendor path (see :func:`_entry_results`)."""
     return t4_document(
-        [
-            t4_result(e["config"], Outcome.OK, e.get("time_ms"), problem=e["problem"])
-            for e in bundle["entries"]
-        ],
+        [result for e in bundle["entries"] for result in _entry_results(e)],
         {
             "kernel": bundle["kernel"],
             "kernel_version": bundle.get("kernel_version", ""),
             "device_class": bundle.get("device_class"),
             "environment": bundle.get("environment", {}),
             "objective": bundle.get("objective"),
+            "digest": bundle.get("digest"),
         },
     )
 

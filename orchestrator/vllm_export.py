@@ -18,6 +18,13 @@ goes to the same name with ``_down`` before ``.json``, N being that K (the same 
 so a layer's two files pair up). vLLM itself reads one file and launches both GEMMs with its
 configs; the ``_down`` file is SGLang's convention (``get_config_file_name(..., down_moe=True)``),
 which tunes and reads the down projection separately.
+
+Vendor entries: vLLM runs its own Triton ``fused_moe`` at every batch size and its files have no
+way to say "keep another path" (every key must be an M). So a row is written for every M the
+studies saw, a vendor-won M included, with the fastest Triton config measured for it: dropping
+that row would not bring the vendor path back, it would hand the M to the config of the nearest
+other M (vLLM's rule), tuned for another batch size. ``pull`` says how many rows that is
+(:data:`VENDOR_POLICY`) and its ``--json`` names them (``bundles[].shapes``).
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ DEFAULT_GEMM = "up"
 
 #: Our problem dtypes -> vLLM's dtype selector (None: no ``dtype=`` part in the name).
 VLLM_DTYPE: dict[str, str | None] = {"float16": None, "bfloat16": None, "float32": "float32"}
+
+#: ``pull``'s note when vLLM files hold rows where the vendor path won (see the module doc).
+VENDOR_POLICY = (
+    "vLLM cannot keep a vendor path: the {rows} row(s) where it won hold the fastest Triton "
+    "config measured for their M (dropping them would hand the M to the nearest other M's config)"
+)
 
 Entry = tuple[Mapping[str, object], Mapping[str, object]]
 """One tuned result: (fused_moe problem, its best config)."""

@@ -26,7 +26,8 @@ it (:func:`bundle_digest`); a file whose digest does not match its content is re
 3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
 
 :meth:`Bundle.decide` follows the same rule and returns the whole :class:`Decision` (backend,
-config, vendor path); the default is ``triton`` with the default config.
+config, vendor path); the default is ``triton`` with the default config. :func:`tuned` and
+:func:`search_spaces.dispatch.launcher_for` follow it (the vendor path where it won).
 
 Answers are cached per problem, so a repeated :meth:`Bundle.resolve` is one tuple and one dict
 access. On a launch path, :meth:`Bundle.table` is cheaper still: a dict keyed by the problem's
@@ -462,11 +463,18 @@ def load_bundle(path: str | Path, spec: KernelSpec | None = None) -> Bundle:
     return bundle_from_dict(data, str(p), spec)
 
 
-def tuned(bundle: str | Path | Bundle, key: Callable[..., ProblemLike]) -> Callable[[F], F]:
+def tuned(
+    bundle: str | Path | Bundle,
+    key: Callable[..., ProblemLike],
+    vendor: Callable[..., Any] | None = None,
+) -> Callable[[F], F]:
     """Decorator: call the function with the bundle's config for ``key(*args, **kwargs)`` as kwargs.
 
-    The bundle file is read on the first call, not at decoration time. Keyword arguments the caller
-    passes explicitly win over the bundle's config.
+    With ``vendor`` (the library path the deployment runs without the bundle), a problem whose
+    :class:`Decision` is ``vendor`` calls ``vendor(*args, **kwargs)`` instead; without it, such a
+    problem gets its entry's config (the fastest Triton config measured for it). The bundle file
+    is read on the first call, not at decoration time. Keyword arguments the caller passes
+    explicitly win over the bundle's config.
     """
     loaded: list[Bundle] = [bundle] if isinstance(bundle, Bundle) else []
 
@@ -475,8 +483,10 @@ def tuned(bundle: str | Path | Bundle, key: Callable[..., ProblemLike]) -> Calla
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not loaded:
                 loaded.append(load_bundle(bundle))  # type: ignore[arg-type]
-            config = loaded[0].resolve(key(*args, **kwargs))[1]
-            return fn(*args, **{**config, **kwargs})
+            decision = loaded[0].decide(key(*args, **kwargs))
+            if vendor is not None and decision.backend == "vendor":
+                return vendor(*args, **kwargs)
+            return fn(*args, **{**decision.config, **kwargs})
 
         return wrapper  # type: ignore[return-value]
 

@@ -46,5 +46,6 @@ def test_vendor_paths_of_builtin_specs_load_no_gpu_library() -> None:
     assert _loaded_after(code, GPU_LIBS) == []
 
 
-def test_bundle_lookup_imports_no_server_stack() -> None:
-    assert _loaded_after("import search_spaces.bundle", GPU_LIBS + HEAVY) == []
+@pytest.mark.parametrize("module", ["search_spaces.bundle", "search_spaces.dispatch"])
+def test_bundle_lookup_imports_no_server_stack(module: str) -> None:
+    assert _loaded_after(f"import {module}", GPU_LIBS + HEAVY) == []

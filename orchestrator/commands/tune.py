@@ -22,6 +22,7 @@ from orchestrator.commands._common import (
     KernelArgument,
     WideOption,
     open_database,
+    print_json,
 )
 from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.errors import OrchestratorError
@@ -452,6 +453,58 @@ def best(
     render.show_best(spec.name, spec.version_hash(), objective, rows, json_out, wide)
 
 
+def _bundle_texts(
+    kernel: str,
+    device_class: list[str] | None,
+    objective: Objective,
+    formats: tuple[str, ...],
+    db: str | None,
+    server: str | None,
+    token_file: Path | None,
+) -> tuple[list[list[tuple[str, str]]], list[Any]]:
+    """``pull``'s files (name, text) per format in ``formats`` and the best configs they hold
+    (for the cancelled-job note), from the database or the server."""
+    from orchestrator import service
+
+    classes: list[str | None] = list(device_class or []) or [None]
+    client = client_for(server, token_file, db)
+    if client is None:
+        database = open_database(db)
+        texts = [
+            service.bundle_files(
+                database, kernel, device_classes=device_class or [], objective=objective, fmt=f
+            )
+            for f in formats
+        ]
+        bests: list[Any] = [
+            b
+            for c in classes
+            for b in service.best_configs(
+                database, kernel=kernel, device_class=c, objective=objective
+            )
+        ]
+    else:
+        from orchestrator.client import bundle_members
+
+        with client:
+            texts = [
+                [
+                    member
+                    for c in classes
+                    for member in bundle_members(
+                        client.bundle(kernel, device_class=c, objective=objective.value, fmt=f)
+                    )
+                ]
+                for f in formats
+            ]
+            bests = [
+                b
+                for c in classes
+                for b in client.best(kernel, device_class=c, objective=objective.value)
+            ]
+    return [[(f.filename, f.content.decode()) for f in files] for files in texts], bests
+
+
 def pull(
     kernel: KernelArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder to write the bundle files to.")],
@@ -465,55 +518,31 @@ def pull(
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
+    json_out: JsonOption = False,
     db: DbOption = None,
     server: ServerOption = None,
     token_file: TokenFileOption = None,
 ) -> None:
-    """Export best configs as bundle files a deployment loads (no tuning at run time)."""
+    """Export best configs as bundle files a deployment loads (no tuning at run time).
+
+    Prints the written paths (with ``--json``, one object: ``files`` and ``bundles``, the
+    dispatch policy's measured outcome per native bundle, see orchestrator.bundle_report); a
+    ``policy`` line per bundle with vendor measurements goes to stderr.
+    """
     import sys
 
-    from orchestrator import service
+    from orchestrator.bundle_report import policy_report, summary_line
     from orchestrator.commands.render import cancelled_note
-    from orchestrator.vllm_export import write_files
+    from orchestrator.vllm_export import VENDOR_POLICY, write_files
+    from search_spaces.bundle import bundle_from_dict
 
     t4 = fmt == "t4"
     if t4:
         fmt = "native"  # T4 files are written from the native bundles
-    classes: list[str | None] = list(device_class or []) or [None]
-    client = client_for(server, token_file, db)
-    if client is None:
-        database = open_database(db)
-        files = service.bundle_files(
-            database,
-            kernel,
-            device_classes=device_class or [],
-            objective=objective,
-            fmt=fmt,
-        )
-        bests = [
-            b
-            for c in classes
-            for b in service.best_configs(
-                database, kernel=kernel, device_class=c, objective=objective
-            )
-        ]
-    else:
-        from orchestrator.client import bundle_members
-
-        with client:
-            files = [
-                member
-                for c in classes
-                for member in bundle_members(
-                    client.bundle(kernel, device_class=c, objective=objective.value, fmt=fmt)
-                )
-            ]
-            bests = [
-                b
-                for c in classes
-                for b in client.best(kernel, device_class=c, objective=objective.value)
-            ]
-    named = [(f.filename, f.content.decode()) for f in files]
+    formats = ("native",) if fmt == "native" else (fmt, "native")
+    texts, bests = _bundle_texts(kernel, device_class, objective, formats, db, server, token_file)
+    named, native = texts[0], texts[-1]
+    reports = [policy_report(bundle_from_dict(json.loads(text), name)) for name, text in native]
     if t4:
         from orchestrator.t4 import bundle_t4
 
@@ -521,8 +550,18 @@ def pull(
             (f"{Path(name).stem}.t4.json", json.dumps(bundle_t4(json.loads(text)), indent=1))
             for name, text in named
         ]
-    for path in write_files(named, out):
-        print(path)
+    paths = write_files(named, out)
+    if json_out:
+        print_json({"files": [str(p) for p in paths], "bundles": reports})
+    else:
+        for path in paths:
+            print(path)
+    for report in reports:
+        if report["measured"] or report["vendor"]:
+            print(summary_line(report), file=sys.stderr)
+    vendor_rows = sum(r["vendor"] for r in reports)
+    if fmt == "vllm" and vendor_rows:
+        print(f"note: {VENDOR_POLICY.format(rows=vendor_rows)}", file=sys.stderr)
     note = cancelled_note(bests)
     if note:
         print(f"note: {note}", file=sys.stderr)

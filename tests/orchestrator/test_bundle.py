@@ -14,7 +14,15 @@ import pytest
 from db import Database, Objective, repository
 from orchestrator.bundle_export import BundleFormat, export
 from orchestrator.errors import BundleExportError
-from search_spaces.bundle import BUNDLE_FORMAT, BundleError, bundle_from_dict, load_bundle, tuned
+from search_spaces.bundle import (
+    BUNDLE_FORMAT,
+    BundleError,
+    Decision,
+    bundle_digest,
+    bundle_from_dict,
+    load_bundle,
+    tuned,
+)
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 
@@ -240,3 +248,198 @@ def test_export_triton_refuses_values_that_are_not_plain_data(
 def test_export_nothing_is_an_error(database: Database, tmp_path: Path) -> None:
     with pytest.raises(BundleExportError, match="run `tunefleet tune` first"):
         export(database, "matmul", tmp_path, ["NVIDIA B200"])
+
+
+# ----------------------------------------------------------------------------- vendor entries
+
+SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
+MID = {"M": 512, "N": 512, "K": 512, "dtype": "float16"}
+BIG = {"M": 2048, "N": 2048, "K": 2048, "dtype": "float16"}
+CFG = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 128,
+    "BLOCK_K": 64,
+    "GROUP_M": 8,
+    "SPLIT_K": 1,
+    "num_warps": 8,
+    "num_stages": 4,
+}
+SMALL_CFG = {**CFG, "BLOCK_M": 64}
+#: problem -> (config, backend, vendor, triton_ms, vendor_ms): the vendor path wins SMALL.
+WINS: list[tuple[dict[str, Any], dict[str, Any], str, float, float]] = [
+    (SMALL, SMALL_CFG, "vendor", 1.2, 1.0),
+    (MID, CFG, "triton", 1.0, 1.1),
+    (BIG, CFG, "triton", 1.0, 1.5),
+]
+
+
+def _store_vendor_wins(database: Database, vendor: str = "torch.matmul") -> int:
+    """The WINS rows of the installed matmul on NVIDIA H200, produced by one job of team ml;
+    backends set through repository.set_best_backend. Returns the job id."""
+    spec = get_spec("matmul")
+    with database.session() as s:
+        kernel_id = repository.ensure_kernel(s, "matmul", spec.version_hash(), spec.space.hash())
+        job = repository.create_job(s, kernel_id, {"kernel": "matmul"}, "ml")
+        for problem, config, backend, triton_ms, vendor_ms in WINS:
+            chosen = vendor_ms if backend == "vendor" else triton_ms
+            repository.upsert_best(
+                s,
+                "matmul",
+                spec.version_hash(),
+                problem_key(problem),
+                "NVIDIA H200",
+                "3.9",
+                config,
+                chosen,
+                None,
+                job,
+                None,
+            )
+        for row in repository.get_best(s, "matmul"):
+            _, _, backend, triton_ms, vendor_ms = next(
+                w for w in WINS if problem_key(w[0]) == row.problem_key
+            )
+            repository.set_best_backend(s, row.id, backend, vendor, triton_ms, vendor_ms, 0.02)
+    return job
+
+
+def test_export_round_trips_vendor_decisions(database: Database, tmp_path: Path) -> None:
+    job = _store_vendor_wins(database)
+    (path,) = export(database, "matmul", tmp_path / "out")
+    doc = json.loads(path.read_text())
+    assert list(doc)[-1] == "digest" and doc["digest"] == bundle_digest(doc)
+    entries = {problem_key(e["problem"]): e for e in doc["entries"]}
+    small = entries[problem_key(SMALL)]
+    assert small == {
+        "problem": SMALL,
+        "backend": "vendor",
+        "vendor": "torch.matmul",
+        "config": SMALL_CFG,
+        "time_ms": 1.0,
+        "triton_ms": 1.2,
+        "vendor_ms": 1.0,
+        "noise": 0.02,
+        "job": job,
+        "team": "ml",
+    }
+    assert entries[problem_key(BIG)]["backend"] == "triton"
+    bundle = load_bundle(path, get_spec("matmul"))
+    assert bundle.digest == doc["digest"]
+    assert bundle.decide(SMALL) == Decision("vendor", SMALL_CFG, "torch.matmul", "exact")
+    assert bundle.decide(BIG) == Decision("triton", CFG, "torch.matmul", "exact")
+    # unseen shapes take the nearest entry's decision
+    assert bundle.decide({**SMALL, "M": 128}).backend == "vendor"
+    assert bundle.decide({**BIG, "M": 4096}).how == "nearest"
+    assert bundle.decide({**BIG, "M": 4096}).backend == "triton"
+
+
+def test_export_refuses_a_vendor_win_without_a_path(database: Database, tmp_path: Path) -> None:
+    _store_vendor_wins(database)
+    with database.session() as s:
+        (row,) = repository.get_best(s, "matmul", problem_key=problem_key(SMALL))
+        with pytest.raises(repository.InvalidRecord, match="names its vendor path"):
+            repository.set_best_backend(s, row.id, "vendor", None, 1.2, 1.0, 0.02)
+        with pytest.raises(repository.InvalidRecord, match="unknown backend 'cudnn'"):
+            repository.set_best_backend(s, row.id, "cudnn", "x", 1.2, 1.0, 0.02)
+
+
+HOSTILE_VENDOR = "'); __import__('os').system('touch PWNED'); ('"
+
+
+def test_triton_module_names_vendor_wins_as_literals(database: Database, tmp_path: Path) -> None:
+    _store_vendor_wins(database, vendor=HOSTILE_VENDOR)
+    (path,) = export(database, "matmul", tmp_path / "out", fmt=BundleFormat.TRITON)
+    text = path.read_text()
+    assert "VENDOR maps the problems where the vendor path" in text
+    code = (
+        "import json, runpy, sys; ns = runpy.run_path(sys.argv[1]); "
+        "c = ns['CONFIGS'][ns['BEST'][(256, 256, 256, 'float16')]]; "
+        "print(json.dumps([[list(k), v] for k, v in ns['VENDOR'].items()])); "
+        "print(c.kwargs['BLOCK_M'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert not (tmp_path / "PWNED").exists()
+    assert done.returncode == 0, done.stderr
+    vendor, block_m = done.stdout.splitlines()
+    assert json.loads(vendor) == [[[256, 256, 256, "float16"], HOSTILE_VENDOR]]
+    assert block_m == "64"  # BEST still names the vendor-won problem's fastest Triton config
+
+
+def test_pull_json_reports_the_policy_worst_case(
+    database: Database, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.cli import main
+
+    _store_vendor_wins(database)
+    with pytest.raises(SystemExit) as done:
+        main(["pull", "matmul", "--out", str(tmp_path / "b"), "--db", db_url, "--json"])
+    out, err = capsys.readouterr()
+    assert done.value.code in (0, None), err
+    pulled = json.loads(out)
+    (path,) = pulled["files"]
+    (report,) = pulled["bundles"]
+    assert report["digest"] == load_bundle(path).digest
+    assert (report["entries"], report["triton"], report["vendor"], report["measured"]) == (
+        3,
+        2,
+        1,
+        3,
+    )
+    # vendor_ms / chosen_ms: SMALL 1.0 (vendor chosen), MID 1.1, BIG 1.5
+    assert report["worst_vs_vendor"] == 1.0 and report["worst_problem"] == SMALL
+    assert report["geomean_vs_vendor"] == pytest.approx((1.0 * 1.1 * 1.5) ** (1 / 3))
+    shapes = {problem_key(row["problem"]): row for row in report["shapes"]}
+    # leave-one-out: SMALL's nearest other (MID) launches CFG, not timed on SMALL: a bound from
+    # SMALL's own fastest Triton config (1.0 / 1.2); MID's nearest (SMALL) keeps the vendor
+    # path, measured on MID; BIG's nearest (MID) launches BIG's own config, measured.
+    small, mid, big = (shapes[problem_key(p)] for p in (SMALL, MID, BIG))
+    assert (small["unseen_backend"], small["unseen_exact"]) == ("triton", False)
+    assert small["unseen_ratio"] == pytest.approx(1.0 / 1.2)
+    assert (mid["unseen_backend"], mid["unseen_ratio"], mid["unseen_exact"]) == (
+        "vendor",
+        1.0,
+        True,
+    )
+    assert (big["unseen_ratio"], big["unseen_exact"]) == (1.5, True)
+    assert report["unseen_worst_vs_vendor"] == pytest.approx(1.0 / 1.2)
+    assert report["unseen_worst_problem"] == SMALL and report["unseen_bounded"] == 1
+    (line,) = err.splitlines()
+    assert line.startswith("policy matmul NVIDIA H200: 2 triton, 1 vendor; vs vendor over 3")
+    assert (
+        "worst 1.000x at K=256,M=256,N=256,dtype=float16," in line
+        and "unseen (leave-one-out) worst <= 0.833x" in line
+    )
+
+    with pytest.raises(SystemExit):
+        main(["pull", "matmul", "--out", str(tmp_path / "t"), "--db", db_url, "--format", "triton"])
+    out, err = capsys.readouterr()
+    assert out.strip().endswith(".py") and err.startswith("policy matmul NVIDIA H200")
+
+
+def test_leave_one_out_follows_bundle_decide() -> None:
+    import random
+
+    from orchestrator.bundle_report import _left_out_decisions
+    from search_spaces.bundle import Bundle, BundleEntry
+
+    rng = random.Random(7)
+    entries = [
+        BundleEntry(
+            {"M": rng.choice([1, 3, 16, 48, 64, 4096]), "N": rng.choice([64, 96, 4096]), "K": 64}
+            | {"dtype": rng.choice(["float16", "bfloat16"]), "FLAG": rng.random() < 0.2},
+            {"BLOCK_M": i + 1},
+            backend=rng.choice(["triton", "vendor"]),
+            vendor="torch.matmul",
+        )
+        for i in range(60)
+    ]
+    bundle = Bundle("matmul", "v", "c", {"BLOCK_M": 0}, entries)
+    for i, (entry, decision) in enumerate(zip(entries, _left_out_decisions(bundle), strict=True)):
+        others = Bundle("matmul", "v", "c", {"BLOCK_M": 0}, entries[:i] + entries[i + 1 :])
+        assert decision == others.decide(entry.problem), entry.problem

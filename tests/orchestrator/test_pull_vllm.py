@@ -64,3 +64,38 @@ def test_vllm_format_is_refused_for_other_kernels_and_replays(tmp_path: Path) ->
     with pytest.raises(BundleExportError, match="not measurements"):
         export(replayed, "fused_moe", tmp_path / "out2", fmt=BundleFormat.VLLM)
     assert not (tmp_path / "out2").exists()
+
+
+def test_vendor_won_rows_keep_their_triton_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.cli import main
+
+    database = seeded(tmp_path, "NVIDIA H200")
+    with database.session() as s:
+        for row in repository.get_best(s, "fused_moe"):
+            won = json.loads(row.problem_key)["M"] == 64
+            repository.set_best_backend(
+                s,
+                row.id,
+                "vendor" if won else "triton",
+                "torch._grouped_mm",
+                0.5,
+                0.4 if won else 0.6,
+                0.01,
+            )
+    with pytest.raises(SystemExit) as done:
+        main(
+            ["pull", "fused_moe", "--format", "vllm", "--out", str(tmp_path / "out"), "--db",
+             f"sqlite:///{tmp_path / 'best.db'}"]
+        )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert done.value.code in (0, None), err
+    (path,) = [Path(p) for p in out.split()]
+    # read back as vLLM's get_moe_configs does: an object keyed by M strings
+    with path.open() as f:
+        configs = {int(key): val for key, val in json.load(f).items()}
+    assert sorted(configs) == [1, 64, 1024]
+    assert configs[64] == {**CONFIG, "BLOCK_SIZE_M": 32}  # the vendor-won M's Triton config
+    assert "policy fused_moe NVIDIA H200: 2 triton, 1 vendor" in err
+    assert "note: vLLM cannot keep a vendor path: the 1 row(s) where it won hold the fastest" in err

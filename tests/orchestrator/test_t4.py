@@ -67,3 +67,34 @@ def test_pull_t4_is_valid(tmp_path: Path) -> None:
     jsonschema.validate(doc, SCHEMA)
     assert doc["results"][0]["configuration"] == {"BLOCK_M": 16}
     assert doc["results"][0]["problem"] == PROBLEM
+
+
+def test_pull_t4_records_the_vendor_measurement_as_its_own_result(tmp_path: Path) -> None:
+    entry = {
+        "problem": PROBLEM,
+        "backend": "vendor",
+        "vendor": "torch.matmul",
+        "config": {"BLOCK_M": 16},
+        "time_ms": 0.2,
+        "triton_ms": 0.25,
+        "vendor_ms": 0.2,
+        "noise": 0.01,
+    }
+    bundle = {
+        "format": "tunefleet-bundle/1",
+        "kernel": "matmul",
+        "device_class": "cpu",
+        "default": {},
+        "entries": [entry],
+    }
+    native = tmp_path / "matmul-cpu-triton3.9.json"
+    native.write_text(json.dumps(bundle))
+    (path,) = bundles_to_t4([native], tmp_path / "t4")
+    doc = json.loads(path.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    triton, vendor = doc["results"]
+    assert triton["configuration"] == {"BLOCK_M": 16} and triton["times"]["runtimes"] == [0.25]
+    assert (triton["tunefleet_backend"], triton["tunefleet_chosen"]) == ("triton", False)
+    assert vendor["configuration"] == {"vendor": "torch.matmul"}
+    assert vendor["times"]["runtimes"] == [0.2] and vendor["problem"] == PROBLEM
+    assert (vendor["tunefleet_backend"], vendor["tunefleet_chosen"]) == ("vendor", True)
