@@ -9,9 +9,9 @@ already initialized ``torch.distributed``).
 
 :func:`check_same_bundles` costs one collective when the ranks agree: each rank reduces its
 digests to one 32-byte SHA-256 (of the sorted digests, so the order bundles are given in does not
-matter) and ``all_gather``\\ s it. When they differ, a second collective (``all_gather_object`` of
-each rank's digests) names the bundle that differs, and every rank raises :class:`RankMismatch`
-with the same one-line message.
+matter) and gathers it with one ``all_gather``. When they differ, a second collective
+(``all_gather_object`` of each rank's digests) names the bundle that differs, and every rank
+raises :class:`RankMismatch` with the same one-line message.
 """
 
 from __future__ import annotations
