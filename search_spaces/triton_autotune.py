@@ -17,9 +17,23 @@ Same arguments as ``triton.autotune``, plus:
   :class:`search_spaces.bundle_env.VersionPolicy`); a warning names the difference once;
 * ``nearest``: serve the nearest entry (by the key's integer values) for a key the bundle lacks,
   instead of benchmarking the config list as ``triton.autotune`` does;
+* ``pinned`` (default: on when ``TUNEFLEET_PINNED=1``): never benchmark at run time. A key the
+  bundle lacks follows the nearest entry's decision, else launches the bundle's default, else (no
+  bundle serves this kernel) the first config Triton's pruning keeps;
+* ``vendor``: the library path to call for keys whose bundle entry chose ``vendor`` (see below);
 * ``untuned``: a capture directory where keys the bundle lacks are recorded, so that
   ``tunefleet tune --from-capture`` tunes them next (default ``$TUNEFLEET_CAPTURE``, else
   ``untuned/`` beside the bundle).
+
+A key the bundle lacks is a *miss*: :func:`misses` lists those of this process, each with the
+process's rank (:func:`search_spaces.ranks.current_rank`), how it was answered and what was
+launched, for the deployment to report or gather; the key is also written to ``untuned``.
+
+A captured kernel has no library path of its own, so a bundle entry that keeps the vendor path
+(``backend`` ``vendor``, e.g. ``torch.matmul`` won) is honoured only with ``vendor=``: a callable
+that does what the kernel does (writes the same outputs), called instead of the kernel with the
+launch's own arguments (``vendor(*args, **kwargs)``, without ``grid``). Without it, such keys
+launch the entry's Triton config (the fastest measured) and a warning says so once.
 
 A key in the bundle launches its tuned config with no benchmarking: the config enters Triton's
 own per-key cache, so later launches take exactly ``triton.autotune``'s cached path. With a single
@@ -35,12 +49,14 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search_spaces.bundle import Bundle, BundleError, load_bundle
+from search_spaces.bundle import Bundle, BundleError, Decision, load_bundle
 from search_spaces.bundle_env import VersionPolicy, choose, current_environment
 from search_spaces.capture_file import CONFIG_OPTIONS, kernel_name, problem_of
+from search_spaces.ranks import current_rank
 from search_spaces.triton_capture import (
     ENV_VAR,
     CaptureWriter,
@@ -51,6 +67,42 @@ from search_spaces.triton_capture import (
 )
 
 UNTUNED_DIR = "untuned"
+PINNED_VAR = "TUNEFLEET_PINNED"
+#: Keyword arguments a launch passes that are the launch's, not the kernel's.
+_LAUNCH_ONLY = frozenset({"grid", "warmup"})
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A key the bundle lacks, met on ``rank``: ``how`` it was answered (``nearest``,
+    ``default``, or ``none`` when no bundle serves the kernel) and what ran: ``triton`` (a served
+    config, not timed), ``vendor`` (the ``vendor=`` callable) or ``tuned`` (Triton benchmarked
+    the config list)."""
+
+    rank: int
+    kernel: str
+    problem: dict[str, Any]
+    how: str
+    launched: str
+
+
+_MISSES: list[Miss] = []
+
+
+def misses(clear: bool = False) -> list[Miss]:
+    """The misses of every drop-in kernel of this process, in the order met (and forgotten after
+    this call with ``clear``)."""
+    found = list(_MISSES)
+    if clear:
+        del _MISSES[: len(found)]
+    return found
+
+
+def _pinned_from_env() -> bool:
+    value = os.environ.get(PINNED_VAR, "").strip()
+    if value not in ("", "0", "1"):
+        raise BundleError(f"{PINNED_VAR} is {value!r:.40}; set it to 1 (pinned) or 0")
+    return value == "1"
 
 
 def _device_class() -> str:
@@ -91,12 +143,19 @@ class Serving:
         versions: VersionPolicy,
         nearest: bool,
         untuned: str | Path | None,
+        pinned: bool = False,
+        vendor: Callable[..., Any] | None = None,
     ) -> None:
         self.name = name
         self.source = source
         self.path = bundle
         self.versions = versions
         self.nearest = nearest
+        self.pinned = pinned
+        self.vendor = vendor
+        #: Key -> whether launches of it call ``vendor`` (filled only when ``vendor`` is given).
+        self.routes: dict[tuple[Any, ...], bool] = {}
+        self._warned_vendor = False
         if untuned is None and os.environ.get(ENV_VAR):
             untuned = os.environ[ENV_VAR]
         if untuned is None and bundle is not None:
@@ -117,15 +176,18 @@ class Serving:
             device = _device_class()
             every = load_bundles(self.path, self.name)
             mine = [b for b in every if b.device_class.casefold() == device.casefold()]
+            fallback = (
+                "launching the first config (pinned)"
+                if self.pinned
+                else "tuning as triton.autotune does"
+            )
             if every and not mine:
                 self._warn(
                     f"{self.path} has bundles for {', '.join(sorted({b.device_class for b in every}))}"
-                    f", none for {device}: tuning as triton.autotune does"
+                    f", none for {device}: {fallback}"
                 )
             elif not every:
-                self._warn(
-                    f"{self.path} has no bundle for this kernel: tuning as triton.autotune does"
-                )
+                self._warn(f"{self.path} has no bundle for this kernel: {fallback}")
             current = {**current_environment()}
             chosen, diffs = choose(mine, current, self.versions)
             candidate = chosen or (mine[0] if mine else None)
@@ -140,17 +202,58 @@ class Serving:
         self._chosen.append(chosen)
         return chosen
 
-    def config_for(self, tuner: Any, kwargs: Mapping[str, Any]) -> Any | None:
-        """The ``triton.Config`` to launch a new key with, or None to tune it as Triton does."""
+    def decide(self, keys: Sequence[str], key: tuple[Any, ...]) -> tuple[str, Decision | None]:
+        """How the bundle answers ``key`` (``exact``, ``nearest``, ``default``, or ``none`` without
+        a bundle) and the decision to follow: the exact entry's; a nearest entry's with
+        ``nearest`` or ``pinned``; the default only when pinned; else None (tune the key)."""
+        bundle = self.bundle()
+        if bundle is None:
+            return "none", None
+        decision = bundle.decide(problem_of(keys, key))
+        follow = (
+            decision.how == "exact" or self.pinned or (self.nearest and decision.how == "nearest")
+        )
+        return decision.how, decision if follow else None
+
+    def route_to_vendor(self, tuner: Any, key: tuple[Any, ...], named: Mapping[str, Any]) -> bool:
+        """Whether launches of ``key`` call the ``vendor`` callable (the decision to follow keeps
+        the vendor path); a miss answered so is recorded here."""
+        how, decision = self.decide(tuner.keys, key)
+        if decision is None or decision.triton:
+            return False
+        if how != "exact":
+            self._miss(tuner, key, named, how, "vendor")
+        return True
+
+    def config_for(
+        self, tuner: Any, kwargs: Mapping[str, Any], pruned: Callable[[], list[Any]]
+    ) -> Any | None:
+        """The ``triton.Config`` to launch a new key with, or None to tune it as Triton does;
+        ``pruned`` gives Triton's pruned config list (its first is the pinned fallback)."""
         named = {**tuner.nargs, **kwargs}
         key = triton_key(tuner, (), named)
-        bundle = self.bundle()
-        how, config = bundle.resolve(problem_of(tuner.keys, key)) if bundle else ("none", None)
+        how, decision = self.decide(tuner.keys, key)
+        config = None
+        if decision is not None:
+            if not decision.triton and not self._warned_vendor:
+                self._warned_vendor = True
+                self._warn(
+                    f"the bundle keeps the vendor path {decision.vendor} for "
+                    f"{problem_of(tuner.keys, key)}, and this kernel has none (pass vendor= to "
+                    "autotune): launching the entry's Triton config there"
+                )
+            config = _triton_config(decision.config)
+        elif self.pinned:
+            config = pruned()[0]
         if how != "exact":
-            self._record(tuner, key, named)
-        if config is not None and (how == "exact" or (how == "nearest" and self.nearest)):
-            return _triton_config(config)
-        return None
+            self._miss(tuner, key, named, how, "tuned" if config is None else "triton")
+        return config
+
+    def _miss(
+        self, tuner: Any, key: tuple[Any, ...], named: Mapping[str, Any], how: str, launched: str
+    ) -> None:
+        _MISSES.append(Miss(current_rank(), self.name, problem_of(tuner.keys, key), how, launched))
+        self._record(tuner, key, named)
 
     def _record(self, tuner: Any, key: tuple[Any, ...], named: Mapping[str, Any]) -> None:
         if self.writer is None:
@@ -175,7 +278,8 @@ def _served_class() -> type:
     from triton.runtime.autotuner import Autotuner
 
     class ServedAutotuner(Autotuner):
-        """Triton's Autotuner whose pruning step asks the bundle first (a new key only).
+        """Triton's Autotuner whose pruning step asks the bundle first (a new key only), and
+        whose launches of keys the bundle gives to the vendor path call ``vendor=`` instead.
 
         A served config is never timed: Triton 3.9 takes a single pruned config without timing
         it, but 3.6 still times it (on the H200 each served key ran one do_bench), so ``_bench``
@@ -186,8 +290,25 @@ def _served_class() -> type:
         timed: int = 0
         _served: Any = None
 
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            vendor = self.serving.vendor
+            if vendor is not None:
+                key = triton_key(self, args, kwargs)
+                route = self.serving.routes.get(key)
+                if route is None:
+                    named = {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
+                    route = self.serving.route_to_vendor(self, key, named)
+                    self.serving.routes[key] = route
+                if route:
+                    return vendor(
+                        *args, **{k: v for k, v in kwargs.items() if k not in _LAUNCH_ONLY}
+                    )
+            return super().run(*args, **kwargs)
+
         def prune_configs(self, kwargs: dict[str, Any]) -> list[Any]:
-            tuned = self.serving.config_for(self, kwargs)
+            tuned = self.serving.config_for(
+                self, kwargs, lambda: list(super(ServedAutotuner, self).prune_configs(kwargs))
+            )
             if tuned is not None:
                 self._served = tuned
                 return [tuned]
@@ -220,9 +341,13 @@ def autotune(
     versions: VersionPolicy | str = VersionPolicy.USE,
     nearest: bool = False,
     untuned: str | Path | None = None,
+    pinned: bool | None = None,
+    vendor: Callable[..., Any] | None = None,
 ) -> Callable[[Any], Any]:
-    """``triton.autotune`` serving tuned configs from ``bundle`` (see the module doc)."""
+    """``triton.autotune`` serving tuned configs from ``bundle`` (see the module doc);
+    ``pinned`` None reads ``TUNEFLEET_PINNED`` (1 or 0; anything else raises BundleError)."""
     policy = VersionPolicy(versions)
+    pin = _pinned_from_env() if pinned is None else pinned
 
     def decorator(fn: Any) -> Any:
         install_from_env()
@@ -257,6 +382,8 @@ def autotune(
             policy,
             nearest,
             untuned,
+            pin,
+            vendor,
         )
         return tuner
 
