@@ -92,7 +92,9 @@ def fp8_matmul_kernel(
         b_s = tl.load(b_scales + group * stride_bsk)
         acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    out = c_ptr + pid_k * stride_cs + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
+    # int64: SPLIT_K * M * N may exceed 2**31 elements.
+    out = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[:, None].to(tl.int64) * stride_cm
+    out += offs_n[None, :]
     tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
@@ -103,6 +105,7 @@ def fp8_splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    slice_stride = MN.to(tl.int64)  # SPLIT_K * MN may exceed 2**31 elements
     for s in tl.static_range(SPLIT_K):
-        acc += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
+        acc += tl.load(ws_ptr + s * slice_stride + offs, mask=mask, other=0.0)
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
