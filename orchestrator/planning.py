@@ -69,7 +69,8 @@ def oversized(kernel: KernelSpec, problem: Problem, memory_bytes: int) -> str | 
 
 def plan_job(spec: JobSpec, kernel: KernelSpec, pool: Pool) -> list[StudyPlan]:
     """The studies of ``spec`` on ``pool``'s classes; raises before anything is written when a
-    class is missing, a problem's inputs exceed a class's memory, a space is empty on a class or
+    class is missing, the kernel refuses a problem on a class (``KernelSpec.check_device``: no
+    FP8 hardware, say), a problem's inputs exceed a class's memory, a space is empty on a class or
     the sampler does not fit it, a replay device
     lacks a problem, or the graph objective meets a class without a GPU."""
     present = pool.classes()
@@ -107,6 +108,9 @@ def plan_job(spec: JobSpec, kernel: KernelSpec, pool: Pool) -> list[StudyPlan]:
                 f"{unfit}; choose another sampler"
             )
         for problem in spec.problems:
+            refused = kernel.check_device(problem, info.limits)
+            if refused is not None:
+                raise JobSpecError(f"{class_key}: {refused}")
             too_big = oversized(kernel, problem, device_memory(info))
             if too_big is not None:
                 raise JobSpecError(f"{class_key}: {too_big}; give a smaller problem")

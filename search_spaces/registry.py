@@ -25,6 +25,7 @@ BUILTINS: dict[str, str] = {
     "flash_attention": "search_spaces.kernels.flash_attention:SPEC",
     "paged_attention": "search_spaces.kernels.paged_attention:SPEC",
     "fused_moe": "search_spaces.kernels.fused_moe:SPEC",
+    "fp8_matmul": "search_spaces.kernels.fp8_matmul:SPEC",
 }
 
 

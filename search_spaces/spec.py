@@ -112,6 +112,12 @@ class KernelSpec(abc.ABC):
         """Max-norm relative error allowed for ``problem`` (by its dtype unless overridden)."""
         return DEFAULT_TOLERANCE[str(problem.get("dtype", "float32"))]
 
+    def check_device(self, problem: Problem, limits: DeviceLimits) -> str | None:
+        """Why ``problem`` cannot run on the device class of ``limits`` whatever the config (one
+        line), or None (here: it runs wherever a config of the space does). Checked per class
+        before any trial; called in the orchestrator: stdlib only."""
+        return None
+
     def validate_problem(self, raw: Mapping[str, object]) -> Problem:
         """A complete, typed problem; override to add checks across fields (call super first)."""
         return self.schema.validate(raw)

@@ -1,8 +1,11 @@
 """plan_job refuses, before anything is written, a problem whose inputs exceed a class's memory
 (in-process replay pool of the synthetic H200 landscape, which records no memory: the device
-table's 141 GB for its class is the limit)."""
+table's 141 GB for its class is the limit), and a problem its kernel cannot run on a class (FP8 on
+the A100's replayed class)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +15,10 @@ from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec
 from orchestrator.local_pool import LocalPool
 from orchestrator.planning import device_memory, oversized
+from orchestrator.worker import WorkerPlan
 from search_spaces.problem import Problem, problem_key
 from search_spaces.registry import get_spec
+from tests.orchestrator.conftest import A100
 
 HUGE: Problem = {"M": 262144, "N": 262144, "K": 262144, "dtype": "float16"}  # 3 * 128 GiB of fp16
 
@@ -54,3 +59,22 @@ def test_a_plans_problem_key_is_computed_once(pool: LocalPool) -> None:
     (plan,) = plan_job(job, job.kernel_spec(), pool)
     assert plan.problem_key == problem_key(problem)
     assert plan.problem_key is plan.problem_key  # one string, not a new one per trial row
+
+
+def test_an_fp8_problem_on_a_class_without_fp8_is_refused_up_front(
+    landscapes: dict[str, list[Path]], database: Database
+) -> None:
+    job = JobSpec.from_mapping({"kernel": "fp8_matmul", "problems": ["M=16,N=7168,K=2048"]})
+    a100 = LocalPool([WorkerPlan("replay", tuple(str(p) for p in landscapes[A100]))])
+    try:
+        with pytest.raises(JobSpecError) as err:
+            plan_job(job, job.kernel_spec(), a100)
+        message = str(err.value)
+        assert "needs FP8 tensor cores" in message and "sm_80" in message
+        assert "\n" not in message
+        with pytest.raises(JobSpecError):
+            submit_job(database, job, a100)
+    finally:
+        a100.shutdown()
+    with database.session(readonly=True) as s:
+        assert repository.list_jobs(s) == []

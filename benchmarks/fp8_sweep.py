@@ -1,0 +1,195 @@
+"""fp8_matmul candidates against the spec's vendor paths on DeepSeek-V3's block-FP8 linears, one
+GPU process.
+
+Usage (GPU machine, repo root; needs only torch, triton and search_spaces):
+    python benchmarks/fp8_sweep.py --out FILE.json [--grid issue|smoke] [--rounds 3] [--jobs 16]
+Per problem (the spec's own inputs: A e4m3 [M, K] with per-token-group scales, B e4m3 [N, K] with
+128x128 block scales, bfloat16 out):
+
+* every candidate config through the spec's launcher (c0 is the spec's default, vLLM's untuned
+  fallback);
+* ``torch._scaled_mm``: cuBLASLt's blockwise (1x128, 128x128) FP8 GEMM, where it runs (sm_90);
+* ``dequant+torch.matmul``: A dequantized to bfloat16 per call, B once beforehand, bfloat16 GEMM.
+
+Correctness first: every entry's output on the shared inputs is checked against the float32
+reference before anything is timed (an entry out of tolerance is reported and not timed), and the
+fastest candidate again on fresh inputs. Timing as in moe_sweep.py: do_bench medians (CUDA events,
+L2 flushed before each rep), all entries interleaved over ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _sweep import (  # this folder
+    candidate_launchers,
+    compile_all,
+    device,
+    fastest_candidate,
+    finish,
+    geomean,
+    interleaved,
+    medians,
+    winner_on_fresh,
+    winner_row,
+)
+
+
+def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int = 1,
+         tma: bool = False) -> dict[str, Any]:  # fmt: skip
+    return {
+        "BLOCK_SIZE_M": bm,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
+        "GROUP_SIZE_M": group,
+        "SPLIT_K": split,
+        "num_warps": warps,
+        "num_stages": stages,
+        "TMA": tma,
+    }
+
+
+CANDIDATES: dict[str, list[dict[str, Any]]] = {
+    "issue": [
+        _cfg(64, 128, 128, 32, 4, 2),  # the spec default (vLLM's fallback)
+        _cfg(64, 128, 128, 32, 4, 3),
+        _cfg(64, 128, 128, 32, 4, 4, tma=True),
+        _cfg(128, 128, 128, 16, 8, 3),
+        _cfg(128, 256, 128, 16, 8, 3, tma=True),
+        _cfg(32, 64, 128, 1, 4, 4),
+        _cfg(16, 64, 128, 1, 4, 5),
+        _cfg(16, 128, 128, 1, 4, 4, split=4),
+        _cfg(16, 64, 128, 1, 4, 5, split=8, tma=True),
+        _cfg(64, 64, 64, 1, 4, 6, split=2),
+    ],
+    "smoke": [_cfg(64, 128, 128, 32, 4, 2), _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True)],
+}
+
+#: DeepSeek-V3's block-FP8 linears (N, K): fused q_a/kv_a projection, q_b, o_proj, the dense MLP's
+#: gate+up and down.
+SHAPES = ((2112, 7168), (24576, 1536), (7168, 16384), (36864, 7168), (7168, 18432))
+
+GRIDS: dict[str, list[dict[str, Any]]] = {
+    "issue": [
+        {"M": m, "N": n, "K": k} for n, k in SHAPES for m in (1, 16, 64, 128, 512, 2048, 4096)
+    ],
+    "smoke": [{"M": 16, "N": 256, "K": 512}, {"M": 33, "N": 384, "K": 256}],
+}
+
+VENDOR = ("torch._scaled_mm", "dequant+torch.matmul")
+
+
+def _checked_entries(spec: Any, inputs: dict[str, Any], entries: dict[str, Any]) -> dict[str, str]:
+    """Launch each entry once into a NaN-poisoned out and compare with the reference; drop (and
+    return, label -> why) those out of tolerance."""
+    from search_spaces.accuracy import max_rel_error
+
+    ref = spec.reference(inputs)
+    tolerance = spec.tolerance({})
+    wrong = {}
+    for label, fn in list(entries.items()):
+        inputs["out"].fill_(float("nan"))
+        fn()
+        err = max_rel_error(inputs["out"], ref)
+        if err > tolerance:
+            wrong[label] = f"max rel. error {err:.2e} > {tolerance:.0e}"
+            del entries[label]
+    return wrong
+
+
+def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
+            rounds: int) -> dict[str, Any]:  # fmt: skip
+    from search_spaces import SpecError, get_spec
+    from search_spaces.accuracy import max_rel_error
+
+    spec = get_spec("fp8_matmul")
+    problem = spec.validate_problem(problem)
+    inputs = spec.build_inputs(problem, device())
+    entries = candidate_launchers(spec, inputs, candidates, broken)
+    not_run = {}
+    for name in VENDOR:
+        try:
+            entries[name] = spec.make_vendor_launcher(inputs, name)
+        except SpecError as exc:
+            not_run[name] = str(exc)
+    wrong = _checked_entries(spec, inputs, entries)
+    if not any(label[0] == "c" for label in entries):
+        raise SystemExit(f"no candidate is within tolerance on {problem}: {wrong}")
+    med = medians(interleaved(entries, rounds))
+    best = fastest_candidate(med)
+    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
+    err = max_rel_error(fresh["out"], spec.reference(fresh))
+    del inputs, fresh, entries
+    row: dict[str, Any] = {
+        **winner_row(spec, problem, med, candidates, best, err),
+        "tflops": spec.flops(problem) / med[best] / 1e9,
+        "gbps": spec.bytes_moved(problem) / med[best] / 1e6,
+        "not_run": not_run,
+        "wrong": wrong,
+    }
+    for name in VENDOR:
+        if name in med:
+            row[f"vs {name}"] = med[name] / med[best]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=16)
+    args = parser.parse_args()
+    candidates = CANDIDATES[args.grid]
+    grid = GRIDS[args.grid]
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
+    start = time.perf_counter()
+    # M, N, K are runtime values: one small problem compiles every candidate (M=1 compiles its
+    # own specialization at its first launch).
+    broken = compile_all("fp8_matmul", {"any": {"M": 16, "N": 256, "K": 512}}, candidates,
+                         args.jobs)["any"]  # fmt: skip
+    rows = []
+    for problem in grid:
+        rows.append(measure(problem, candidates, broken, args.rounds))
+        r = rows[-1]
+        text = ",".join(f"{k}={v}" for k, v in problem.items())
+        vendors = "  ".join(
+            f"{name} {r['ms'][name]:.4f} x{r[f'vs {name}']:.3f}"
+            if f"vs {name}" in r
+            else f"{name} not run"
+            for name in VENDOR
+        )
+        print(
+            f"{text:<22} best {r['best']} {r['best_ms']:.4f} ms (default {r['default_ms']:.4f}) "
+            f"{r['tflops']:5.0f} TF/s  {vendors}  err {r['winner_max_rel_error']:.1e}"
+            + (f"  WRONG {r['wrong']}" if r["wrong"] else ""),
+            flush=True,
+        )
+        args.out.write_text(json.dumps({"candidates": candidates, "rows": rows}, indent=1))
+    summary: dict[str, Any] = {
+        "grid": args.grid,
+        "problems": len(rows),
+        "candidates_per_problem": len(candidates),
+        "rounds": args.rounds,
+        "not_run": sorted({name for r in rows for name in r["not_run"]}),
+        "wrong": sorted({label for r in rows for label in r["wrong"]}),
+        "geomean_best_vs_default": geomean(
+            [r["default_ms"] / r["best_ms"] for r in rows if r["default_ms"] is not None]
+        ),
+    }
+    for name in VENDOR:
+        ratios = [r[f"vs {name}"] for r in rows if f"vs {name}" in r]
+        if ratios:
+            summary[f"geomean_vs {name}"] = geomean(ratios)
+            summary[f"min_vs {name}"] = min(ratios)
+    finish(args.out, summary, candidates, rows, start)
+
+
+if __name__ == "__main__":
+    main()

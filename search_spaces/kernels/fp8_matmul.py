@@ -1,0 +1,464 @@
+"""Built-in ``fp8_matmul`` spec: block-scaled FP8 GEMM in the layout of vLLM's and DeepSeek-V3's
+block-FP8 linears (``block_shape=[128, 128]``).
+
+C[M, N] (bfloat16) = (A * a_scale) @ (B * b_scale)^T, where A is e4m3 [M, K] with one fp32 scale
+per row and 128 columns (``a_scale``: [M, K/128], per-token groups), and B is e4m3 [N, K] (the
+weight as a linear layer stores it) with one fp32 scale per 128x128 block (``b_scale``:
+[N/128, K/128]). The Triton kernel scales each K step's product as it accumulates in fp32.
+
+Importing this module loads neither torch nor triton; the kernels live in ``_fp8_matmul_kernels``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from search_spaces.errors import ProblemError, SpecError
+from search_spaces.kernels._common import (
+    AMD_PARAMS,
+    NVIDIA_ONLY,
+    accumulator_rule,
+    amd_stages_rule,
+    int_param,
+    nvidia_sm,
+    smem_rule,
+    vendor_default,
+    warps_rule,
+)
+from search_spaces.problem import Field, Problem, ProblemSchema
+from search_spaces.space import (
+    Config,
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+    pow2_range,
+)
+from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+
+#: Edge of the scale blocks: A has a scale per row and SCALE_BLOCK columns, B per SCALE_BLOCK x
+#: SCALE_BLOCK block (vLLM's ``block_shape=[128, 128]``, DeepSeek-V3's checkpoints).
+SCALE_BLOCK = 128
+#: Largest finite float8_e4m3fn: quantization maps each group's or block's amax onto it.
+E4M3_MAX = 448.0
+#: Fewest outputs per warp: one 16x16 MMA tile.
+MIN_OUT_PER_WARP = 256
+#: Split-K serves small M (decode batches), where taller tiles only compute padding rows.
+SPLIT_K_MAX_BLOCK_M = 64
+#: Oldest NVIDIA compute capability with TMA loads.
+TMA_MIN_SM = 90
+#: Oldest NVIDIA compute capability with FP8 tensor cores (Ada; Hopper is sm_90).
+FP8_MIN_SM = 89
+#: AMD archs with FP8 matrix cores: CDNA3 (MI300X/MI325X; its native format is e4m3fnuz, the e4m3fn
+#: operands here go through Triton's conversion), CDNA4 (MI350) and RDNA4.
+FP8_AMD_ARCHS = ("gfx942", "gfx950", "gfx1200", "gfx1201")
+#: Block size of the split-K reduction kernel (fixed: it is not tuned).
+REDUCE_BLOCK = 1024
+#: Element bytes: e4m3 operands, fp32 scales, bfloat16 output.
+FP8_BYTES, SCALE_BYTES, OUT_BYTES = 1, 4, 2
+
+VENDOR_SCALED_MM = "torch._scaled_mm"
+VENDOR_DEQUANT = "dequant+torch.matmul"
+
+
+def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
+    rows = int_param(c, "BLOCK_SIZE_M") + int_param(c, "BLOCK_SIZE_N")
+    return rows * int_param(c, "BLOCK_SIZE_K") * FP8_BYTES * int_param(c, "num_stages")
+
+
+SPACE = Space(
+    params=(
+        Param("BLOCK_SIZE_M", pow2_range(16, 256), ParamKind.POW2, doc="rows of C per program"),
+        Param("BLOCK_SIZE_N", pow2_range(32, 256), ParamKind.POW2, doc="columns of C per program"),
+        Param(
+            "BLOCK_SIZE_K",
+            (64, 128),
+            ParamKind.POW2,
+            doc=f"K elements per loop step; every value divides the scale block ({SCALE_BLOCK}), "
+            "so a step never spans two scale groups",
+        ),
+        Param(
+            "GROUP_SIZE_M",
+            (1, 8, 16, 32, 64),
+            ParamKind.POW2,
+            doc="tile rows per L2-sharing group (vLLM's 1/16/32/64 and Triton's usual 8)",
+        ),
+        Param(
+            "SPLIT_K",
+            (1, 2, 4, 8),
+            ParamKind.POW2,
+            doc="programs sharing one tile's K, their fp32 slices summed by a second kernel "
+            "(not in vLLM's kernel: a vLLM file carries SPLIT_K == 1 configs only)",
+        ),
+        Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
+        Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
+        Param(
+            "TMA",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="load A and B tiles through TMA descriptors (sm_90+; not in vLLM's kernel)",
+        ),
+        *AMD_PARAMS,
+    ),
+    constraints=(
+        smem_rule(
+            ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_stages"),
+            "(BLOCK_SIZE_M + BLOCK_SIZE_N) * BLOCK_SIZE_K * 1 byte * num_stages <= shared memory "
+            "per block",
+            _smem_bytes,
+        ),
+        # The kernel holds two such tiles (the running sum and the step's product before it is
+        # scaled); the shared cap still admits vLLM's tuned Hopper tiles (64x128 on 4 warps).
+        accumulator_rule("BLOCK_SIZE_M", "BLOCK_SIZE_N"),
+        Constraint(
+            "work-per-warp",
+            f"BLOCK_SIZE_M*BLOCK_SIZE_N >= num_warps * {MIN_OUT_PER_WARP} (one 16x16 MMA tile "
+            "per warp)",
+            ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_warps"),
+            lambda c, _lim: (
+                int_param(c, "BLOCK_SIZE_M") * int_param(c, "BLOCK_SIZE_N")
+                >= int_param(c, "num_warps") * MIN_OUT_PER_WARP
+            ),
+        ),
+        Constraint(
+            "split-k-small-m",
+            f"SPLIT_K > 1 only with BLOCK_SIZE_M <= {SPLIT_K_MAX_BLOCK_M}",
+            ("SPLIT_K", "BLOCK_SIZE_M"),
+            lambda c, _lim: (
+                int_param(c, "SPLIT_K") == 1 or int_param(c, "BLOCK_SIZE_M") <= SPLIT_K_MAX_BLOCK_M
+            ),
+        ),
+        Constraint(
+            "split-k-no-group",
+            "GROUP_SIZE_M > 1 only with SPLIT_K == 1 (split-K problems have too few tile rows "
+            "to group)",
+            ("SPLIT_K", "GROUP_SIZE_M"),
+            lambda c, _lim: int_param(c, "SPLIT_K") == 1 or int_param(c, "GROUP_SIZE_M") == 1,
+        ),
+        Constraint(
+            "tma-arch",
+            f"TMA only on sm_{TMA_MIN_SM}+ (Hopper and later) and in the interpreter",
+            ("TMA",),
+            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
+        ),
+        Constraint(
+            "mfma-size",
+            "matrix_instr_nonkdim <= min(BLOCK_SIZE_M, BLOCK_SIZE_N) (else ROCm falls back to "
+            "FMA, no MFMA)",
+            ("matrix_instr_nonkdim", "BLOCK_SIZE_M", "BLOCK_SIZE_N"),
+            lambda c, _lim: (
+                int_param(c, "matrix_instr_nonkdim")
+                <= min(int_param(c, "BLOCK_SIZE_M"), int_param(c, "BLOCK_SIZE_N"))
+            ),
+        ),
+        warps_rule(),
+        amd_stages_rule(),
+    ),
+)
+
+#: vLLM's config when no tuned file matches (``w8a8_block_fp8_matmul``'s fallback): what a
+#: deployment runs untuned.
+DEFAULT: Config = {
+    "BLOCK_SIZE_M": 64,
+    "BLOCK_SIZE_N": SCALE_BLOCK,
+    "BLOCK_SIZE_K": SCALE_BLOCK,
+    "GROUP_SIZE_M": 32,
+    "SPLIT_K": 1,
+    "num_warps": 4,
+    "num_stages": 2,
+    "TMA": False,
+}
+
+
+class Fp8MatmulSpec(KernelSpec):
+    """Block-scaled FP8 C = A @ B^T (vLLM's ``w8a8_block_fp8_matmul`` layout), bfloat16 out."""
+
+    name: ClassVar[str] = "fp8_matmul"
+    description: ClassVar[str] = (
+        "C = (A * a_scale) @ (B * b_scale)^T: A e4m3 [M, K] with per-token-group scales "
+        "[M, K/128], B e4m3 [N, K] with 128x128 block scales [N/128, K/128], bfloat16 out, "
+        "fp32 accumulation, optional split-K"
+    )
+    schema: ClassVar[ProblemSchema] = ProblemSchema(
+        (
+            Field("M", doc="rows of A and C (tokens)"),
+            Field("N", doc=f"rows of B, columns of C (a multiple of {SCALE_BLOCK})"),
+            Field("K", doc=f"columns of A and B (a multiple of {SCALE_BLOCK})"),
+        )
+    )
+    example: ClassVar[Problem] = {"M": 16, "N": 256, "K": 256}
+    space: ClassVar[Space] = SPACE
+    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._fp8_matmul_kernels",)
+
+    def validate_problem(self, raw: Mapping[str, object]) -> Problem:
+        """N and K must be multiples of the scale block (B's scales cover whole 128x128 blocks)."""
+        problem = super().validate_problem(raw)
+        for dim in ("N", "K"):
+            if int(problem[dim]) % SCALE_BLOCK:
+                raise ProblemError(
+                    f"{dim}={problem[dim]} is not a multiple of {SCALE_BLOCK}: fp8_matmul's "
+                    f"scales cover {SCALE_BLOCK}-wide groups of K and {SCALE_BLOCK}x{SCALE_BLOCK} "
+                    "blocks of B"
+                )
+        return problem
+
+    def check_device(self, problem: Problem, limits: DeviceLimits) -> str | None:
+        """FP8 needs FP8 tensor cores: NVIDIA sm_89+ or an AMD arch of FP8_AMD_ARCHS (the
+        interpreter runs it on the CPU)."""
+        if limits.vendor is Vendor.CPU:
+            return None
+        if limits.vendor is Vendor.NVIDIA and nvidia_sm(limits) >= FP8_MIN_SM:
+            return None
+        if limits.vendor is Vendor.AMD and limits.arch in FP8_AMD_ARCHS:
+            return None
+        return (
+            f"{self.name} needs FP8 tensor cores (NVIDIA sm_{FP8_MIN_SM}+, AMD "
+            f"{'/'.join(FP8_AMD_ARCHS)}) and {limits.name} is {limits.arch}"
+        )
+
+    def default_config(self, vendor: Vendor) -> Config:
+        return vendor_default(DEFAULT, SPACE, vendor)
+
+    def flops(self, problem: Problem) -> float:
+        return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
+
+    def bytes_moved(self, problem: Problem) -> float:
+        """A, B, their scales and C."""
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        groups = k // SCALE_BLOCK
+        scales = (m + n // SCALE_BLOCK) * groups * SCALE_BYTES
+        return float((m * k + n * k) * FP8_BYTES + scales + m * n * OUT_BYTES)
+
+    def features(self, problem: Problem, config: Config) -> dict[str, float]:
+        """log2 of the programs (tiles x split-K) and of the K steps per program, and the share of
+        the tiles' area inside C (the rest is padding)."""
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        bm, bn = int(config["BLOCK_SIZE_M"]), int(config["BLOCK_SIZE_N"])
+        split = int(config["SPLIT_K"])
+        rows, cols = -(-m // bm), -(-n // bn)
+        return {
+            "log2_programs": math.log2(rows * cols * split),
+            "log2_k_steps": math.log2(-(-k // (split * int(config["BLOCK_SIZE_K"])))),
+            "tile_fill": m * n / (rows * bm * cols * bn),
+        }
+
+    def equivalence(self, problem: Problem) -> Callable[[Config], Config]:
+        """GROUP_SIZE_M at or above the tile rows puts every tile in one group: all such values
+        visit the tiles in the same order, so the smallest of them represents the others."""
+        m = int(problem["M"])
+        groups = sorted(int(v) for v in SPACE.param("GROUP_SIZE_M").values)
+
+        def same_order(config: Config) -> Config:
+            rows = -(-m // int_param(config, "BLOCK_SIZE_M"))
+            if int_param(config, "GROUP_SIZE_M") < rows:
+                return config
+            return {**config, "GROUP_SIZE_M": next(g for g in groups if g >= rows)}
+
+        return same_order
+
+    def tolerance(self, problem: Problem) -> float:
+        """2e-2 max-norm relative. The quantized inputs are exact in fp32 after dequantization, so
+        the error is the bfloat16 rounding of C (2**-9 of an element) plus the order and precision
+        of the fp32 sums: Hopper's FP8 tensor cores keep fewer mantissa bits while they sum
+        (DeepSeek-V3 measured ~2% at K=4096 when nothing else sums); the kernel (and the vendor
+        paths) take each 128-wide group's partial into fp32 on its own, leaving the bfloat16
+        rounding the bulk. A scale applied to the wrong group or block is off by up to 2**8
+        (``build_inputs`` spreads the scales over that range), far outside."""
+        return 2e-2
+
+    def build_inputs(self, problem: Problem, device: str) -> Inputs:
+        """Fresh normal data whose 128-groups of A and 128x128 blocks of B get magnitudes from
+        2**-4 to 2**4, quantized as vLLM does: each group's (block's) amax maps to 448."""
+        import torch
+
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        g, nb = k // SCALE_BLOCK, n // SCALE_BLOCK
+        a_mag = torch.exp2(torch.randint(-4, 5, (m, g, 1), device=device).float())
+        a = torch.randn(m, g, SCALE_BLOCK, device=device) * a_mag
+        a_scale = a.abs().amax(dim=2).clamp(min=1e-12) / E4M3_MAX
+        a_q = (a / a_scale[:, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        b_mag = torch.exp2(torch.randint(-4, 5, (nb, 1, g, 1), device=device).float())
+        b = torch.randn(nb, SCALE_BLOCK, g, SCALE_BLOCK, device=device) * b_mag
+        b_scale = b.abs().amax(dim=(1, 3)).clamp(min=1e-12) / E4M3_MAX
+        b_q = (b / b_scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        return {
+            "a": a_q.reshape(m, k),
+            "a_scale": a_scale,
+            "b": b_q.reshape(n, k),
+            "b_scale": b_scale,
+            "out": torch.empty(m, n, dtype=torch.bfloat16, device=device),
+        }
+
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        """cuBLASLt's DeepSeek-style blockwise FP8 GEMM through ``torch._scaled_mm`` (sm_90 with
+        cuBLASLt >= 12.9 only: elsewhere its launcher raises), and what a deployment without an
+        FP8 GEMM runs: B dequantized to bfloat16 once (as weights at load), A per call, and a
+        bfloat16 ``torch.matmul`` (runs everywhere)."""
+        return (VENDOR_SCALED_MM, VENDOR_DEQUANT)
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        if name == VENDOR_SCALED_MM:
+            return _scaled_mm_launcher(inputs)
+        if name == VENDOR_DEQUANT:
+            return _dequant_matmul_launcher(inputs)
+        return super().make_vendor_launcher(inputs, name)
+
+    def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        import torch
+        import triton
+
+        from search_spaces.kernels._fp8_matmul_kernels import (
+            fp8_matmul_kernel,
+            fp8_splitk_reduce_kernel,
+        )
+
+        a, b, a_scale, b_scale, out = _checked(inputs)
+        m, k = a.shape
+        n = b.shape[0]
+        meta, options = split_launch_options(config)
+        tma = bool(meta.pop("TMA", False)) and _tensor_descriptor() is not None
+        split_k = int(config["SPLIT_K"])
+        bm, bn, bk = (int(config[p]) for p in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"))
+        if tma:
+            TensorDescriptor = _tensor_descriptor()
+            operands: tuple[Any, ...] = (
+                TensorDescriptor.from_tensor(a, [bm, bk]),
+                TensorDescriptor.from_tensor(b, [bn, bk]),
+            )
+        else:
+            operands = (a, b)
+        target = out
+        if split_k > 1:
+            target = torch.empty(split_k, m, n, dtype=torch.float32, device=a.device)
+        args = (
+            *operands, a_scale, b_scale, target, m, n, k, a.stride(0), b.stride(0),
+            *a_scale.stride(), *b_scale.stride(), m * n, n,
+        )  # fmt: skip
+        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK, "TMA": tma}
+        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split_k)
+        if split_k == 1:
+
+            def launch() -> None:
+                fp8_matmul_kernel[grid](*args, **kernel_args)
+
+            return launch
+        reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
+
+        def launch_and_reduce() -> None:
+            fp8_matmul_kernel[grid](*args, **kernel_args)
+            fp8_splitk_reduce_kernel[reduce_grid](
+                target, out, m * n, SPLIT_K=split_k, BLOCK=REDUCE_BLOCK
+            )
+
+        return launch_and_reduce
+
+    def reference(self, inputs: Inputs) -> Any:
+        """C from the dequantized inputs, in float64 on the CPU (float32 on a GPU)."""
+        import torch
+
+        wide = torch.float64 if inputs["a"].device.type == "cpu" else torch.float32
+        a, b = dequantize(inputs, wide)
+        return a @ b.T
+
+
+def dequantize(inputs: Inputs, dtype: Any) -> tuple[Any, Any]:
+    """(A * a_scale, B * b_scale) in ``dtype``: each scale broadcast over its 128 columns of a row
+    of A, its 128x128 block of B."""
+    a, b = inputs["a"], inputs["b"]
+    a_scale = inputs["a_scale"].to(dtype).repeat_interleave(SCALE_BLOCK, dim=1)
+    b_scale = inputs["b_scale"].to(dtype)
+    b_scale = b_scale.repeat_interleave(SCALE_BLOCK, dim=0).repeat_interleave(SCALE_BLOCK, dim=1)
+    return a.to(dtype) * a_scale, b.to(dtype) * b_scale
+
+
+def _checked(inputs: Inputs) -> tuple[Any, Any, Any, Any, Any]:
+    """(a, b, a_scale, b_scale, out) of ``inputs`` after checking the layout the kernels assume:
+    unit stride along K for A and B, scales of the right shapes, ``out`` contiguous [M, N]."""
+    a, b, out = inputs["a"], inputs["b"], inputs["out"]
+    a_scale, b_scale = inputs["a_scale"], inputs["b_scale"]
+    m, k = a.shape
+    n = b.shape[0]
+    groups = k // SCALE_BLOCK
+    if (
+        a.stride(1) != 1
+        or b.stride(1) != 1
+        or tuple(b.shape) != (n, k)
+        or tuple(a_scale.shape) != (m, groups)
+        or tuple(b_scale.shape) != (n // SCALE_BLOCK, groups)
+        or not out.is_contiguous()
+        or tuple(out.shape) != (m, n)
+    ):
+        raise SpecError(
+            f"fp8_matmul: expected a [{m}, {k}] and b [{n}, {k}] with unit K stride, a_scale "
+            f"[{m}, {groups}], b_scale [{n // SCALE_BLOCK}, {groups}] and a contiguous out "
+            f"[{m}, {n}]"
+        )
+    return a, b, a_scale, b_scale, out
+
+
+def _scaled_mm_launcher(inputs: Inputs) -> Launcher:
+    """cuBLASLt's blockwise FP8 GEMM: A row-major with its scales outer-dim-major (1x128), B as
+    the column-major [K, N] view of its [N, K] storage with the [K/128, N/128] view of its scales
+    (128x128). Raises SpecError where it cannot run (torch runs this mode on sm_90 only)."""
+    import torch
+
+    a, b, a_scale, b_scale, out = _checked(inputs)
+    where = "the CPU" if a.device.type != "cuda" else None
+    if where is None and (torch.version.hip or torch.cuda.get_device_capability(a.device)[0] != 9):
+        where = f"{torch.cuda.get_device_name(a.device)}"
+    if where is not None:
+        raise SpecError(
+            f"{VENDOR_SCALED_MM}: blockwise 1x128/128x128 FP8 scaling runs on CUDA sm_90 only "
+            f"(cuBLASLt >= 12.9), not on {where}"
+        )
+    scale_a = a_scale.t().contiguous().t()
+    scale_b = b_scale.t()
+    b_t = b.t()
+
+    def launch() -> None:
+        torch._scaled_mm(a, b_t, scale_a, scale_b, out_dtype=torch.bfloat16, out=out)
+
+    try:
+        launch()
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(
+            f"{VENDOR_SCALED_MM} does not run blockwise scaling here: {first}"
+        ) from None
+    return launch
+
+
+def _dequant_matmul_launcher(inputs: Inputs) -> Launcher:
+    """B dequantized to bfloat16 here (a deployment does it once, at load); each launch
+    dequantizes A to bfloat16 and runs ``torch.matmul`` into ``out``."""
+    import torch
+
+    a, _, a_scale, _, out = _checked(inputs)
+    m, k = a.shape
+    _, b_float = dequantize(inputs, torch.float32)
+    b_t = b_float.to(torch.bfloat16).t()
+
+    def launch() -> None:
+        grouped = a.view(m, k // SCALE_BLOCK, SCALE_BLOCK).to(torch.float32)
+        a_bf16 = (grouped * a_scale[:, :, None]).to(torch.bfloat16).view(m, k)
+        torch.matmul(a_bf16, b_t, out=out)
+
+    return launch
+
+
+def _tensor_descriptor() -> Any:
+    """Triton's host-side TensorDescriptor class, or None before triton 3.4 (no TMA there)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
+
+
+SPEC = Fp8MatmulSpec()

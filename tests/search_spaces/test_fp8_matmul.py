@@ -1,0 +1,309 @@
+"""fp8_matmul: FP8 loads and tl.dot on e4m3 run in Triton's interpreter, so configs are checked for
+correctness there; inputs are quantized per group/block, the reference dequantizes them, problems
+and device classes without FP8 are refused; on an sm_90 GPU the vendor paths and DeepSeek-V3
+shapes."""
+
+import pytest
+import torch
+
+from search_spaces import Config, DeviceLimits, Problem, SpecError, Vendor
+from search_spaces.accuracy import max_rel_error
+from search_spaces.errors import ProblemError
+from search_spaces.kernels.fp8_matmul import (
+    DEFAULT,
+    E4M3_MAX,
+    SCALE_BLOCK,
+    SPEC,
+    VENDOR_DEQUANT,
+    VENDOR_SCALED_MM,
+)
+from tests.gpu import needs_gpu
+from tests.search_spaces.kernel_check import checked_launch
+from workers.device_table import lookup
+
+
+def cfg(
+    bm: int = 64,
+    bn: int = 128,
+    bk: int = 128,
+    group: int = 1,
+    split: int = 1,
+    tma: bool = False,
+    warps: int = 4,
+    stages: int = 2,
+) -> Config:
+    return {
+        "BLOCK_SIZE_M": bm,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
+        "GROUP_SIZE_M": group,
+        "SPLIT_K": split,
+        "TMA": tma,
+        "num_warps": warps,
+        "num_stages": stages,
+    }
+
+
+CASES: list[tuple[Problem, Config]] = [
+    ({"M": 16, "N": 256, "K": 256}, SPEC.default_config(Vendor.CPU)),
+    ({"M": 33, "N": 256, "K": 256}, SPEC.default_config(Vendor.CPU)),
+    # BLOCK_SIZE_K 64: two steps per scale group; 256-wide tiles span two of B's scale blocks.
+    ({"M": 33, "N": 256, "K": 256}, cfg(32, 256, bk=64)),
+    # N=384 ends inside the second 256-wide tile; M=130 inside the third row of 64 (wrapped reads).
+    ({"M": 130, "N": 384, "K": 256}, cfg(64, 256, group=8)),
+    ({"M": 130, "N": 256, "K": 384}, cfg(64, 64, group=8)),
+    # Split-K: 2 and 4 slices of K=512 (four groups), 8 slices leave four slices with no step.
+    ({"M": 16, "N": 256, "K": 512}, cfg(16, 64, split=2)),
+    ({"M": 33, "N": 256, "K": 512}, cfg(64, 128, bk=64, split=4)),
+    ({"M": 1, "N": 128, "K": 512}, cfg(16, 64, split=8)),
+    # TMA: rows past M come back zero-filled.
+    ({"M": 33, "N": 256, "K": 256}, cfg(32, 128, tma=True)),
+    ({"M": 16, "N": 256, "K": 512}, cfg(16, 128, bk=64, split=2, tma=True)),
+]
+
+
+@pytest.mark.parametrize(
+    ("problem", "config"),
+    CASES,
+    ids=[
+        f"{p['M']}x{p['N']}x{p['K']}-{c['BLOCK_SIZE_M']}x{c['BLOCK_SIZE_N']}x{c['BLOCK_SIZE_K']}"
+        f"-g{c['GROUP_SIZE_M']}-split{c['SPLIT_K']}" + ("-tma" if c["TMA"] else "")
+        for p, c in CASES
+    ],
+)
+def test_correct_in_interpreter(problem: Problem, config: Config, cpu_limits: DeviceLimits) -> None:
+    err, inputs = checked_launch(SPEC, problem, config, cpu_limits)
+    assert err <= SPEC.tolerance(problem)
+    assert inputs["out"].dtype == torch.bfloat16
+
+
+def test_a_scale_applied_to_the_wrong_block_is_caught(cpu_limits: DeviceLimits) -> None:
+    """The scales spread over 2**-4..2**4 (times the data's own amax), so a kernel that reads B's
+    scales by the wrong block, or A's by the wrong group, misses by far more than the tolerance."""
+    problem: Problem = {"M": 33, "N": 512, "K": 512}
+    err, inputs = checked_launch(SPEC, problem, SPEC.default_config(Vendor.CPU), cpu_limits)
+    assert err <= SPEC.tolerance(problem)
+    for name, flipped in (("b_scale", (0,)), ("b_scale", (1,)), ("a_scale", (1,))):
+        wrong = {**inputs, name: inputs[name].flip(flipped)}
+        assert max_rel_error(inputs["out"], SPEC.reference(wrong)) > 10 * SPEC.tolerance(problem)
+
+
+def test_inputs_are_fresh_and_quantized_per_group_and_block() -> None:
+    problem = SPEC.validate_problem({"M": 5, "N": 256, "K": 384})
+    inputs = SPEC.build_inputs(problem, "cpu")
+    again = SPEC.build_inputs(problem, "cpu")
+    assert not torch.equal(inputs["a"].float(), again["a"].float())
+    assert not torch.equal(inputs["b_scale"], again["b_scale"])
+    a, b = inputs["a"], inputs["b"]
+    assert a.dtype == b.dtype == torch.float8_e4m3fn
+    assert tuple(a.shape) == (5, 384) and tuple(b.shape) == (256, 384)
+    assert tuple(inputs["a_scale"].shape) == (5, 3) and tuple(inputs["b_scale"].shape) == (2, 3)
+    assert inputs["a_scale"].dtype == inputs["b_scale"].dtype == torch.float32
+    assert tuple(inputs["out"].shape) == (5, 256) and inputs["out"].dtype == torch.bfloat16
+    # Each group's (block's) amax was mapped onto the largest e4m3 value.
+    a_amax = a.float().view(5, 3, SCALE_BLOCK).abs().amax(dim=2)
+    b_amax = b.float().view(2, SCALE_BLOCK, 3, SCALE_BLOCK).abs().amax(dim=(1, 3))
+    assert bool((a_amax == E4M3_MAX).all()) and bool((b_amax == E4M3_MAX).all())
+    # Scales differ from group to group by up to 2**8, so a misplaced one shows.
+    big = SPEC.build_inputs({"M": 64, "N": 512, "K": 1024}, "cpu")
+    for name in ("a_scale", "b_scale"):
+        assert float(big[name].max() / big[name].min()) > 2**5
+
+
+def test_reference_sums_the_scaled_products_of_each_group() -> None:
+    inputs = SPEC.build_inputs({"M": 3, "N": 256, "K": 256}, "cpu")
+    a = inputs["a"].double().view(3, 2, SCALE_BLOCK)
+    b = inputs["b"].double().view(2, SCALE_BLOCK, 2, SCALE_BLOCK)
+    expected = torch.zeros(3, 256, dtype=torch.float64)
+    for g in range(2):
+        for nb in range(2):
+            part = a[:, g] @ b[nb, :, g].T * float(inputs["b_scale"][nb, g])
+            cols = slice(nb * SCALE_BLOCK, (nb + 1) * SCALE_BLOCK)
+            expected[:, cols] += part * inputs["a_scale"][:, g, None].double()
+    assert torch.allclose(SPEC.reference(inputs), expected, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"M": 16, "N": 256, "K": 1000}, "K=1000 is not a multiple of 128"),
+        ({"M": 16, "N": 200, "K": 256}, "N=200 is not a multiple of 128"),
+        ({"M": 0, "N": 256, "K": 256}, "M=0 must be a positive integer"),
+        ({"M": 16, "N": 256, "K": 256, "dtype": "float16"}, "unknown problem field 'dtype'"),
+    ],
+)
+def test_problems_off_the_block_layout_are_refused(raw: dict[str, int], message: str) -> None:
+    with pytest.raises(ProblemError, match=message) as err:
+        SPEC.validate_problem(raw)
+    assert "\n" not in str(err.value)
+
+
+def test_any_m_is_accepted() -> None:
+    assert SPEC.parse_problem("M=33,N=7168,K=18432") == {"M": 33, "N": 7168, "K": 18432}
+
+
+@pytest.mark.parametrize(("name", "arch"), [("A100", "sm_80"), ("MI250X", "gfx90a")])
+def test_classes_without_fp8_hardware_are_refused_in_one_line(name: str, arch: str) -> None:
+    limits = lookup(name).limits
+    why = SPEC.check_device(SPEC.example, limits)
+    assert why is not None and "\n" not in why
+    assert "FP8 tensor cores" in why and limits.name in why and arch in why
+
+
+def test_classes_with_fp8_hardware_and_the_interpreter_are_accepted(
+    h200_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    ada = DeviceLimits(Vendor.NVIDIA, "NVIDIA L40S", "sm_89", 101376, 65536, 32, 142)
+    rdna3 = DeviceLimits(Vendor.AMD, "AMD Radeon RX 7900 XTX", "gfx1100", 65536, 65536, 32, 96)
+    for limits in (h200_limits, cpu_limits, ada, *(lookup(n).limits for n in ("B200", "MI300X"))):
+        assert SPEC.check_device(SPEC.example, limits) is None
+    assert SPEC.check_device(SPEC.example, rdna3) is not None  # gfx11 has no FP8 WMMA
+
+
+def test_matmul_runs_on_every_class() -> None:
+    from search_spaces.registry import get_spec
+
+    assert get_spec("matmul").check_device(SPEC.example, lookup("A100").limits) is None
+
+
+def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
+    configs = SPEC.space.enumerate(h200_limits)
+    assert len(configs) == 4308
+    for c in configs:
+        stage = (int(c["BLOCK_SIZE_M"]) + int(c["BLOCK_SIZE_N"])) * int(c["BLOCK_SIZE_K"])
+        assert stage * int(c["num_stages"]) <= h200_limits.shared_mem_per_block
+        assert int(c["SPLIT_K"]) == 1 or (
+            int(c["BLOCK_SIZE_M"]) <= 64 and int(c["GROUP_SIZE_M"]) == 1
+        )
+    # Every K step lies inside one scale group: the kernel reads one scale per row per step.
+    assert all(SCALE_BLOCK % int(v) == 0 for v in SPEC.space.param("BLOCK_SIZE_K").values)
+    # vLLM's tuner's grid (BLOCK_SIZE_K = the scale block) is inside the space, where it fits.
+    vllm = [c for c in configs if c["BLOCK_SIZE_K"] == 128 and c["SPLIT_K"] == 1 and not c["TMA"]]
+    assert {c["BLOCK_SIZE_M"] for c in vllm} == {16, 32, 64, 128, 256}
+    assert {c["BLOCK_SIZE_N"] for c in vllm} == {32, 64, 128, 256}
+    assert {c["GROUP_SIZE_M"] for c in vllm} >= {1, 16, 32, 64}
+    assert {c["num_stages"] for c in vllm} >= {2, 3, 4, 5}
+
+
+def test_configs_breaking_a_rule_are_refused_before_the_gpu(h200_limits: DeviceLimits) -> None:
+    a100 = lookup("A100").limits
+    cases = [
+        (cfg(256, 256, warps=8), h200_limits, "accumulator-registers"),
+        (cfg(256, 256, warps=8, stages=6), h200_limits, "shared-memory"),
+        (cfg(128, 128, split=2), h200_limits, "split-k-small-m"),
+        (cfg(16, 64, group=8, split=2), h200_limits, "split-k-no-group"),
+        (cfg(16, 32, warps=8), h200_limits, "work-per-warp"),
+        (cfg(tma=True), a100, "tma-arch"),
+    ]
+    for config, limits, rule in cases:
+        violation = SPEC.space.violation(config, limits)
+        assert violation is not None and violation.rule == rule, (config, violation)
+
+
+def test_defaults_are_vllms_fallback_and_valid(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    nvidia = SPEC.default_for(h200_limits)
+    assert nvidia == DEFAULT
+    assert {k: nvidia[k] for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")} == {
+        "BLOCK_SIZE_M": 64,
+        "BLOCK_SIZE_N": 128,
+        "BLOCK_SIZE_K": 128,
+    }
+    for limits in (h200_limits, mi300x_limits, cpu_limits):
+        SPEC.space.validate(SPEC.default_for(limits), limits)
+    assert "TMA" not in SPEC.default_for(mi300x_limits)
+
+
+def test_group_sizes_past_the_tile_rows_are_one_class() -> None:
+    same = SPEC.equivalence({"M": 16, "N": 7168, "K": 7168})
+    for group in (1, 8, 16, 32, 64):
+        assert same(cfg(64, 128, group=group))["GROUP_SIZE_M"] == 1
+    wide = SPEC.equivalence({"M": 4096, "N": 7168, "K": 7168})
+    assert wide(cfg(64, 128, group=32))["GROUP_SIZE_M"] == 32
+
+
+def test_cost_model_counts_fp8_bytes_and_scales() -> None:
+    problem: Problem = {"M": 128, "N": 256, "K": 512}
+    assert SPEC.flops(problem) == 2 * 128 * 256 * 512
+    scales = (128 + 2) * 4 * 4
+    assert SPEC.bytes_moved(problem) == 128 * 512 + 256 * 512 + scales + 128 * 256 * 2
+    features = SPEC.features(problem, cfg(64, 128, split=2))
+    assert features == {"log2_programs": 3.0, "log2_k_steps": 1.0, "tile_fill": 1.0}
+
+
+def test_dequant_vendor_path_runs_on_the_cpu() -> None:
+    problem: Problem = {"M": 33, "N": 256, "K": 256}
+    assert SPEC.vendor_paths(problem) == (VENDOR_SCALED_MM, VENDOR_DEQUANT)
+    inputs = SPEC.build_inputs(problem, "cpu")
+    inputs["out"].fill_(float("nan"))
+    SPEC.make_vendor_launcher(inputs, VENDOR_DEQUANT)()
+    assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+
+
+def test_scaled_mm_says_in_one_line_where_it_runs() -> None:
+    inputs = SPEC.build_inputs(SPEC.example, "cpu")
+    with pytest.raises(SpecError, match="runs on CUDA sm_90 only") as err:
+        SPEC.make_vendor_launcher(inputs, VENDOR_SCALED_MM)
+    assert "\n" not in str(err.value)
+    with pytest.raises(SpecError, match="no vendor path 'cublas'"):
+        SPEC.make_vendor_launcher(inputs, "cublas")
+
+
+def test_launchers_refuse_a_wrong_layout() -> None:
+    inputs = SPEC.build_inputs(SPEC.example, "cpu")
+    with pytest.raises(SpecError, match=r"b_scale \[2, 2\]"):
+        SPEC.make_launcher({**inputs, "b_scale": inputs["b_scale"][:1]}, DEFAULT)
+    with pytest.raises(SpecError, match=r"contiguous out \[16, 256\]"):
+        SPEC.make_vendor_launcher({**inputs, "out": inputs["out"].t()}, VENDOR_DEQUANT)
+
+
+# DeepSeek-V3's block-FP8 linears (N, K): fused q_a/kv_a, q_b, o_proj, MLP gate+up and down.
+DEEPSEEK_V3 = [(2112, 7168), (24576, 1536), (7168, 16384), (36864, 7168), (7168, 18432)]
+GPU_CONFIGS = [
+    DEFAULT,
+    cfg(64, 128, group=32, stages=4, tma=True),
+    cfg(128, 128, group=16, warps=8, stages=4),
+    cfg(16, 64, split=4, stages=4),
+    cfg(16, 128, bk=64, split=8, stages=5, tma=True),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("m", [1, 33, 512])
+@pytest.mark.parametrize(("n", "k"), DEEPSEEK_V3[:3])
+def test_correct_on_gpu(m: int, n: int, k: int) -> None:
+    problem = SPEC.validate_problem({"M": m, "N": n, "K": k})
+    inputs = SPEC.build_inputs(problem, "cuda")
+    ref = SPEC.reference(inputs)
+    for config in GPU_CONFIGS:
+        inputs["out"].fill_(float("nan"))
+        SPEC.make_launcher(inputs, config)()
+        assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem), config
+
+
+@needs_gpu
+def test_split_k_gives_the_same_bits_on_every_launch_on_gpu() -> None:
+    inputs = SPEC.build_inputs({"M": 16, "N": 7168, "K": 16384}, "cuda")
+    launcher = SPEC.make_launcher(inputs, cfg(16, 64, split=8, stages=4))
+    launcher()
+    first = inputs["out"].clone()
+    for _ in range(50):
+        inputs["out"].fill_(float("nan"))
+        launcher()
+        assert torch.equal(inputs["out"], first)
+
+
+@needs_gpu
+@pytest.mark.parametrize("m", [1, 128, 1000])
+def test_vendor_paths_on_gpu(m: int) -> None:
+    problem = SPEC.validate_problem({"M": m, "N": 7168, "K": 2048})
+    inputs = SPEC.build_inputs(problem, "cuda")
+    ref = SPEC.reference(inputs)
+    names = [VENDOR_DEQUANT]
+    if torch.cuda.get_device_capability()[0] == 9 and not torch.version.hip:
+        names.append(VENDOR_SCALED_MM)
+    for name in names:
+        inputs["out"].fill_(float("nan"))
+        SPEC.make_vendor_launcher(inputs, name)()
+        assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem), name
