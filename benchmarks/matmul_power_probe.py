@@ -4,7 +4,9 @@ Times, interleaved over 3 rounds (triton.testing.do_bench medians, L2 flushed by
 spec's launcher for each case, the split-K main kernel alone (partials written, no reduction), and
 cuBLAS; cases with the same work per program (128x256 tiles, 64 K steps of 64) at 64, 128 programs;
 then the SM clock and power (NVML) sampled while each 128x256 case runs back to back for ~1.5 s.
-Usage: python3 probe.py OUT.json  (TRITON_INTERPRET=1 on CPU: tiny sizes, no NVML)
+Usage (repo root): PYTHONPATH=$PWD python3 benchmarks/matmul_power_probe.py OUT.json
+(TRITON_INTERPRET=1 on CPU: tiny sizes, no NVML; recorded on the H200:
+benchmarks/results/matmul_sweep/2026-12-01-15272c0-h200-rate/)
 """
 
 import json

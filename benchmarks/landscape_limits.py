@@ -1,6 +1,7 @@
 """How much the recorded matmul landscapes tell a search about their configs within 2% of the optimum.
 
-Usage (repo root): python3 benchmarks/results/search/2026-12-04-c8269d4-cpu-information-limits/limits.py
+Usage (repo root): python3 benchmarks/landscape_limits.py > limits.md
+(recorded: benchmarks/results/search/2026-12-04-c8269d4-cpu-information-limits/limits.md)
 
 Three tables over the 19 H200 matmul landscapes (benchmarks/landscapes/h200/matmul_*.json.gz),
 each config as recorded (no equivalence classes):
