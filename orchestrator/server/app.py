@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.responses import Response, StreamingResponse
 
 from db import Database, JobStatus, Objective, repository
@@ -51,6 +51,7 @@ from orchestrator.server.auth import (
 )
 from orchestrator.server.cache import BestCache, Recent
 from orchestrator.server.errors import ApiError, install, status_of
+from orchestrator.server.fields import Text
 from orchestrator.server.guards import BodyLimit, PathGuard
 from orchestrator.server.metrics import Metrics
 from search_spaces.problem import problem_key
@@ -69,9 +70,9 @@ PROGRESS_TTL_S = 0.5
 STALE_S = 5.0
 _SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]{0,200}")
 
-ProblemValue = StrictInt | StrictFloat | StrictStr | StrictBool
-ProblemMapping = Annotated[dict[StrictStr, ProblemValue], Field(max_length=32)]
-Names = StrictStr | Annotated[list[StrictStr], Field(min_length=1, max_length=64)]
+ProblemValue = StrictInt | StrictFloat | Text | StrictBool
+ProblemMapping = Annotated[dict[Text, ProblemValue], Field(max_length=32)]
+Names = Text | Annotated[list[Text], Field(min_length=1, max_length=64)]
 
 
 class JobRequest(BaseModel):
@@ -79,20 +80,20 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kernel: StrictStr = Field(min_length=1, max_length=200)
+    kernel: Text = Field(min_length=1, max_length=200)
     problems: (
-        Annotated[list[StrictStr | ProblemMapping], Field(min_length=1, max_length=256)]
+        Annotated[list[Text | ProblemMapping], Field(min_length=1, max_length=256)]
         | ProblemMapping
-        | StrictStr
+        | Text
     )
     device_classes: Names = "all"
     devices: Names = "auto"
     trials: StrictInt = Field(30, ge=1, le=1_000_000)
     minutes: StrictFloat | StrictInt | None = Field(None, gt=0, le=60 * 24 * 30)
-    sampler: StrictStr = Field(samplers.DEFAULT, max_length=64)
+    sampler: Text = Field(samplers.DEFAULT, max_length=64)
     seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
     objective: Objective = Objective.KERNEL
-    team: StrictStr | None = Field(None, max_length=64)
+    team: Text | None = Field(None, max_length=64)
     top_k: StrictInt = Field(3, ge=1, le=1000)
     in_flight: StrictInt | None = Field(None, ge=1, le=1024)
     priority: StrictInt = Field(
@@ -105,10 +106,10 @@ class TokenRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    team: StrictStr = Field(min_length=1, max_length=64)
+    team: Text = Field(min_length=1, max_length=64)
     scope: TokenScope
     expires_days: StrictFloat | StrictInt | None = Field(None, gt=0, le=3650)
-    name: StrictStr | None = Field(None, max_length=200)
+    name: Text | None = Field(None, max_length=200)
 
 
 def _plain(value: Any) -> Any:
