@@ -205,14 +205,14 @@ class _Api:
         return old
 
     async def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
-        """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); 404 for
-        another team's job."""
+        """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); another
+        team's job is the same 404 as a missing one."""
         view: dict[str, Any] = await self.recent(
             self.progress, job_id, lambda: _plain(service.job_detail(self.database, job_id))
         )
         team = principal.team_filter()
         if team is not None and view["team"] != team:
-            raise ApiError(404, f"no job {job_id} of team {principal.team}")
+            raise service.no_job(job_id)
         return view
 
     async def _best_cached(self, kernel: str, key: tuple[Any, ...], compute: Any) -> Any:

@@ -198,7 +198,7 @@ def test_error_statuses_become_our_exceptions_with_the_servers_message(
         client.cancel(ours)
         with pytest.raises(Conflict, match=r"already cancelled.*HTTP 409"):
             client.cancel(ours)
-        with pytest.raises(PermissionDenied, match=r"another team.*HTTP 403"):
+        with pytest.raises(NotFound, match=rf"no job {theirs} of yours.*HTTP 404"):
             client.cancel(theirs)
         with pytest.raises(InvalidRequest, match=r"unknown kernel 'nope'.*HTTP 422"):
             client.submit({"kernel": "nope", "problems": [TINY]})

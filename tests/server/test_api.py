@@ -92,9 +92,10 @@ def test_scopes_teams_and_the_audit_trail(api: Api) -> None:
         api.call("admin", "POST", "/v1/jobs", json=job_body(team="beta")).json()["team"] == "beta"
     )
 
-    # beta cannot cancel alpha's job; alpha can; a finished job cannot be cancelled again.
+    # beta cannot cancel alpha's job (nor learn it exists); alpha can; a finished job cannot be
+    # cancelled again.
     r = api.call("beta", "POST", f"/v1/jobs/{job['id']}/cancel")
-    assert r.status_code == 403, r.text
+    assert r.status_code == 404, r.text
     r = api.call("alpha_read", "POST", f"/v1/jobs/{job['id']}/cancel")
     assert r.status_code == 403, r.text
     r = api.call("alpha", "POST", f"/v1/jobs/{job['id']}/cancel")
@@ -112,7 +113,7 @@ def test_scopes_teams_and_the_audit_trail(api: Api) -> None:
     ]
     assert ("job.submit", alpha_id, "alpha", "matmul", 200) in entries
     assert ("job.cancel", alpha_id, "alpha", f"job {job['id']}", 200) in entries
-    assert ("job.cancel", api.tokens["beta"][0], "beta", f"job {job['id']}", 403) in entries
+    assert ("job.cancel", api.tokens["beta"][0], "beta", f"job {job['id']}", 404) in entries
     assert ("job.submit", alpha_id, "alpha", "matmul", 403) in entries  # for team beta
     assert (
         "job.cancel",
@@ -154,6 +155,29 @@ def test_each_team_sees_only_its_own_jobs(api: Api) -> None:
     filtered = api.call("alpha", "GET", "/v1/jobs", params={"status": "done"}).json()
     assert filtered["total"] == 0
     assert api.call("alpha", "GET", "/v1/jobs", params={"status": "nope"}).status_code == 422
+
+
+def test_a_foreign_job_or_study_is_the_same_404_as_a_missing_one(api: Api) -> None:
+    theirs = seed_best(api.database, "beta", MATMUL_PROBLEMS[:1])
+    study = api.call("beta", "GET", f"/v1/jobs/{theirs}").json()["studies"][0]["id"]
+    missing = theirs + 1000
+    for foreign_path, missing_path, method in (
+        (f"/v1/jobs/{theirs}", f"/v1/jobs/{missing}", "GET"),
+        (f"/v1/jobs/{theirs}/events", f"/v1/jobs/{missing}/events", "GET"),
+        (f"/v1/jobs/{theirs}/cancel", f"/v1/jobs/{missing}/cancel", "POST"),
+        (f"/v1/jobs/{theirs}/studies/{study}", f"/v1/jobs/{missing}/studies/{study}", "GET"),
+        (
+            f"/v1/jobs/{theirs}/studies/{study}/trials",
+            f"/v1/jobs/{missing}/studies/{study}/trials",
+            "GET",
+        ),
+    ):
+        foreign = api.call("alpha", method, foreign_path)
+        gone = api.call("alpha", method, missing_path)
+        assert foreign.status_code == gone.status_code == 404, (foreign_path, foreign.text)
+        # The same body but for the id asked for.
+        assert gone.text.replace(str(missing), "ID") == foreign.text.replace(str(theirs), "ID")
+    assert api.call("beta", "GET", f"/v1/jobs/{theirs}").json()["status"] == "done"
 
 
 def test_best_configs_and_bundles_are_shared_across_teams(api: Api, tmp_path: Path) -> None:
