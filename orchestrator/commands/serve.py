@@ -159,6 +159,12 @@ def serve(
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise OrchestratorError("TLS needs both --ssl-certfile and --ssl-keyfile")
     sources = tuple(DeviceSource.parse(d) for d in device or ["auto"])
+    if not no_scheduler:
+        from workers.landscape import read_landscape
+
+        for source in sources:
+            for path in source.paths:
+                read_landscape(path)  # a bad file is one error line now, not a dead scheduler
     database = open_database(db)
     active = check_exposure(database, host)
     sock = listen(host, port)

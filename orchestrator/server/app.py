@@ -165,6 +165,10 @@ class _Api:
     def kernel(self, name: str) -> str:
         return names.kernel(name, self.modules, self.registered)
 
+    def scheduler_problem(self) -> str | None:
+        """Why this server's scheduler cannot run jobs now (None: it can, or there is none)."""
+        return None if self.scheduler is None else self.scheduler.problem()
+
     def spec(self, name: str) -> KernelSpec:
         """The kernel spec of a checked name (loaded once per server)."""
         if name not in self._specs:
@@ -346,12 +350,16 @@ def _routes(app: FastAPI, api: _Api) -> None:
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> Response:
-        """Liveness: 200 when the database answers (no token needed, no details given)."""
+        """200 when the database answers and this server's scheduler (if it runs one) can run
+        jobs; else 503 with a one-line reason (no token needed; no path or address given)."""
         try:
             with database.session(readonly=True) as s:
                 repository.count_jobs(s, status=JobStatus.RUNNING)
         except Exception:
-            return json_response({"status": "unavailable"}, 503)
+            return json_response({"status": "unavailable", "reason": "the database is down"}, 503)
+        problem = api.scheduler_problem()
+        if problem is not None:
+            return json_response({"status": "unavailable", "reason": problem}, 503)
         return json_response({"status": "ok"})
 
     @app.get("/metrics", tags=["service"])
@@ -364,6 +372,9 @@ def _routes(app: FastAPI, api: _Api) -> None:
         """Queue a job for the token's team; the scheduler of some server runs it."""
 
         def run() -> Any:
+            problem = api.scheduler_problem()
+            if problem is not None:
+                raise ApiError(503, f"this server cannot run jobs now: {problem}")
             spec = JobSpec.from_mapping(api.job_mapping(body, principal))
             job_id = service.submit_job(database, spec, priority=body.priority)
             return service.job_detail(database, job_id)
