@@ -54,6 +54,8 @@ from orchestrator.server.errors import ApiError, install, status_of
 from orchestrator.server.fields import Text
 from orchestrator.server.guards import BodyLimit, PathGuard
 from orchestrator.server.metrics import Metrics
+from orchestrator.server.quotas import TeamCaps
+from orchestrator.server.refusals import RefusalAudit
 from search_spaces.problem import problem_key
 from search_spaces.registry import available, get_spec
 from search_spaces.spec import KernelSpec
@@ -150,8 +152,10 @@ class _Api:
         scheduler: Any,
         allow_kernel_modules: Collection[str],
         served_devices: Collection[str],
+        caps: TeamCaps,
     ) -> None:
         self.database = database
+        self.caps = caps
         self.scheduler = scheduler
         self.modules = frozenset(allow_kernel_modules)
         self.served_devices = frozenset(served_devices)
@@ -291,6 +295,11 @@ class _Api:
         data["team"] = team
         return data
 
+    def check_caps(self, spec: JobSpec, priority: int, principal: Principal) -> None:
+        """OverCap (403) if a non-admin token's job goes over a cap of its team."""
+        if not principal.admin:
+            self.caps.check(spec.team or principal.team, priority, spec.trials, len(spec.problems))
+
 
 def create_app(
     database: Database,
@@ -298,20 +307,30 @@ def create_app(
     scheduler: Any = None,
     allow_kernel_modules: Collection[str] = (),
     served_devices: Sequence[str] = (),
+    caps: TeamCaps | None = None,
+    refusals_per_minute: int = 10,
+    docs: bool = False,
 ) -> FastAPI:
     """The API on ``database``; ``scheduler`` (if this server runs one) answers device classes.
 
     ``allow_kernel_modules``: modules whose ``module:attribute`` kernels jobs may name.
     ``served_devices``: the server's ``--device`` values a job may name besides auto/interpreter.
+    ``caps``: what a non-admin team's job may ask (default: TeamCaps()).
+    ``refusals_per_minute``: audit rows of refused requests per token and minute (see refusals).
+    ``docs``: serve the interactive ``/docs`` and ``/redoc`` pages, which load scripts from a
+    CDN on the page's origin (default off; ``/openapi.json`` is always served).
     """
-    api = _Api(database, scheduler, allow_kernel_modules, served_devices)
+    api = _Api(database, scheduler, allow_kernel_modules, served_devices, caps or TeamCaps())
     metrics = Metrics(database)
     app = FastAPI(
         title="tunefleet",
         version=API_VERSION,
         summary="Distributed autotuning of GPU kernels for teams: jobs, shared best configs, bundles.",
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
     app.state.database = database
+    app.state.refusals = RefusalAudit(database, refusals_per_minute)
     app.state.authenticator = Authenticator(database)
     app.state.api = api
     app.state.metrics = metrics
@@ -337,13 +356,16 @@ def _routes(app: FastAPI, api: _Api) -> None:
 
     detail_for = api.detail
 
+    refusals: RefusalAudit = app.state.refusals
+
     def audited(principal: Principal, action: str, target: str, run: Any) -> Any:
-        """``run()``, with an audit row of its outcome (the error's status if it raises)."""
+        """``run()``, with an audit row of its outcome (the error's status if it raises; those
+        rows rate-limited per token, see :mod:`orchestrator.server.refusals`)."""
         try:
             result = run()
         except Exception as exc:
             status = exc.status if isinstance(exc, ApiError) else status_of(exc)
-            audit(database, principal, action, target=target, detail={"status": status})
+            refusals.write(principal, action, target=target, detail={"status": status})
             raise
         audit(database, principal, action, target=target, detail={"status": 200})
         return result
@@ -376,6 +398,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
             if problem is not None:
                 raise ApiError(503, f"this server cannot run jobs now: {problem}")
             spec = JobSpec.from_mapping(api.job_mapping(body, principal))
+            api.check_caps(spec, body.priority, principal)
             job_id = service.submit_job(database, spec, priority=body.priority)
             return service.job_detail(database, job_id)
 
