@@ -98,3 +98,13 @@ def test_serve_refuses_a_bad_replay_file_up_front(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: cannot read landscape") and done.stderr.count("\n") == 1
+
+
+def test_a_lost_database_is_a_503_that_names_no_path(db: Database, serve: ServerFactory) -> None:
+    api = serve()
+    path = str(db.engine.url.database)
+    Path(path).rename(path + ".moved")  # the file the server opened is gone
+    for who, route in ((None, "/healthz"), ("alpha", "/v1/jobs"), ("alpha", "/v1/kernels")):
+        r = api.call(who, "GET", route)
+        assert r.status_code == 503, (route, r.text)
+        assert path not in r.text and "sqlite" not in r.text.lower(), r.text
