@@ -4,6 +4,8 @@ The schema itself is created and changed only by the Alembic migrations in ``db/
 models must describe exactly what the migrations build (a test compares them). Table names carry the
 ``tf_`` prefix because Optuna's RDB storage, which may share the database, owns ``studies`` and
 ``trials``.
+Text and JSON columns have the :mod:`db.text` types: every string written is storable on both
+backends (NUL and lone surrogates escaped, cut to the column's length).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from db.states import (
     TokenScope,
     TrialOutcome,
 )
+from db.text import StoredJSON, StoredString, StoredText
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -88,7 +91,7 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         datetime: UTCDateTime(),
         float: sa.Double(),
-        dict[str, Any]: sa.JSON(),
+        dict[str, Any]: StoredJSON(),
     }
 
 
@@ -98,10 +101,10 @@ class DeviceClass(Base):
     __tablename__ = "tf_device_classes"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    key: Mapped[str] = mapped_column(sa.String(200), unique=True)
-    vendor: Mapped[str] = mapped_column(sa.String(32))
-    name: Mapped[str] = mapped_column(sa.String(200))
-    arch: Mapped[str] = mapped_column(sa.String(64))
+    key: Mapped[str] = mapped_column(StoredString(200), unique=True)
+    vendor: Mapped[str] = mapped_column(StoredString(32))
+    name: Mapped[str] = mapped_column(StoredString(200))
+    arch: Mapped[str] = mapped_column(StoredString(64))
     replay: Mapped[bool] = mapped_column(default=False)
     limits: Mapped[dict[str, Any] | None]
 
@@ -123,10 +126,10 @@ class Environment(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
-    driver: Mapped[str] = mapped_column(sa.String(64))
-    runtime: Mapped[str] = mapped_column(sa.String(64))
-    triton_version: Mapped[str] = mapped_column(sa.String(64))
-    torch_version: Mapped[str] = mapped_column(sa.String(64))
+    driver: Mapped[str] = mapped_column(StoredString(64))
+    runtime: Mapped[str] = mapped_column(StoredString(64))
+    triton_version: Mapped[str] = mapped_column(StoredString(64))
+    torch_version: Mapped[str] = mapped_column(StoredString(64))
 
 
 class Kernel(Base):
@@ -136,9 +139,9 @@ class Kernel(Base):
     __table_args__ = (sa.UniqueConstraint("name", "version_hash"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(sa.String(200))
-    version_hash: Mapped[str] = mapped_column(sa.String(64))
-    space_hash: Mapped[str] = mapped_column(sa.String(64))
+    name: Mapped[str] = mapped_column(StoredString(200))
+    version_hash: Mapped[str] = mapped_column(StoredString(64))
+    space_hash: Mapped[str] = mapped_column(StoredString(64))
 
 
 class Job(Base):
@@ -157,8 +160,8 @@ class Job(Base):
     kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
     status: Mapped[JobStatus] = mapped_column(_enum_column(JobStatus), default=JobStatus.QUEUED)
     spec: Mapped[dict[str, Any]]
-    team: Mapped[str | None] = mapped_column(sa.String(200))
-    error: Mapped[str | None] = mapped_column(sa.Text)
+    team: Mapped[str | None] = mapped_column(StoredString(200))
+    error: Mapped[str | None] = mapped_column(StoredText)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
@@ -166,7 +169,7 @@ class Job(Base):
     #: Higher runs first; among equals the older job.
     priority: Mapped[int] = mapped_column(default=0, server_default="0")
     #: Who runs the job now (a driver or scheduler id) and until when, unless renewed.
-    lease_owner: Mapped[str | None] = mapped_column(sa.String(200))
+    lease_owner: Mapped[str | None] = mapped_column(StoredString(200))
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
 
@@ -183,11 +186,11 @@ class Study(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_jobs.id"))
     kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
-    problem_key: Mapped[str] = mapped_column(sa.Text)
+    problem_key: Mapped[str] = mapped_column(StoredText)
     problem: Mapped[dict[str, Any]]
     device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
-    sampler: Mapped[str] = mapped_column(sa.String(64))
-    optuna_study_name: Mapped[str] = mapped_column(sa.String(255))
+    sampler: Mapped[str] = mapped_column(StoredString(64))
+    optuna_study_name: Mapped[str] = mapped_column(StoredString(255))
     status: Mapped[StudyStatus] = mapped_column(
         _enum_column(StudyStatus), default=StudyStatus.RUNNING
     )
@@ -223,24 +226,24 @@ class Trial(Base):
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
     study_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_studies.id"))
     kernel_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_kernels.id"))
-    problem_key: Mapped[str] = mapped_column(sa.Text)
+    problem_key: Mapped[str] = mapped_column(StoredText)
     device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
     environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
     config: Mapped[dict[str, Any]]
-    config_key: Mapped[str] = mapped_column(sa.Text)
+    config_key: Mapped[str] = mapped_column(StoredText)
     outcome: Mapped[TrialOutcome] = mapped_column(_enum_column(TrialOutcome))
     objective: Mapped[Objective] = mapped_column(
         _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value
     )
-    samples_ms: Mapped[list[float] | None] = mapped_column(sa.JSON)
+    samples_ms: Mapped[list[float] | None] = mapped_column(StoredJSON)
     median_ms: Mapped[float | None]
     iqr_ms: Mapped[float | None]
     max_rel_error: Mapped[float | None]
     compile_s: Mapped[float | None]
     run_s: Mapped[float | None]
-    error: Mapped[str | None] = mapped_column(sa.Text)
-    worker: Mapped[str | None] = mapped_column(sa.String(200))
-    host: Mapped[str | None] = mapped_column(sa.String(200))
+    error: Mapped[str | None] = mapped_column(StoredText)
+    worker: Mapped[str | None] = mapped_column(StoredString(200))
+    host: Mapped[str | None] = mapped_column(StoredString(200))
     reused: Mapped[bool] = mapped_column(default=False)
     #: A retryable verdict kept for the record until a re-measurement gives the config's own;
     #: never reused as a measurement.
@@ -272,11 +275,11 @@ class BestConfig(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    kernel_name: Mapped[str] = mapped_column(sa.String(200))
-    kernel_version: Mapped[str] = mapped_column(sa.String(64))
-    problem_key: Mapped[str] = mapped_column(sa.Text)
-    device_class_key: Mapped[str] = mapped_column(sa.String(200))
-    triton_minor: Mapped[str] = mapped_column(sa.String(16))
+    kernel_name: Mapped[str] = mapped_column(StoredString(200))
+    kernel_version: Mapped[str] = mapped_column(StoredString(64))
+    problem_key: Mapped[str] = mapped_column(StoredText)
+    device_class_key: Mapped[str] = mapped_column(StoredString(200))
+    triton_minor: Mapped[str] = mapped_column(StoredString(16))
     objective: Mapped[Objective] = mapped_column(
         _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value
     )
@@ -301,7 +304,7 @@ class BestConfig(Base):
         default=BestBackend.TRITON,
         server_default=BestBackend.TRITON.value,
     )
-    vendor: Mapped[str | None] = mapped_column(sa.String(64))
+    vendor: Mapped[str | None] = mapped_column(StoredString(64))
     triton_ms: Mapped[float | None]
     vendor_ms: Mapped[float | None]
     default_ms: Mapped[float | None]
@@ -332,22 +335,22 @@ class VendorTrial(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
     study_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_studies.id"))
-    kernel_name: Mapped[str] = mapped_column(sa.String(200))
-    problem_key: Mapped[str] = mapped_column(sa.Text)
+    kernel_name: Mapped[str] = mapped_column(StoredString(200))
+    problem_key: Mapped[str] = mapped_column(StoredText)
     device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
     environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
     objective: Mapped[Objective] = mapped_column(
         _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value
     )
-    vendor: Mapped[str] = mapped_column(sa.String(64))
+    vendor: Mapped[str] = mapped_column(StoredString(64))
     outcome: Mapped[TrialOutcome] = mapped_column(_enum_column(TrialOutcome))
-    samples_ms: Mapped[list[float] | None] = mapped_column(sa.JSON)
+    samples_ms: Mapped[list[float] | None] = mapped_column(StoredJSON)
     median_ms: Mapped[float | None]
     iqr_ms: Mapped[float | None]
     max_rel_error: Mapped[float | None]
-    error: Mapped[str | None] = mapped_column(sa.Text)
-    worker: Mapped[str | None] = mapped_column(sa.String(200))
-    host: Mapped[str | None] = mapped_column(sa.String(200))
+    error: Mapped[str | None] = mapped_column(StoredText)
+    worker: Mapped[str | None] = mapped_column(StoredString(200))
+    host: Mapped[str | None] = mapped_column(StoredString(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -358,10 +361,10 @@ class Token(Base):
     __table_args__ = (sa.CheckConstraint(_in_check("scope", TokenScope), name="scope"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    team: Mapped[str] = mapped_column(sa.String(200))
+    team: Mapped[str] = mapped_column(StoredString(200))
     scope: Mapped[TokenScope] = mapped_column(_enum_column(TokenScope))
-    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
-    name: Mapped[str | None] = mapped_column(sa.String(200))
+    token_hash: Mapped[str] = mapped_column(StoredString(64), unique=True)
+    name: Mapped[str | None] = mapped_column(StoredString(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
@@ -377,7 +380,7 @@ class AuditEntry(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     at: Mapped[datetime] = mapped_column(default=utcnow)
     token_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_tokens.id"))
-    team: Mapped[str | None] = mapped_column(sa.String(200))
-    action: Mapped[str] = mapped_column(sa.String(64))
-    target: Mapped[str | None] = mapped_column(sa.String(200))
+    team: Mapped[str | None] = mapped_column(StoredString(200))
+    action: Mapped[str] = mapped_column(StoredString(64))
+    target: Mapped[str | None] = mapped_column(StoredString(200))
     detail: Mapped[dict[str, Any] | None]

@@ -46,6 +46,7 @@ from db.models import (
     utcnow,
 )
 from db.states import STALE_STATES, BestBackend, RevalidationState
+from db.text import StoredJSON, StoredString, StoredText
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -734,6 +735,14 @@ _JSON_INSERT_COLUMNS = (
 )
 _ENUM_COLUMNS = frozenset({"outcome", "objective"})
 _FLOAT_COLUMNS = frozenset(c for c, t in _JSON_INSERT_COLUMNS if t == "float8")
+_TRIAL_COLUMNS = cast(sa.Table, Trial.__table__).c
+#: The columns whose types make text storable (db.text).
+_STORED_COLUMNS: tuple[tuple[str, StoredString | StoredText | StoredJSON], ...] = tuple(
+    (c, t)
+    for c, _ in _JSON_INSERT_COLUMNS
+    if isinstance(t := _TRIAL_COLUMNS[c].type, StoredString | StoredText | StoredJSON)
+)
+_NO_DIALECT = postgresql.dialect()
 _JSON_SELECT = {"samples_ms": "coalesce(samples_ms, 'null'::json)"}
 #: One statement text whatever the batch's size, with one parameter: the rows as one JSON
 #: array of objects, which PostgreSQL takes apart (``json_to_recordset``); psycopg dumps one
@@ -752,8 +761,11 @@ _JSON_INSERT = (
 
 
 def _json_row(values: dict[str, Any]) -> dict[str, Any]:
-    """A trial row's values as JSON values (enums by value, the time in ISO 8601)."""
+    """A trial row's values as JSON values (enums by value, the time in ISO 8601, text made
+    storable by its column's type, as a bound parameter is: this statement bypasses them)."""
     row = dict(values)
+    for column, stored in _STORED_COLUMNS:
+        row[column] = stored.process_bind_param(row[column], _NO_DIALECT)
     for column in _ENUM_COLUMNS:
         row[column] = row[column].value
     row["created_at"] = row["created_at"].isoformat()

@@ -80,12 +80,21 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def masked(url: str) -> str:
+    """``url`` for messages: a password in it (``user:password@``) as ``***``."""
+    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
+
+
 def check_url(url: str) -> str:
     """``url`` without a trailing slash if it is an http(s) URL with a host; else one line."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:  # e.g. an unclosed [ in the host
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host:
         raise OrchestratorError(
-            f"--server {url!r} is not a server URL; give one like http://127.0.0.1:8471"
+            f"--server {masked(url)!r} is not a server URL; give one like http://127.0.0.1:8471"
         )
     return url.rstrip("/")
 
@@ -111,6 +120,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = check_url(url)
+        self.shown = masked(self.url)  # the URL in messages
         host = urlsplit(self.url).hostname or ""
         if token and urlsplit(self.url).scheme == "http" and not _loopback(host):
             print(
@@ -157,13 +167,13 @@ class Client:
                 break
             except httpx.TimeoutException:
                 raise ServerUnavailable(
-                    f"{self.url} did not answer {method} {path} in time"
+                    f"{self.shown} did not answer {method} {path} in time"
                 ) from None
             except httpx.TransportError as exc:
                 if attempt == 0 and method == "GET" and not isinstance(exc, httpx.ConnectError):
                     continue
                 raise ServerUnavailable(
-                    f"cannot reach {self.url}: {exc}; check --server or {SERVER_ENV}"
+                    f"cannot reach {self.shown}: {exc}; check --server or {SERVER_ENV}"
                 ) from None
         if response.is_success:
             return response
@@ -175,13 +185,13 @@ class Client:
         if response.status_code == 401:
             message += f"; give a valid token in {TOKEN_ENV} or with --token-file"
         kind = _ERRORS.get(response.status_code, ServerError)
-        raise kind(f"{self.url}: {message} (HTTP {response.status_code})")
+        raise kind(f"{self.shown}: {message} (HTTP {response.status_code})")
 
     def _json(self, response: httpx.Response) -> Any:
         try:
             return response.json()
         except ValueError:
-            raise ServerError(f"{self.url} answered with something that is not JSON") from None
+            raise ServerError(f"{self.shown} answered with something that is not JSON") from None
 
     # ----- jobs
     def submit(self, spec: Mapping[str, Any], *, priority: int = 0) -> JobDetail:

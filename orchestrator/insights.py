@@ -21,11 +21,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from db import Database, Objective, TrialOutcome, repository
-from db.errors import NotFound as RecordNotFound
 from db.models import DeviceClass, Kernel, Study, Trial
 from db.repository import TrialRecord
 from orchestrator import service
-from orchestrator.errors import InvalidRequest, NotFound, PermissionDenied
+from orchestrator.errors import InvalidRequest, NotFound
 from orchestrator.plot import convergence, importance
 from orchestrator.service import StudyProgress, TrialPage, TrialView, View
 from search_spaces.errors import SpecError
@@ -101,13 +100,9 @@ def _study(database: Database, job_id: int, study_id: int, team: str | None) -> 
 
 
 def _check_study(s: sa.orm.Session, job_id: int, study_id: int, team: str | None) -> None:
-    """NotFound unless job ``job_id`` has study ``study_id``; PermissionDenied for another team's."""
-    try:
-        job = repository.get_job(s, job_id)
-    except RecordNotFound:
-        raise NotFound(f"no job {job_id}") from None
-    if team is not None and job.team != team:
-        raise PermissionDenied(f"job {job_id} belongs to another team")
+    """NotFound unless job ``job_id`` (of ``team``, if given) has study ``study_id`` (another
+    team's job: the same NotFound as a missing one)."""
+    service.visible_job(s, job_id, team)
     if s.scalar(sa.select(Study.id).where(Study.id == study_id, Study.job_id == job_id)) is None:
         raise NotFound(f"job {job_id} has no study {study_id}")
 

@@ -33,7 +33,6 @@ from orchestrator.errors import (
     JobStateError,
     NotFound,
     OrchestratorError,
-    PermissionDenied,
     Terminated,
 )
 from orchestrator.jobs import ALL_CLASSES, JobSpec
@@ -332,17 +331,23 @@ def _page(limit: int, offset: int) -> None:
         raise InvalidRequest(f"offset must be 0 or more, got {offset}")
 
 
-def _job(s: sa.orm.Session, job_id: int, team: str | None) -> JobRecord:
-    """The job, if it exists and (``team`` given) belongs to that team."""
+def no_job(job_id: int) -> NotFound:
+    """The one error for a job that is missing and for one of another team: the same words, so
+    that a team cannot tell another's job ids from unused ones."""
+    return NotFound(f"no job {job_id} of yours; list jobs with `tunefleet jobs`")
+
+
+def visible_job(s: sa.orm.Session, job_id: int, team: str | None) -> JobRecord:
+    """The job, if it exists and (``team`` given) belongs to that team; else :func:`no_job`."""
     from db import repository
     from db.errors import NotFound as RecordNotFound
 
     try:
         job = repository.get_job(s, job_id)
     except RecordNotFound:
-        raise NotFound(f"no job {job_id}; list jobs with `tunefleet jobs`") from None
+        raise no_job(job_id) from None
     if team is not None and job.team != team:
-        raise PermissionDenied(f"job {job_id} belongs to another team")
+        raise no_job(job_id)
     return job
 
 
@@ -602,7 +607,7 @@ def _runnable(database: Database, job_id: int, kernel_modules: Collection[str]) 
     """The job's spec if it can run here (not done); its kernel is imported only if registered
     or named in ``kernel_modules`` (a job row never makes us import code)."""
     with database.session(readonly=True) as s:
-        job = _job(s, job_id, None)
+        job = visible_job(s, job_id, None)
     if job.status is JobStatus.DONE:
         raise JobStateError(f"job {job_id} is already done; start a new job to tune more")
     spec_from_storage(str(job.spec.get("kernel", job.kernel_name)), kernel_modules)
@@ -678,7 +683,7 @@ def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> J
     from db.errors import InvalidTransition
 
     with database.session() as s:
-        _job(s, job_id, team)
+        visible_job(s, job_id, team)
         try:
             repository.request_cancel(s, job_id)  # locks the row until this session ends
         except InvalidTransition as exc:
@@ -738,7 +743,7 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
     from db.models import Trial
 
     with database.session(readonly=True) as s:
-        job = _job(s, job_id, team)
+        job = visible_job(s, job_id, team)
         studies = repository.studies_for_job(s, job_id)
         counts = _study_counts(s, [job_id]).get(job_id, {})
         budget = _budget(job)

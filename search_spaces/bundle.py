@@ -257,10 +257,14 @@ def _is_int(value: object) -> bool:
 
 def _check_config(config: Mapping[str, Any], what: str, spec: KernelSpec | None) -> None:
     """Raise BundleError unless ``config`` is a non-empty map of parameter names to integers,
-    flags or labels (and, with ``spec``, of its parameters to values they allow)."""
+    flags or labels (and, with ``spec``, of its parameters to values they allow). Without
+    ``spec`` a name must still be one a kernel can take as a keyword (an identifier, not a
+    dunder); only the spec tells a foreign identifier."""
     if not config:
         raise BundleError(f"{what} is empty; a tuned config names at least one parameter")
     for name, value in config.items():
+        if not name.isidentifier() or name.startswith("__"):
+            raise BundleError(f"{what} names {name[:80]!r}, which is not a parameter name")
         if not isinstance(value, int | str):  # bool is an int
             raise BundleError(
                 f"{what}[{name!r}] is {value!r}; a config value is an integer, a flag or a label"
@@ -285,7 +289,8 @@ def _check_problem(
 ) -> None:
     """Raise BundleError unless ``problem`` is a non-empty map of field names to positive integer
     dims, flags or labels, each field of one kind across the bundle (``kinds``, filled here);
-    with ``spec``, one its schema accepts."""
+    with ``spec``, one its schema accepts. A label of digits (``"128"``) is a dim written as
+    text, refused even without ``spec``."""
     if not problem:
         raise BundleError(f"{what} is empty")
     for name, value in problem.items():
@@ -296,6 +301,8 @@ def _check_problem(
                 raise BundleError(f"{what}[{name!r}] = {value}; a dim is a positive integer")
             kind = int
         elif isinstance(value, str):
+            if value.strip().isdigit():
+                raise BundleError(f"{what}[{name!r}] is {value!r}; a dim is an integer, not text")
             kind = str
         else:
             raise BundleError(

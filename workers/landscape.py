@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,20 +126,68 @@ _HEAD_FIELDS: tuple[tuple[str, type], ...] = (
 )
 
 
+#: The longest device name and software version a landscape may give (the database's columns).
+MAX_DEVICE_NAME = 200
+MAX_VERSION = 64
+#: Device fields that must be whole numbers (>= 0), and those that must be version strings.
+_DEVICE_COUNTS = (
+    "memory_bytes",
+    "multiprocessors",
+    "shared_mem_per_block",
+    "registers_per_block",
+    "warp_size",
+    "max_threads_per_block",
+    "index",
+)
+_DEVICE_VERSIONS = ("driver", "runtime", "triton", "torch")
+_PRINTABLE = re.compile(r"[^\x00-\x1f\x7f\ud800-\udfff]+")
+
+
+def _device(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The ``device`` object checked before anything runs: a printable name of at most
+    MAX_DEVICE_NAME characters, whole numbers where counts go, short version strings (or null)."""
+    name = raw.get("name")
+    if not isinstance(name, str) or not _PRINTABLE.fullmatch(name) or len(name) > MAX_DEVICE_NAME:
+        raise LandscapeError(
+            f"{where}: device 'name' must be 1 to {MAX_DEVICE_NAME} printable characters"
+        )
+    for key in ("vendor", "arch", "backend"):
+        if key in raw and not isinstance(raw[key], str | None):
+            raise LandscapeError(f"{where}: device {key!r} must be a string")
+    for key in _DEVICE_COUNTS:
+        value = raw.get(key)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            raise LandscapeError(f"{where}: device {key!r} must be a whole number >= 0")
+    for key in _DEVICE_VERSIONS:
+        value = raw.get(key)
+        if value is not None and (
+            not isinstance(value, str)
+            or not _PRINTABLE.fullmatch(value)
+            or len(value) > MAX_VERSION
+        ):
+            raise LandscapeError(
+                f"{where}: device {key!r} must be a version of 1 to {MAX_VERSION} printable "
+                "characters, or null"
+            )
+    return dict(raw)
+
+
 def _landscape(
     head: Mapping[str, Any],
     raw_results: object,
     read: Callable[[object, str], LandscapeResult],
     where: str,
 ) -> Landscape:
-    """A landscape of ``head``'s kernel, problem and device with each result ``read``."""
+    """A landscape of ``head``'s kernel, problem and (checked) device with each result ``read``."""
     if not isinstance(raw_results, list):
         raise LandscapeError(f"{where}: field 'results' must be a list")
     return Landscape(
         kernel=str(head["kernel"]),
         kernel_version=str(head.get("kernel_version", "")),
         problem=dict(head["problem"]),
-        device=dict(head["device"]),
+        device=_device(head["device"], where),
         results=[read(r, f"{where}: results[{i}]") for i, r in enumerate(raw_results)],
     )
 
@@ -166,6 +215,10 @@ _FROM_T4 = {
 T4_CONTEXT = "tunefleet"
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _t4_result(raw: object, where: str) -> LandscapeResult:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("configuration"), Mapping):
         raise LandscapeError(f"{where}: each T4 result needs a 'configuration' object")
@@ -176,9 +229,21 @@ def _t4_result(raw: object, where: str) -> LandscapeResult:
         raise LandscapeError(
             f"{where}: invalidity {raw.get('invalidity')!r} is not one of {', '.join(_FROM_T4)}"
         ) from None
-    runtimes = (raw.get("times") or {}).get("runtimes") or []
+    times = raw.get("times") or {}
+    runtimes = (times.get("runtimes") or []) if isinstance(times, Mapping) else None
+    measurements = raw.get("measurements", [])
+    if (
+        not isinstance(runtimes, list)
+        or not all(_number(t) for t in runtimes)
+        or not isinstance(measurements, list)
+        or not all(isinstance(m, Mapping) for m in measurements)
+    ):
+        raise LandscapeError(
+            f"{where}: 'times' must be an object whose 'runtimes' are numbers and "
+            "'measurements' a list of objects"
+        )
     time = next(
-        (m.get("value") for m in raw.get("measurements", []) if m.get("name") == "time"),
+        (m.get("value") for m in measurements if m.get("name") == "time"),
         sorted(runtimes)[len(runtimes) // 2] if runtimes else None,
     )
     return _result(
@@ -212,6 +277,8 @@ def read_landscape(path: str | Path) -> Landscape:
         raise LandscapeError(f"landscape file {p} does not exist") from None
     except (OSError, ValueError, EOFError) as exc:
         raise LandscapeError(f"cannot read landscape {p}: {exc}") from None
+    except RecursionError:
+        raise LandscapeError(f"cannot read landscape {p}: JSON nested too deeply") from None
     if isinstance(data, Mapping) and "schema_version" in data and "format" not in data:
         return landscape_from_t4(data, str(p))
     return landscape_from_dict(data, str(p))

@@ -24,6 +24,8 @@ from orchestrator.commands._common import (
     print_json,
 )
 from orchestrator.errors import OrchestratorError
+from orchestrator.server.connections import ConnectionLimits
+from orchestrator.server.quotas import TeamCaps
 
 if TYPE_CHECKING:
     import uvicorn
@@ -152,6 +154,68 @@ def serve(
         str | None, typer.Option("--ssl-certfile", help="TLS certificate (PEM).")
     ] = None,
     ssl_keyfile: Annotated[str | None, typer.Option("--ssl-keyfile", help="TLS key (PEM).")] = None,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            envvar="TUNEFLEET_MAX_CONNECTIONS",
+            help="Connections served at once; a request beyond them gets 503.",
+        ),
+    ] = ConnectionLimits.max_connections,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            "--head-timeout",
+            min=0.1,
+            envvar="TUNEFLEET_HEAD_TIMEOUT",
+            help="Seconds a client has to send a request's head before it is disconnected.",
+        ),
+    ] = ConnectionLimits.head_timeout_s,
+    max_priority: Annotated[
+        int,
+        typer.Option(
+            "--max-priority",
+            min=0,
+            max=1000,
+            envvar="TUNEFLEET_MAX_PRIORITY",
+            help="The largest |priority| a team's job may ask (admin tokens: any).",
+        ),
+    ] = TeamCaps.priority,
+    max_trials: Annotated[
+        int,
+        typer.Option(
+            "--max-trials",
+            min=1,
+            envvar="TUNEFLEET_MAX_TRIALS",
+            help="The most trials per study a team's job may ask (admin tokens: any).",
+        ),
+    ] = TeamCaps.trials,
+    max_problems: Annotated[
+        int,
+        typer.Option(
+            "--max-problems",
+            min=1,
+            envvar="TUNEFLEET_MAX_PROBLEMS",
+            help="The most problems a team's job may name (admin tokens: any).",
+        ),
+    ] = TeamCaps.problems,
+    audit_refusals: Annotated[
+        int,
+        typer.Option(
+            "--audit-refusals",
+            min=0,
+            envvar="TUNEFLEET_AUDIT_REFUSALS",
+            help="Audit rows of refused requests per token and minute (then one summary row).",
+        ),
+    ] = 10,
+    docs: Annotated[
+        bool,
+        typer.Option(
+            "--docs",
+            help="Serve the interactive /docs and /redoc pages (they load scripts from a CDN).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the HTTP API (and, unless --no-scheduler, run queued jobs on the Ray cluster)."""
     from orchestrator.jobs import DeviceSource
@@ -159,6 +223,12 @@ def serve(
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise OrchestratorError("TLS needs both --ssl-certfile and --ssl-keyfile")
     sources = tuple(DeviceSource.parse(d) for d in device or ["auto"])
+    if not no_scheduler:
+        from workers.landscape import read_landscape
+
+        for source in sources:
+            for path in source.paths:
+                read_landscape(path)  # a bad file is one error line now, not a dead scheduler
     database = open_database(db)
     active = check_exposure(database, host)
     sock = listen(host, port)
@@ -188,7 +258,11 @@ def serve(
         scheduler=scheduler,
         allow_kernel_modules=modules,
         served_devices=tuple(str(s) for s in sources),
+        caps=TeamCaps(max_priority, max_trials, max_problems),
+        refusals_per_minute=audit_refusals,
+        docs=docs,
     )
+    limits = ConnectionLimits(max_connections=max_connections, head_timeout_s=head_timeout)
     config = uvicorn.Config(
         app,
         ssl_certfile=ssl_certfile,
@@ -196,13 +270,15 @@ def serve(
         log_level="info",
         access_log=False,
         lifespan="off",
+        **limits.uvicorn_options(),
     )
     server = uvicorn.Server(config)
     _stop_gracefully(server, scheduler)
     scheme = "https" if ssl_certfile else "http"
     c = console()
     bound = sock.getsockname()[1]
-    c.print(f"tunefleet API on {scheme}://{host}:{bound} (docs at /docs), database {database.url}")
+    where = "docs at /docs" if docs else "OpenAPI at /openapi.json"
+    c.print(f"tunefleet API on {scheme}://{host}:{bound} ({where}), database {database.url}")
     if active == 0:
         c.print("[bold]no token yet[/]: every request is refused until `tunefleet token create`")
     if scheduler is not None:

@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.responses import Response, StreamingResponse
 
 from db import Database, JobStatus, Objective, repository
@@ -51,8 +51,11 @@ from orchestrator.server.auth import (
 )
 from orchestrator.server.cache import BestCache, Recent
 from orchestrator.server.errors import ApiError, install, status_of
+from orchestrator.server.fields import Text
 from orchestrator.server.guards import BodyLimit, PathGuard
 from orchestrator.server.metrics import Metrics
+from orchestrator.server.quotas import TeamCaps
+from orchestrator.server.refusals import RefusalAudit
 from search_spaces.problem import problem_key
 from search_spaces.registry import available, get_spec
 from search_spaces.spec import KernelSpec
@@ -69,9 +72,9 @@ PROGRESS_TTL_S = 0.5
 STALE_S = 5.0
 _SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]{0,200}")
 
-ProblemValue = StrictInt | StrictFloat | StrictStr | StrictBool
-ProblemMapping = Annotated[dict[StrictStr, ProblemValue], Field(max_length=32)]
-Names = StrictStr | Annotated[list[StrictStr], Field(min_length=1, max_length=64)]
+ProblemValue = StrictInt | StrictFloat | Text | StrictBool
+ProblemMapping = Annotated[dict[Text, ProblemValue], Field(max_length=32)]
+Names = Text | Annotated[list[Text], Field(min_length=1, max_length=64)]
 
 
 class JobRequest(BaseModel):
@@ -79,20 +82,20 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kernel: StrictStr = Field(min_length=1, max_length=200)
+    kernel: Text = Field(min_length=1, max_length=200)
     problems: (
-        Annotated[list[StrictStr | ProblemMapping], Field(min_length=1, max_length=256)]
+        Annotated[list[Text | ProblemMapping], Field(min_length=1, max_length=256)]
         | ProblemMapping
-        | StrictStr
+        | Text
     )
     device_classes: Names = "all"
     devices: Names = "auto"
     trials: StrictInt = Field(30, ge=1, le=1_000_000)
     minutes: StrictFloat | StrictInt | None = Field(None, gt=0, le=60 * 24 * 30)
-    sampler: StrictStr = Field(samplers.DEFAULT, max_length=64)
+    sampler: Text = Field(samplers.DEFAULT, max_length=64)
     seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
     objective: Objective = Objective.KERNEL
-    team: StrictStr | None = Field(None, max_length=64)
+    team: Text | None = Field(None, max_length=64)
     top_k: StrictInt = Field(3, ge=1, le=1000)
     in_flight: StrictInt | None = Field(None, ge=1, le=1024)
     priority: StrictInt = Field(
@@ -105,10 +108,10 @@ class TokenRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    team: StrictStr = Field(min_length=1, max_length=64)
+    team: Text = Field(min_length=1, max_length=64)
     scope: TokenScope
     expires_days: StrictFloat | StrictInt | None = Field(None, gt=0, le=3650)
-    name: StrictStr | None = Field(None, max_length=200)
+    name: Text | None = Field(None, max_length=200)
 
 
 def _plain(value: Any) -> Any:
@@ -149,8 +152,10 @@ class _Api:
         scheduler: Any,
         allow_kernel_modules: Collection[str],
         served_devices: Collection[str],
+        caps: TeamCaps,
     ) -> None:
         self.database = database
+        self.caps = caps
         self.scheduler = scheduler
         self.modules = frozenset(allow_kernel_modules)
         self.served_devices = frozenset(served_devices)
@@ -163,6 +168,10 @@ class _Api:
 
     def kernel(self, name: str) -> str:
         return names.kernel(name, self.modules, self.registered)
+
+    def scheduler_problem(self) -> str | None:
+        """Why this server's scheduler cannot run jobs now (None: it can, or there is none)."""
+        return None if self.scheduler is None else self.scheduler.problem()
 
     def spec(self, name: str) -> KernelSpec:
         """The kernel spec of a checked name (loaded once per server)."""
@@ -204,14 +213,14 @@ class _Api:
         return old
 
     async def detail(self, job_id: int, principal: Principal) -> dict[str, Any]:
-        """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); 404 for
-        another team's job."""
+        """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); another
+        team's job is the same 404 as a missing one."""
         view: dict[str, Any] = await self.recent(
             self.progress, job_id, lambda: _plain(service.job_detail(self.database, job_id))
         )
         team = principal.team_filter()
         if team is not None and view["team"] != team:
-            raise ApiError(404, f"no job {job_id} of team {principal.team}")
+            raise service.no_job(job_id)
         return view
 
     async def _best_cached(self, kernel: str, key: tuple[Any, ...], compute: Any) -> Any:
@@ -286,6 +295,11 @@ class _Api:
         data["team"] = team
         return data
 
+    def check_caps(self, spec: JobSpec, priority: int, principal: Principal) -> None:
+        """OverCap (403) if a non-admin token's job goes over a cap of its team."""
+        if not principal.admin:
+            self.caps.check(spec.team or principal.team, priority, spec.trials, len(spec.problems))
+
 
 def create_app(
     database: Database,
@@ -293,20 +307,30 @@ def create_app(
     scheduler: Any = None,
     allow_kernel_modules: Collection[str] = (),
     served_devices: Sequence[str] = (),
+    caps: TeamCaps | None = None,
+    refusals_per_minute: int = 10,
+    docs: bool = False,
 ) -> FastAPI:
     """The API on ``database``; ``scheduler`` (if this server runs one) answers device classes.
 
     ``allow_kernel_modules``: modules whose ``module:attribute`` kernels jobs may name.
     ``served_devices``: the server's ``--device`` values a job may name besides auto/interpreter.
+    ``caps``: what a non-admin team's job may ask (default: TeamCaps()).
+    ``refusals_per_minute``: audit rows of refused requests per token and minute (see refusals).
+    ``docs``: serve the interactive ``/docs`` and ``/redoc`` pages, which load scripts from a
+    CDN on the page's origin (default off; ``/openapi.json`` is always served).
     """
-    api = _Api(database, scheduler, allow_kernel_modules, served_devices)
+    api = _Api(database, scheduler, allow_kernel_modules, served_devices, caps or TeamCaps())
     metrics = Metrics(database)
     app = FastAPI(
         title="tunefleet",
         version=API_VERSION,
         summary="Distributed autotuning of GPU kernels for teams: jobs, shared best configs, bundles.",
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
     app.state.database = database
+    app.state.refusals = RefusalAudit(database, refusals_per_minute)
     app.state.authenticator = Authenticator(database)
     app.state.api = api
     app.state.metrics = metrics
@@ -332,25 +356,32 @@ def _routes(app: FastAPI, api: _Api) -> None:
 
     detail_for = api.detail
 
+    refusals: RefusalAudit = app.state.refusals
+
     def audited(principal: Principal, action: str, target: str, run: Any) -> Any:
-        """``run()``, with an audit row of its outcome (the error's status if it raises)."""
+        """``run()``, with an audit row of its outcome (the error's status if it raises; those
+        rows rate-limited per token, see :mod:`orchestrator.server.refusals`)."""
         try:
             result = run()
         except Exception as exc:
             status = exc.status if isinstance(exc, ApiError) else status_of(exc)
-            audit(database, principal, action, target=target, detail={"status": status})
+            refusals.write(principal, action, target=target, detail={"status": status})
             raise
         audit(database, principal, action, target=target, detail={"status": 200})
         return result
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> Response:
-        """Liveness: 200 when the database answers (no token needed, no details given)."""
+        """200 when the database answers and this server's scheduler (if it runs one) can run
+        jobs; else 503 with a one-line reason (no token needed; no path or address given)."""
         try:
             with database.session(readonly=True) as s:
                 repository.count_jobs(s, status=JobStatus.RUNNING)
         except Exception:
-            return json_response({"status": "unavailable"}, 503)
+            return json_response({"status": "unavailable", "reason": "the database is down"}, 503)
+        problem = api.scheduler_problem()
+        if problem is not None:
+            return json_response({"status": "unavailable", "reason": problem}, 503)
         return json_response({"status": "ok"})
 
     @app.get("/metrics", tags=["service"])
@@ -363,7 +394,11 @@ def _routes(app: FastAPI, api: _Api) -> None:
         """Queue a job for the token's team; the scheduler of some server runs it."""
 
         def run() -> Any:
+            problem = api.scheduler_problem()
+            if problem is not None:
+                raise ApiError(503, f"this server cannot run jobs now: {problem}")
             spec = JobSpec.from_mapping(api.job_mapping(body, principal))
+            api.check_caps(spec, body.priority, principal)
             job_id = service.submit_job(database, spec, priority=body.priority)
             return service.job_detail(database, job_id)
 

@@ -1,7 +1,8 @@
 """Bearer-token authentication, scopes and the audit trail of the HTTP API.
 
 Deny by default: every route but ``/healthz`` depends on :func:`require`, which answers 401 for a
-missing, unknown, revoked or expired token and 403 for a token whose scope is below the route's.
+missing, unknown, revoked or expired token and 403 for a token whose scope is below the route's
+(a refused change is audited, rate-limited per token: :mod:`orchestrator.server.refusals`).
 Scopes are ordered ``read < submit < admin``. Tokens are checked against the database (which keeps
 SHA-256 digests, see :mod:`db.repository`); a server reuses an accepted check for
 :data:`REMEMBER_S`, so a revocation holds within a second on every server.
@@ -140,8 +141,7 @@ def require(scope: TokenScope) -> Callable[..., Awaitable[Principal]]:
         if not principal.allows(scope):
             if request.method != "GET":
                 await run_in_threadpool(
-                    audit,
-                    request.app.state.database,
+                    request.app.state.refusals.write,
                     principal,
                     "request.denied",
                     target=f"{request.method} {request.url.path}",

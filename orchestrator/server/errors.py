@@ -1,8 +1,9 @@
 """Our exceptions as HTTP statuses; every error response is JSON ``{"error": ..., "detail": ...}``.
 
 NotFound 404, PermissionDenied 403, JobLeased / Conflict / a forbidden state change 409, a bad spec or
-request 422, a bad name 400, an unreachable database 503; anything unexpected is a 500 whose body
-says nothing about the server's insides (the traceback goes to the log).
+request 422, a bad name 400, an unreachable database 503 (which names no file or host); anything
+unexpected is a 500 whose body says nothing about the server's insides (the traceback goes to the
+log).
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ def install(app: FastAPI) -> None:
         if status == 500:
             log.error("%s %s failed: %r", request.method, request.url.path, exc)
             return error_response(500, "internal server error; the server log has the cause")
+        if status == 503:
+            # The database's message names its file or host: for the log, not for a client.
+            log.warning("%s %s: %s", request.method, request.url.path, exc)
+            return error_response(503, "the database is unavailable; retry later")
         lines = str(exc).splitlines()
         return error_response(status, lines[0] if lines else type(exc).__name__)
 

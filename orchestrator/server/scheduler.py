@@ -305,6 +305,27 @@ class Scheduler:
             "error": self.error,
         }
 
+    def problem(self) -> str | None:
+        """Why this scheduler cannot run jobs now (one line naming no path), or None while it
+        can: its workers did not start, its claiming thread ended while it was not stopping, or
+        a device class it serves has no live worker."""
+        if self.error is not None:
+            return "the scheduler's workers did not start (the server log has why)"
+        thread = self._thread
+        if thread is not None and not thread.is_alive() and not self._stopping.is_set():
+            return "the scheduler stopped (the server log has why)"
+        with self._lock:
+            empty = sorted(
+                cls
+                for group in self._groups
+                if group.pool is not None  # None: being restarted with a job's options
+                for cls in group.classes
+                if not any(w.class_key == cls for w in group.pool.workers())
+            )
+        if empty:
+            return f"no live worker of device class {', '.join(empty)}"
+        return None
+
     def device_classes(self) -> list[DeviceClassView]:
         """Each class the workers measure: live workers, how many a job uses now, idle ones."""
         counts: dict[str, list[int]] = {}
@@ -323,8 +344,12 @@ class Scheduler:
         try:
             self._start_groups()
         except JOB_ERRORS as exc:
-            self.error = str(exc)
+            self.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             log.error("scheduler: the workers did not start: %s", exc)
+            return
+        except Exception as exc:
+            self.error = f"unexpected {type(exc).__name__}"
+            log.exception("scheduler: the workers did not start")
             return
         try:
             with self.database.session(readonly=True) as s:

@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
 from db import Database, JobStatus, repository
+from db.errors import DatabaseURLError
 from orchestrator import service
 from orchestrator.cli import main
 from orchestrator.client import Client, bundle_members, read_token
@@ -198,7 +199,7 @@ def test_error_statuses_become_our_exceptions_with_the_servers_message(
         client.cancel(ours)
         with pytest.raises(Conflict, match=r"already cancelled.*HTTP 409"):
             client.cancel(ours)
-        with pytest.raises(PermissionDenied, match=r"another team.*HTTP 403"):
+        with pytest.raises(NotFound, match=rf"no job {theirs} of yours.*HTTP 404"):
             client.cancel(theirs)
         with pytest.raises(InvalidRequest, match=r"unknown kernel 'nope'.*HTTP 422"):
             client.submit({"kernel": "nope", "problems": [TINY]})
@@ -299,3 +300,19 @@ def test_commands_with_server_render_what_they_render_locally(
     monkeypatch.delenv("TUNEFLEET_SERVER")
     code, _, err = run_cli(capsys, "submit", "matmul", "-p", TINY)
     assert code == 2 and "give --server URL" in err
+
+
+def test_a_password_in_a_url_is_never_shown() -> None:
+    with pytest.raises(OrchestratorError) as bad:
+        Client("ftp://bob:s3cret@example.org", None)
+    assert "s3cret" not in str(bad.value) and "bob:***@" in str(bad.value)
+    with (
+        Client(f"http://bob:s3cret@127.0.0.1:{free_port()}", None) as closed,
+        pytest.raises(ServerUnavailable) as down,
+    ):
+        closed.jobs()
+    assert "s3cret" not in str(down.value) and "bob:***@127.0.0.1" in str(down.value)
+    for url in ("postgresql+psycopg://bob:s3cret@127.0.0.1:99999/x", "mysql://bob:s3cret@h/x"):
+        with pytest.raises(DatabaseURLError) as refused:
+            Database(url)
+        assert "s3cret" not in str(refused.value)

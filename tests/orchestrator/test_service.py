@@ -25,7 +25,6 @@ from orchestrator.errors import (
     JobSpecError,
     JobStateError,
     NotFound,
-    PermissionDenied,
 )
 from orchestrator.jobs import JobSpec
 from orchestrator.lease import LeaseKeeper
@@ -147,9 +146,10 @@ def test_job_views_need_no_importable_kernel(db: Database) -> None:
 
 def test_teams_see_only_their_jobs_and_missing_ones_are_not_found(db: Database) -> None:
     job_id = service.submit_job(db, spec(team="red"))
-    with pytest.raises(PermissionDenied):
+    # Another team's job is the same NotFound as a missing one.
+    with pytest.raises(NotFound, match=f"no job {job_id} of yours"):
         service.job_detail(db, job_id, team="blue")
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound, match=f"no job {job_id} of yours"):
         service.cancel_job(db, job_id, team="blue")
     with pytest.raises(NotFound, match="no job 999"):
         service.job_detail(db, 999)

@@ -73,7 +73,14 @@ CASES = [
         r"entries\[0\]\.problem\['M'\] = -64; a dim is a positive",
     ),
     (("entries", 0, "problem", "K"), 0, r"entries\[0\]\.problem\['K'\] = 0"),
-    (("entries", 1, "problem", "M"), "128", r"entries\[1\]\.problem\['M'\] is '128' \(str\), but"),
+    (("entries", 1, "problem", "M"), "128", r"entries\[1\]\.problem\['M'\] is '128'; a dim is an"),
+    (("entries", 1, "problem", "M"), "big", r"entries\[1\]\.problem\['M'\] is 'big' \(str\), but"),
+    (
+        ("entries", 0, "config", "BLOCK-Q"),
+        16,
+        r"entries\[0\]\.config names 'BLOCK-Q', which is not",
+    ),
+    (("default", "__class__"), 1, r"default names '__class__', which is not a parameter"),
     (("entries", 1, "problem"), {}, r"entries\[1\]\.problem is empty"),
     (("entries", 0, "time_ms"), float("nan"), r"entries\[0\]\.time_ms is nan"),
     (("entries", 0, "job"), "7", r"entries\[0\]\.job is '7'"),
@@ -124,6 +131,13 @@ def test_with_the_spec_every_parameter_and_problem_is_the_kernels(
     path = _write(tmp_path, doc)
     with pytest.raises(BundleError, match=says):
         load_bundle(path, spec)
+
+
+def test_without_the_spec_a_lone_string_dim_is_refused(tmp_path: Path) -> None:
+    doc = _set(_doc(), ("entries", 0, "problem", "K"), "256")
+    doc["entries"] = doc["entries"][:1]  # no other entry gives K as an integer
+    with pytest.raises(BundleError, match=r"entries\[0\]\.problem\['K'\] is '256'; a dim"):
+        load_bundle(_write(tmp_path, doc))
 
 
 def test_a_good_bundle_loads_with_and_without_the_spec(tmp_path: Path) -> None:

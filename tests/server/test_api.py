@@ -23,6 +23,7 @@ from tests.server.conftest import (
     MATMUL_PROBLEMS,
     TRITON_MINOR,
     Api,
+    ServerFactory,
     job_body,
     make_token,
     seed_best,
@@ -92,9 +93,10 @@ def test_scopes_teams_and_the_audit_trail(api: Api) -> None:
         api.call("admin", "POST", "/v1/jobs", json=job_body(team="beta")).json()["team"] == "beta"
     )
 
-    # beta cannot cancel alpha's job; alpha can; a finished job cannot be cancelled again.
+    # beta cannot cancel alpha's job (nor learn it exists); alpha can; a finished job cannot be
+    # cancelled again.
     r = api.call("beta", "POST", f"/v1/jobs/{job['id']}/cancel")
-    assert r.status_code == 403, r.text
+    assert r.status_code == 404, r.text
     r = api.call("alpha_read", "POST", f"/v1/jobs/{job['id']}/cancel")
     assert r.status_code == 403, r.text
     r = api.call("alpha", "POST", f"/v1/jobs/{job['id']}/cancel")
@@ -112,7 +114,7 @@ def test_scopes_teams_and_the_audit_trail(api: Api) -> None:
     ]
     assert ("job.submit", alpha_id, "alpha", "matmul", 200) in entries
     assert ("job.cancel", alpha_id, "alpha", f"job {job['id']}", 200) in entries
-    assert ("job.cancel", api.tokens["beta"][0], "beta", f"job {job['id']}", 403) in entries
+    assert ("job.cancel", api.tokens["beta"][0], "beta", f"job {job['id']}", 404) in entries
     assert ("job.submit", alpha_id, "alpha", "matmul", 403) in entries  # for team beta
     assert (
         "job.cancel",
@@ -154,6 +156,29 @@ def test_each_team_sees_only_its_own_jobs(api: Api) -> None:
     filtered = api.call("alpha", "GET", "/v1/jobs", params={"status": "done"}).json()
     assert filtered["total"] == 0
     assert api.call("alpha", "GET", "/v1/jobs", params={"status": "nope"}).status_code == 422
+
+
+def test_a_foreign_job_or_study_is_the_same_404_as_a_missing_one(api: Api) -> None:
+    theirs = seed_best(api.database, "beta", MATMUL_PROBLEMS[:1])
+    study = api.call("beta", "GET", f"/v1/jobs/{theirs}").json()["studies"][0]["id"]
+    missing = theirs + 1000
+    for foreign_path, missing_path, method in (
+        (f"/v1/jobs/{theirs}", f"/v1/jobs/{missing}", "GET"),
+        (f"/v1/jobs/{theirs}/events", f"/v1/jobs/{missing}/events", "GET"),
+        (f"/v1/jobs/{theirs}/cancel", f"/v1/jobs/{missing}/cancel", "POST"),
+        (f"/v1/jobs/{theirs}/studies/{study}", f"/v1/jobs/{missing}/studies/{study}", "GET"),
+        (
+            f"/v1/jobs/{theirs}/studies/{study}/trials",
+            f"/v1/jobs/{missing}/studies/{study}/trials",
+            "GET",
+        ),
+    ):
+        foreign = api.call("alpha", method, foreign_path)
+        gone = api.call("alpha", method, missing_path)
+        assert foreign.status_code == gone.status_code == 404, (foreign_path, foreign.text)
+        # The same body but for the id asked for.
+        assert gone.text.replace(str(missing), "ID") == foreign.text.replace(str(theirs), "ID")
+    assert api.call("beta", "GET", f"/v1/jobs/{theirs}").json()["status"] == "done"
 
 
 def test_best_configs_and_bundles_are_shared_across_teams(api: Api, tmp_path: Path) -> None:
@@ -269,13 +294,17 @@ def test_admin_manages_tokens_over_http(api: Api) -> None:
     assert ("token.revoke", f"token {created['id']}") in actions
 
 
-def test_openapi_and_docs(api: Api) -> None:
+def test_openapi_always_and_the_cdn_docs_pages_only_when_asked(serve: ServerFactory) -> None:
+    api = serve()
     doc = api.call(None, "GET", "/openapi.json").json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}/events", "/v1/bundles/{kernel}", "/metrics"} <= set(
         doc["paths"]
     )
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
-    assert "swagger" in api.call(None, "GET", "/docs").text.lower()
+    # /docs and /redoc load scripts from a CDN on the origin that keeps the page's token: off.
+    for page in ("/docs", "/redoc"):
+        assert "cdn" not in api.call(None, "GET", page).text.lower()
+    assert "swagger" in serve(docs=True).call(None, "GET", "/docs").text.lower()
 
 
 def _soon(read: Callable[[], object], expected: object, ttl_s: float) -> bool:

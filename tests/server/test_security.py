@@ -157,6 +157,30 @@ def test_unknown_fields_and_wrong_types_get_422(api: Api, body: object, says: st
     assert says in r.json()["error"], r.json()
 
 
+@pytest.mark.parametrize(
+    ("who", "path", "body", "says"),
+    [
+        ("alpha", "/v1/jobs", job_body(kernel="matmul\x00"), "kernel"),
+        ("alpha", "/v1/jobs", job_body(kernel="mat\ud800mul"), "kernel"),
+        ("alpha", "/v1/jobs", job_body(team="alpha\x00"), "team"),
+        ("alpha", "/v1/jobs", job_body(problems=["M=16\x00"]), "problems"),
+        ("alpha", "/v1/jobs", job_body(problems=[{"M\x00": 16}]), "problems"),
+        ("alpha", "/v1/jobs", job_body(devices=["interpreter\x00"]), "devices"),
+        ("alpha", "/v1/jobs", job_body(sampler="\udfff"), "sampler"),
+        ("admin", "/v1/tokens", {"team": "beta", "scope": "read", "name": "a\x00b"}, "name"),
+        ("admin", "/v1/tokens", {"team": "be\x00ta", "scope": "read"}, "team"),
+    ],
+)
+def test_nul_and_lone_surrogates_in_a_body_get_422(
+    api: Api, who: str, path: str, body: object, says: str
+) -> None:
+    content = json.dumps(body).encode()  # ASCII: a lone surrogate as its JSON escape
+    headers = {"Content-Type": "application/json"}
+    r = api.call(who, "POST", path, content=content, headers=headers)
+    assert r.status_code == 422, r.text
+    assert says in r.json()["error"], r.json()
+
+
 def test_a_spec_the_job_file_rules_refuse_gets_422(api: Api) -> None:
     for body, says in (
         (job_body(problems=["M=0,N=16,K=16,dtype=float16"]), "problem 1"),
