@@ -93,6 +93,9 @@ class Swap:
     bundles: dict[str, Bundle]
     on: bool = False
     tables: dict[str, BundleTable[Decision]] = field(default_factory=dict)
+    #: (kernel, key) decided ``triton`` but kept on the model's op (the other GEMM of an expert
+    #: block decided ``vendor``).
+    kept: set[tuple[str, tuple[Any, ...]]] = field(default_factory=set)
     _plans: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -105,9 +108,9 @@ class Swap:
         """Per kernel: distinct problems run as ``triton`` and kept on the model's op (KEPT)."""
         counts: dict[str, dict[str, int]] = {}
         for kernel, table in self.tables.items():
-            for decision in table.values():
+            for key, decision in table.items():
                 mine = counts.setdefault(kernel, {"triton": 0, KEPT: 0})
-                mine["triton" if decision.triton else KEPT] += 1
+                mine["triton" if decision.triton and (kernel, key) not in self.kept else KEPT] += 1
         return counts
 
     @property
@@ -420,8 +423,10 @@ def _moe(swap: Swap, module: MoE) -> None:
         try:
             plan = plans[m]
         except KeyError:
-            up = swap.decision("fused_moe", (m, e, topk, f2, h, dtype, "up"))
-            down = swap.decision("fused_moe", (m, e, topk, h, f, dtype, "down"))
+            keys = (m, e, topk, f2, h, dtype, "up"), (m, e, topk, h, f, dtype, "down")
+            up, down = (swap.decision("fused_moe", key) for key in keys)
+            if not (up.triton and down.triton):
+                swap.kept.update(("fused_moe", key) for key in keys)
             plan = plans[m] = (
                 (
                     _moe_plan(up.config, m, e, topk, f2, h, "up", x),
