@@ -267,6 +267,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         transitions[phase.value]["graph_stops_paying_batch"] = min(graph_pays, default=None)
     report: dict[str, Any] = {
         "model": options.model,
+        "layers": options.layers,
         "device": options.device,
         "dtype": options.dtype,
         "seq": options.seq,
