@@ -37,8 +37,9 @@ def profile(
     model: Annotated[
         str,
         typer.Argument(
-            help="tiny, llama-3.2-1b, llama-3-8b (random weights), or MODULE:CALLABLE returning "
-            "(model, build(batch, seq) -> args). MODULE:CALLABLE imports and runs that code."
+            help="tiny, tiny-moe, llama-3.2-1b, llama-3-8b, mixtral-8x7b, qwen3-30b-a3b (their "
+            "dims, random weights), or MODULE:CALLABLE returning (model, build(batch, seq) -> "
+            "args). MODULE:CALLABLE imports and runs that code."
         ),
     ],
     batch: Annotated[str, typer.Option(help="Batch sizes, comma-separated.")] = "1,2,4,8,16",
@@ -52,6 +53,10 @@ def profile(
     ),
     device: Annotated[str, typer.Option(help="cuda (default when present) or cpu.")] = "auto",
     dtype: Annotated[str, typer.Option(help="bfloat16, float16 or float32.")] = "bfloat16",
+    layers: Annotated[
+        int | None,
+        typer.Option(help="Build a built-in model with its first N layers only (fits, runs fast)."),
+    ] = None,
     runs: Annotated[int, typer.Option(help="Timed forwards per point (median; at least 10).")] = 20,
     top_k: Annotated[int, typer.Option("--top-k", help="Kernels listed per point.")] = 10,
     trace_forwards: Annotated[
@@ -77,9 +82,21 @@ def profile(
         typer.Option(
             "--with-bundle",
             help="Folder of `tunefleet pull` bundles: also time the model with those tuned "
-            "kernels swapped in (matmul, rmsnorm, flash/paged attention).",
+            "kernels swapped in where the bundle decides triton (matmul, rmsnorm, flash/paged "
+            "attention, fused_moe), after checking both against a float32 run.",
         ),
     ] = None,
+    max_error_ratio: Annotated[
+        float,
+        typer.Option(
+            "--max-error-ratio",
+            help="--with-bundle: refuse a point whose swapped error vs float32 exceeds this "
+            "times the baseline's error plus --error-floor.",
+        ),
+    ] = 2.0,
+    error_floor: Annotated[
+        float, typer.Option("--error-floor", help="Absolute slack of that rule.")
+    ] = 1e-3,
     json_out: JsonOption = False,
 ) -> None:
     """Profile a model's forwards over a batch range: latency eager vs graph, TKLQT, GPU idle
@@ -95,6 +112,13 @@ def profile(
         raise OrchestratorError(f"--trace-forwards {trace_forwards}: give 0 or more")
     if device not in ("auto", "cuda", "cpu"):
         raise OrchestratorError(f"--device {device!r} is not one of auto, cuda, cpu")
+    if layers is not None and layers < 1:
+        raise OrchestratorError(f"--layers {layers}: give 1 or more")
+    if not max_error_ratio >= 1 or not error_floor >= 0:
+        raise OrchestratorError(
+            f"--max-error-ratio {max_error_ratio} / --error-floor {error_floor}: give a ratio "
+            ">= 1 and a floor >= 0"
+        )
     import torch
 
     from workers.profiling.run import ProfileOptions
@@ -123,6 +147,9 @@ def profile(
             emit_job=emit_job,
             emit_problems=emit_problems,
             emit_trials=emit_trials,
+            layers=layers,
+            max_error_ratio=max_error_ratio,
+            error_floor=error_floor,
         )
     )
     if json_out:
@@ -147,7 +174,8 @@ def render(report: dict[str, Any]) -> None:
     table = Table(title=f"profile · {report['model']} · seq {report['seq']} · {report['device']}")
     for column in (
         "phase", "batch", "mode", "latency ms", "graph/eager", "kernels (matched)",
-        "TKLQT ms", "TKLQT/latency", "launch→start µs", "GPU idle", "kernel ms",
+        "TKLQT ms", "TKLQT/latency", "launch→start µs", "graph launch µs", "launch→1st µs",
+        "kernel gaps ms", "GPU idle", "kernel ms",
     ):  # fmt: skip
         table.add_column(column)
     for r in report["rows"]:
@@ -157,10 +185,17 @@ def render(report: dict[str, Any]) -> None:
             _num(r["graph_over_eager"], ".2f"),
             "-" if s["kernels"] is None else f"{s['kernels']:g} ({s['matched']:g})",
             _num(r["tklqt_ms"], ".3f"), _num(r["tklqt_over_latency"], ".2f"),
-            _num(s["launch_to_start_us"], ".1f"), _num(r["idle_share"], ".0%"),
-            _num(s.get("kernel_us") and s["kernel_us"] / 1e3, ".3f"),
+            _num(s["launch_to_start_us"], ".1f"), _num(r.get("graph_launch_us"), ".1f"),
+            _num(r.get("graph_first_kernel_us"), ".1f"), _num(r.get("kernel_gaps_ms"), ".3f"),
+            _num(r["idle_share"], ".0%"), _num(s.get("kernel_us") and s["kernel_us"] / 1e3, ".3f"),
         )  # fmt: skip
     con.print(table)
+    if any(r["mode"] == "graph" and r["stats"] for r in report["rows"]):
+        con.print(
+            "graph rows: one cudaGraphLaunch issues every kernel, so TKLQT (eager only) is "
+            "undefined; graph launch = its CPU time, launch→1st = to the first kernel's start, "
+            "kernel gaps = GPU idle between the forward's kernels"
+        )
     for phase, t in report["transitions"].items():
         idle = _num(t["idle_launch_us"], ".1f")
         con.print(
@@ -186,27 +221,39 @@ def render(report: dict[str, Any]) -> None:
         con.print(top)
     tuned = report.get("with_bundle")
     if tuned:
-        t = Table(title="tuned kernels swapped in (change of end-to-end latency; + is slower)")
-        for column in (
-            "phase",
-            "batch",
-            "mode",
-            "baseline ms",
-            "tuned ms",
-            "change",
-            "max rel err",
-        ):
-            t.add_column(column)
-        for r in tuned["rows"]:
-            t.add_row(
-                r["phase"], str(r["batch"]), r["mode"], f"{r['baseline_ms']:.3f}",
-                f"{r['tuned_ms']:.3f}", f"{r['change']:+.1%}", f"{r['max_rel_error']:.2g}",
-            )  # fmt: skip
-        con.print(t)
+        render_swap(tuned)
     for path in report.get("emitted_jobs", []):
         con.print(f"job: {path}")
     for path in report["plots"]:
         con.print(f"plot: {path}")
+
+
+def render_swap(tuned: dict[str, Any]) -> None:
+    """The --with-bundle part: what was swapped, the change per point, errors, Amdahl bound."""
+    from rich.table import Table
+
+    con = console()
+    for kernel, counts in tuned["used"].items():
+        con.print(
+            f"{kernel}: {counts.get('triton', 0)} problems on Triton, "
+            f"{counts.get('kept vendor', 0)} kept vendor ({tuned['lookups'].get(kernel, {})})"
+        )
+    t = Table(title="tuned kernels swapped in (change of end-to-end latency; + is slower)")
+    for column in (
+        "phase", "batch", "mode", "baseline ms", "tuned ms", "change", "bound",
+        "err base/fp32", "err swap/fp32", "refused",
+    ):  # fmt: skip
+        t.add_column(column)
+    for r in tuned["rows"]:
+        bound = (r.get("amdahl") or {}).get("change")
+        t.add_row(
+            r["phase"], str(r["batch"]), r["mode"], f"{r['baseline_ms']:.3f}",
+            _num(r["tuned_ms"], ".3f"), _num(r["change"], "+.1%"), _num(bound, "+.1%"),
+            _num(r.get("baseline_error"), ".2g"), _num(r.get("swapped_error"), ".2g"),
+            r["refused"] or "",
+        )  # fmt: skip
+    con.print(t)
+    con.print(f"same-function check: {tuned['error_rule']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,10 +1,11 @@
-"""The tiny decoder profiled on the CPU end to end (the profiler's CPU trace: no GPU kernels), the
-emitted jobs accepted by `tune` on the interpreter, and tuned kernels swapped in on the interpreter."""
+"""The tiny decoders (dense and MoE) profiled on the CPU end to end (the profiler's CPU trace: no GPU
+kernels), the emitted jobs accepted by `tune` on the interpreter, and tuned kernels swapped in on the interpreter."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,54 +136,150 @@ def test_bad_profile_input_is_one_line_and_exit_2(
             ["profile", "nosuchmodule:build", "--device", "cpu", "--out", str(tmp_path)],
             "cannot load",
         ),
+        (["profile", "tiny", "--layers", "0"], "--layers"),
+        (["profile", "tiny", "--device", "cpu", "--layers", "3", "--out", str(tmp_path)], "1 to 2"),
+        (["profile", "tiny", "--max-error-ratio", "0.5"], "--max-error-ratio"),
     ):
         code, _, err = run_cli(args, capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_tuned_kernels_swapped_in_compute_the_same_model() -> None:
-    import torch
-
+def _bundle(kernel: str, entries: list[dict]) -> Any:
     from search_spaces.bundle import bundle_from_dict
     from search_spaces.registry import get_spec
     from search_spaces.space import Vendor
+
+    default = get_spec(kernel).default_config(Vendor.CPU)
+    return bundle_from_dict(
+        {
+            "format": "tunefleet-bundle/1",
+            "kernel": kernel,
+            "default": default,
+            "entries": [{"config": default, **e} for e in entries],
+        }
+    )
+
+
+def _vendor(problem: dict) -> dict:
+    return {"problem": problem, "backend": "vendor", "vendor": "torch"}
+
+
+def test_swaps_follow_the_decisions_and_compute_the_same_model() -> None:
+    """tiny in float16 (the interpreter rounds float32 to bfloat16 by truncation, so bfloat16
+    Triton kernels carry about twice torch's rounding error on the CPU; float16 rounds as GPUs
+    do). The matmul bundle keeps torch's op for the MLP's gate/up GEMMs of a 16-token prefill
+    (vendor) and decides Triton for the square ones."""
+    import torch
+
+    from workers.profiling.check import max_rel_error, refusal
     from workers.profiling.models import load_workload
-    from workers.profiling.swap import install
+    from workers.profiling.swap import KEPT, install
     from workers.profiling.trace import Phase
 
+    gate_up = {"M": 16, "N": 512, "K": 256, "dtype": "float16"}
     bundles = {
-        name: bundle_from_dict(
-            {
-                "format": "tunefleet-bundle/1",
-                "kernel": name,
-                "default": get_spec(name).default_config(Vendor.CPU),
-                "entries": [],
-            }
-        )
-        for name in ("matmul", "rmsnorm", "flash_attention", "paged_attention")
+        "matmul": _bundle(
+            "matmul",
+            [_vendor(gate_up), {"problem": {**gate_up, "N": 256}, "backend": "triton"}],
+        ),
+        **{k: _bundle(k, []) for k in ("rmsnorm", "flash_attention", "paged_attention")},
     }
-    workload = load_workload("tiny", "cpu")
+    workload = load_workload("tiny", "cpu", "float16")
+    twin = workload.fp32_twin()
     swap = install(workload.model, bundles)
     for phase in Phase:
         forward = workload.forward_for(phase, 1, 16)
-        base = forward().double()
+        ref = workload.reference_for(twin, phase, 1, 16)()
+        base = forward()
         swap.on = True
-        tuned = forward().double()
+        tuned = forward()
         swap.on = False
-        err = float((tuned - base).abs().max() / base.abs().max())
-        assert err < 5e-2, (phase, err)
-        assert torch.equal(forward().double(), base)
-    assert set(swap.used) == {"matmul", "rmsnorm", "flash_attention", "paged_attention"}
-    # One lookup per distinct problem: each linear layer's (N, K), at M = 16 (prefill of one
-    # sequence of 16) and M = 1 (decode of one).
-    dims = {
-        (m.out_features, m.in_features)
-        for m in workload.model.modules()
-        if isinstance(m, torch.nn.Linear)
-    }
-    assert swap.used["matmul"] == {"default": 2 * len(dims)}
-    keys = {(rows, n, k, "bfloat16") for rows in (1, 16) for n, k in dims}
-    assert set(swap.tables["matmul"]) == keys
+        base_err, tuned_err = max_rel_error(base, ref), max_rel_error(tuned, ref)
+        assert refusal(base_err, tuned_err) is None, (phase, base_err, tuned_err)
+        assert not torch.equal(tuned, base)  # the tuned kernels ran
+        assert torch.equal(forward(), base)
+    assert not swap.tables["matmul"][(16, 512, 256, "float16")].triton
+    assert swap.used["matmul"][KEPT] >= 1 and swap.used["matmul"]["triton"] >= 1
+    assert swap.lookups["matmul"]["exact"] == 2  # the two entries; the rest by nearest
+    assert {k: v["triton"] for k, v in swap.used.items() if k != "matmul"} == {
+        "rmsnorm": 2, "flash_attention": 1, "paged_attention": 1,
+    }  # fmt: skip
+
+
+def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> None:
+    import torch
+
+    from workers.profiling.check import max_rel_error, refusal
+    from workers.profiling.models import load_workload
+    from workers.profiling.swap import KEPT, install
+    from workers.profiling.trace import Phase
+
+    experts = {"M": 8, "E": 8, "topk": 2, "dtype": "float16"}
+    vendor_everywhere = {
+        "matmul": _bundle("matmul", [_vendor({"M": 8, "N": 256, "K": 256, "dtype": "float16"})]),
+        "rmsnorm": _bundle("rmsnorm", [_vendor({"M": 8, "N": 256, "dtype": "float16"})]),
+        "flash_attention": _bundle("flash_attention", [_vendor({
+            "batch": 1, "max_seqlen": 8, "pattern": "uniform", "q_heads": 4, "kv_heads": 2,
+            "head_dim": 64, "causal": True, "dtype": "float16",
+        })]),
+        "fused_moe": _bundle("fused_moe", [_vendor({**experts, "N": 256, "K": 256, "gemm": "up"})]),
+    }  # fmt: skip
+    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
+    twin = workload.fp32_twin()
+    forward = workload.forward_for(Phase.PREFILL, 1, 8)
+    base = forward()
+    swap = install(workload.model, vendor_everywhere)
+    swap.on = True
+    assert torch.equal(forward(), base)  # every op kept: the very same computation
+    # fused_moe's down GEMM has no entry (Triton by default), but its block's up GEMM keeps the
+    # vendor path: the block runs the model's experts, both GEMMs counted kept.
+    assert all(counts["triton"] == 0 and counts[KEPT] > 0 for counts in swap.used.values())
+    assert swap.used["fused_moe"] == {"triton": 0, KEPT: 2}
+    assert set(swap.used) == set(vendor_everywhere)
+
+    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
+    swap = install(workload.model, {"fused_moe": _bundle("fused_moe", [])})
+    forward = workload.forward_for(Phase.PREFILL, 1, 8)
+    base = forward()
+    swap.on = True
+    tuned = forward()
+    ref = workload.reference_for(twin, Phase.PREFILL, 1, 8)()
+    assert not torch.equal(tuned, base)
+    assert refusal(max_rel_error(base, ref), max_rel_error(tuned, ref)) is None
+    assert swap.used == {"fused_moe": {"triton": 2, KEPT: 0}}  # both GEMMs of the block
+    up = {**experts, "N": 256, "K": 256, "gemm": "up"}
+    assert swap.runs_triton("fused_moe", up)
+    assert swap.runs_triton("fused_moe", {**up, "K": 128, "gemm": "down"})
+
+
+def test_the_swapped_rmsnorm_uses_the_modules_own_eps() -> None:
+    """eps 0.5 against rows of mean square 0.01: the spec's eps (1e-6) would give ~7x the output."""
+    import torch
+    import torch.nn.functional as F
+
+    from workers.profiling.models import RMSNorm
+    from workers.profiling.swap import install
+
+    norm = RMSNorm(64, eps=0.5).half()
+    x = (0.1 * torch.randn(4, 64)).half()
+    swap = install(norm, {"rmsnorm": _bundle("rmsnorm", [])})
+    swap.on = True
+    out = norm(x)
+    want = F.rms_norm(x.float(), (64,), norm.weight.float(), 0.5)
+    assert swap.used == {"rmsnorm": {"triton": 1, "kept vendor": 0}}
+    torch.testing.assert_close(out.float(), want, rtol=2e-3, atol=2e-3)
+
+
+def test_the_error_rule_refuses_a_swap_beyond_the_stated_factor() -> None:
+    from workers.profiling.check import refusal
+
+    assert refusal(0.01, 0.02) is None  # 2 x 0.01 + 0.001 = 0.021
+    assert refusal(0.01, 0.0215) == (
+        "swapped error vs float32 0.0215 exceeds 2 x the baseline's 0.01 + 0.001 = 0.021"
+    )
+    assert refusal(0.0, 0.0009) is None and refusal(0.0, 0.002) is not None  # the floor
+    assert refusal(0.01, 0.04, ratio=4.0, floor=0.0) is None
+    assert refusal(0.01, float("inf")) is not None
 
 
 def test_with_bundle_reports_the_end_to_end_change(
@@ -193,28 +290,48 @@ def test_with_bundle_reports_the_end_to_end_change(
 
     folder = tmp_path / "bundle"
     folder.mkdir()
-    # Wide matmul tiles (a tuned bundle's kind for 8 rows): the interpreter runs a quarter of the
-    # default's programs, each a quarter of its K steps (0.5 s a tuned forward instead of 2 s).
-    wide = {"BLOCK_M": 16, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 1}
-    for name, config in (("matmul", wide), ("rmsnorm", {})):
-        (folder / f"{name}-cpu.json").write_text(
-            json.dumps(
-                {
-                    "format": "tunefleet-bundle/1",
-                    "kernel": name,
-                    "device_class": "cpu",
-                    "default": {**get_spec(name).default_config(Vendor.CPU), **config},
-                    "entries": [],
-                }
-            )
+    # rmsnorm only: the interpreter's matmuls would make each tuned forward take seconds.
+    (folder / "rmsnorm-cpu.json").write_text(
+        json.dumps(
+            {
+                "format": "tunefleet-bundle/1",
+                "kernel": "rmsnorm",
+                "device_class": "cpu",
+                "default": get_spec("rmsnorm").default_config(Vendor.CPU),
+                "entries": [],
+            }
         )
+    )
     args = ["profile", "tiny", "--batch", "1", "--seq", "8", "--device", "cpu", "--runs", "10"]
-    args += ["--trace-forwards", "0", "--out", str(tmp_path / "out"), "--with-bundle", str(folder)]
-    code, out, err = run_cli([*args, "--json"], capsys)
+    args += ["--trace-forwards", "1", "--out", str(tmp_path / "out"), "--with-bundle", str(folder)]
+    code, out, err = run_cli([*args, "--dtype", "float16", "--json"], capsys)
     assert code == 0, err
     tuned = json.loads(out)["with_bundle"]
     (row,) = tuned["rows"]
     assert (row["phase"], row["batch"], row["mode"]) == ("prefill", 1, "eager")
-    assert row["tuned_ms"] > 0 and row["max_rel_error"] < 5e-2
+    assert row["tuned_ms"] > 0 and row["refused"] is None
+    assert 0 < row["baseline_error"] < 1e-2 and 0 < row["swapped_error"] < 1e-2
     assert row["change"] == pytest.approx(row["tuned_ms"] / row["baseline_ms"] - 1)
-    assert set(tuned["lookups"]) == {"matmul", "rmsnorm"}
+    # No entry holds a vendor time: the bound covers none of the swapped time.
+    assert row["amdahl"]["measured_share"] == 0 and row["amdahl"]["change"] is None
+    assert row["amdahl"]["swapped_share"] > 0
+    assert tuned["used"] == {"rmsnorm": {"triton": 2, "kept vendor": 0}}  # M = 8 and 1 (last)
+    assert "2 x baseline" in tuned["error_rule"]
+
+
+def test_moe_models_emit_fused_moe_jobs_with_both_gemms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["profile", "tiny-moe", "--layers", "1", "--batch", "2", "--seq", "8", "--device"]
+    args += ["cpu", "--runs", "10", "--trace-forwards", "1", "--phase", "both", "--out"]
+    args += [str(tmp_path), "--emit-job", str(tmp_path / "job.yaml"), "--emit-problems", "4"]
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err
+    emitted = [Path(p) for p in json.loads(out)["emitted_jobs"]]
+    (moe,) = [load_job_file(f) for f in emitted if ".fused_moe." in f.name]
+    # tiny-moe: hidden 256, 8 experts, top 2, expert MLP 128; prefill M = 2 x 8, decode M = 2.
+    got = {(p["M"], p["gemm"], p["N"], p["K"]) for p in moe.problems}
+    assert got == {
+        (m, g, n, k) for m in (16, 2) for g, n, k in (("up", 256, 256), ("down", 256, 128))
+    }
+    assert all((p["E"], p["topk"]) == (8, 2) for p in moe.problems)

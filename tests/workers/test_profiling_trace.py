@@ -49,15 +49,18 @@ def test_per_forward_tklqt_idle_share_and_counts(trace: Trace) -> None:
     eager, graph = step_stats(trace)
     assert (eager.kernels, eager.matched, eager.tklqt_us, eager.kernel_us) == (4, 3, 44, 49)
     assert eager.window_us == 100 and eager.idle_share == pytest.approx(0.51)
-    assert (graph.kernels, graph.matched, graph.tklqt_us, graph.kernel_us) == (3, 3, 60, 40)
+    # The graph replay has no TKLQT (one launch issued all three kernels): its launch is reported.
+    assert (graph.kernels, graph.matched, graph.tklqt_us, graph.kernel_us) == (3, 3, None, 40)
+    assert (graph.graph_launches, graph.graph_launch_us, graph.graph_first_kernel_us) == (1, 8, 10)
     assert graph.window_us == 55 and graph.idle_share == pytest.approx(1 - 40 / 55)
 
 
 def test_analysis_takes_medians_and_finds_the_idle_launch_latency(trace: Trace) -> None:
     stats = analyze(trace)
     assert stats.forwards == 2
-    assert stats.tklqt_us == 52 and stats.kernels == 3.5 and stats.matched == 3
-    assert stats.launch_to_start_us == pytest.approx(52 / 3)
+    # TKLQT over the eager forward only (44 µs over its 3 launched kernels).
+    assert stats.tklqt_us == 44 and stats.kernels == 3.5 and stats.matched == 3
+    assert stats.launch_to_start_us == pytest.approx(44 / 3)
     # Only the first kernel was launched onto an idle GPU; the others queued.
     assert stats.idle_launch_us == 8
     assert stats.launch_kinds == {"runtime": 2, "driver": 1, "graph": 3}
@@ -92,6 +95,69 @@ def test_hot_shapes_map_recorded_inputs_to_kernel_problems(trace: Trace) -> None
         ("rmsnorm", "graph", 1),
     ]
     assert docs[0][3][0]["share"] == pytest.approx(15 / 44.5)
+
+
+def _event(cat: str, name: str, ts: float, dur: float, corr: int | None = None) -> dict:
+    args = {} if corr is None else {"correlation": corr}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
+
+
+def test_a_graph_replay_reports_its_one_launch_and_the_gpu_gaps_not_tklqt() -> None:
+    """Two forwards, each one cudaGraphLaunch (CPU 100-112 and 300-309) replaying four kernels
+    with gaps of 5, 0 and 10 µs between them; a kernel's offset in the replay is no launch delay."""
+    events = []
+    for start, launch_dur, corr in ((100, 12, 1), (300, 9, 2)):
+        events.append(_event("user_annotation", "tunefleet.forward", start, 100))
+        events.append(_event("cuda_runtime", "cudaGraphLaunch", start, launch_dur, corr))
+        first = start + 20  # the first kernel starts 20 µs after the launch call
+        for offset, dur in ((0, 10), (15, 5), (20, 10), (40, 5)):
+            events.append(_event("kernel", "k", first + offset, dur, corr))
+    stats = analyze(parse_trace({"traceEvents": events}))
+    assert stats.tklqt_us is None and stats.launch_to_start_us is None
+    assert "TKLQT is undefined" in (stats.note or "")
+    assert stats.graph_launches == 1 and stats.graph_first_kernel_us == 20
+    assert stats.graph_launch_us == pytest.approx((12 + 9) / 2)
+    assert stats.gap_us == 15 and stats.kernel_us == 30  # span 45 - busy 30
+    eager = [
+        _event("user_annotation", "tunefleet.forward", 0, 50),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 3, 5),
+        _event("cuda_runtime", "cudaLaunchKernel", 6, 3, 6),
+        _event("kernel", "k", 10, 4, 5),
+        _event("kernel", "k", 20, 4, 6),
+    ]
+    stats = analyze(parse_trace({"traceEvents": eager}))
+    assert stats.tklqt_us == 9 + 14 and stats.gap_us == 6 and stats.graph_launches is None
+
+
+def test_an_moe_block_becomes_both_fused_moe_gemms_weighted_by_their_flops() -> None:
+    name = "tunefleet.moe M=16 E=8 topk=2 hidden=256 ffn=128 dtype=bfloat16"
+    events = [
+        _event("user_annotation", "tunefleet.forward", 0, 100),
+        _event("user_annotation", name, 10, 50),
+        _event("cpu_op", "aten::_grouped_mm", 20, 10),
+        _event("cuda_runtime", "cudaLaunchKernel", 22, 3, 1),
+        _event("kernel", "grouped_gemm", 30, 30, 1),
+    ]
+    shapes, skipped = hot_shapes(parse_trace({"traceEvents": events}))
+    assert skipped == []
+    common = {"M": 16, "E": 8, "topk": 2, "dtype": "bfloat16"}
+    assert [(s.kernel, s.problem, s.weight_us) for s in shapes] == [
+        ("fused_moe", {**common, "N": 256, "K": 256, "gemm": "up"}, 20),
+        ("fused_moe", {**common, "N": 256, "K": 128, "gemm": "down"}, 10),
+    ]
+    docs = job_documents([PointShapes("prefill", 1, "kernel", 30, shapes)], problems=4, trials=5)
+    ((kernel, objective, job, _),) = docs
+    assert (kernel, objective) == ("fused_moe", "kernel")
+    assert [p["gemm"] for p in job["problems"]] == ["up", "down"]
 
 
 def test_transition_is_the_batch_from_which_on_launches_queue() -> None:
@@ -150,3 +216,6 @@ def test_a_real_graph_replay_trace_matches_every_kernel_to_its_graph_launch() ->
     assert stats.kernels == stats.matched == 387
     assert set(stats.launch_kinds) == {"graph"}
     assert stats.top[0].op == "(graph replay)"
+    assert stats.tklqt_us is None and stats.graph_launches == 1
+    assert stats.graph_first_kernel_us is not None and stats.graph_first_kernel_us > 0
+    assert stats.gap_us is not None and 0 <= stats.gap_us < stats.window_us

@@ -4,8 +4,11 @@ Recorded input shapes of the outermost linear/matmul/mm/addmm, scaled_dot_produc
 rms_norm calls become problems of the built-in kernels: linear/matmul -> ``matmul`` (M = all leading
 dims, K, N), prefill SDPA (queries == keys) -> ``flash_attention`` (causal unless the trace says
 otherwise), decode SDPA (one query) -> ``paged_attention`` (context = keys, page size 16), rms_norm
--> ``rmsnorm``. A shape's weight is the GPU time of the kernels its call launched per forward (a
-CPU-only trace: the call's CPU time). Problems are ordered by their share of the profiled forwards'
+-> ``rmsnorm``, and an MoE expert block (its annotation, workers.profiling.trace.MOE_ANNOTATION)
+-> two ``fused_moe`` problems, ``gemm=up`` (N = 2 x ffn, K = hidden: gate and up) and ``gemm=down``
+(N = hidden, K = ffn). A shape's weight is the GPU time of the kernels its call launched per forward
+(a CPU-only trace: the call's CPU time); an expert block's is split between its two GEMMs by their
+FLOPs (2:1). Problems are ordered by their share of the profiled forwards'
 time; a problem a kernel spec rejects (e.g. head_dim 80) is left out with the reason. The objective
 of a problem is ``graph`` when the model runs faster as a CUDA graph at that batch (graph/eager <
 GRAPH_PAYS_RATIO: a deployment would capture it), else ``kernel``; one file per (kernel, objective).
@@ -24,7 +27,7 @@ from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from workers.profiling.errors import ProfileError
-from workers.profiling.trace import ShapeOp, Trace, kernels_by_step
+from workers.profiling.trace import MOE_ANNOTATION, ShapeOp, Trace, kernels_by_step
 
 DTYPES = {"c10::BFloat16": "bfloat16", "c10::Half": "float16", "float": "float32"}
 PAGE_SIZE = 16
@@ -43,8 +46,35 @@ def _prod(dims: Sequence[int]) -> int:
     return math.prod(dims) if dims else 1
 
 
+#: (kernel, problem, share of the call's weight)
+Mapped = list[tuple[str, dict[str, Any], float]]
+
+
+def moe_problems(name: str) -> Mapped | str:
+    """fused_moe's two problems of an expert block's annotation (see module), or why none."""
+    try:
+        f = dict(item.split("=", 1) for item in name.removeprefix(MOE_ANNOTATION).split())
+        m, e, topk, hidden, ffn = (int(f[k]) for k in ("M", "E", "topk", "hidden", "ffn"))
+        dtype = f["dtype"]
+    except (KeyError, ValueError):
+        return f"{name}: not an MoE annotation (M=.. E=.. topk=.. hidden=.. ffn=.. dtype=..)"
+    common = {"M": m, "E": e, "topk": topk, "dtype": dtype}
+    return [
+        ("fused_moe", {**common, "N": 2 * ffn, "K": hidden, "gemm": "up"}, 2 / 3),
+        ("fused_moe", {**common, "N": hidden, "K": ffn, "gemm": "down"}, 1 / 3),
+    ]
+
+
+def problems_of(op: ShapeOp) -> Mapped | str:
+    """The problems of one recorded call with their shares of its weight, or why none."""
+    if op.event.name.startswith(MOE_ANNOTATION):
+        return moe_problems(op.event.name)
+    mapped = problem_of(op)
+    return mapped if isinstance(mapped, str) else [(*mapped, 1.0)]
+
+
 def problem_of(op: ShapeOp) -> tuple[str, dict[str, Any]] | str:
-    """``(kernel, problem)`` for one recorded call, or why it maps to none."""
+    """``(kernel, problem)`` for one recorded operator call, or why it maps to none."""
     dims, types, name = op.dims, op.types, op.event.name
     dtype = DTYPES.get(types[0] if types else "")
     if dtype is None:
@@ -99,20 +129,21 @@ def hot_shapes(trace: Trace) -> tuple[list[HotShape], list[str]]:
     skipped: set[str] = set()
     for i in in_steps:
         op = trace.shape_ops[i]
-        mapped = problem_of(op)
+        mapped = problems_of(op)
         if isinstance(mapped, str):
             skipped.add(mapped)
             continue
-        name, problem = mapped
-        try:
-            problem = dict(get_spec(name).validate_problem(problem))
-        except SpecError as exc:
-            skipped.add(f"{op.event.name} as {name}: {exc}")
-            continue
-        w = weight.get(i, 0.0) if has_kernels else op.event.dur
-        entry = merged.setdefault((name, problem_key(problem)), [problem, op.event.name, 0.0, 0])
-        entry[2] += w / forwards
-        entry[3] += 1 / forwards
+        for name, raw, share in mapped:
+            try:
+                problem = dict(get_spec(name).validate_problem(raw))
+            except SpecError as exc:
+                skipped.add(f"{op.event.name} as {name}: {exc}")
+                continue
+            w = share * (weight.get(i, 0.0) if has_kernels else op.event.dur)
+            key = (name, problem_key(problem))
+            entry = merged.setdefault(key, [problem, op.event.name, 0.0, 0])
+            entry[2] += w / forwards
+            entry[3] += 1 / forwards
     shapes = [
         HotShape(kernel, problem, name, w, calls)
         for (kernel, _), (problem, name, w, calls) in merged.items()

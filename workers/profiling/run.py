@@ -2,15 +2,17 @@
 
 For each (phase, batch): the forward's latency per mode (medians, interleaved), one trace per mode
 analysed by workers.profiling.trace, the eager trace's hot shapes; per phase the CPU/GPU-bound
-transition; optionally (``bundle``) the same forwards with tuned kernels swapped in, timed in the
-same rounds as the baseline. Traces land under ``out/traces``, plots and ``report.json`` in ``out``.
+transition; optionally (``bundle``) the same forwards with tuned kernels swapped in where the
+bundle decides ``triton``, timed in the same rounds as the baseline, after the same-function check
+of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
+workers.profiling.bound where the eager trace gives the swapped problems' share. Traces land under
+``out/traces``, plots and ``report.json`` in ``out``.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import shutil
 import statistics
@@ -18,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.profiling.emit import PointShapes, hot_shapes, job_documents, write_jobs
+from workers.profiling.bound import amdahl, speedup
+from workers.profiling.check import ERROR_FLOOR, MAX_ERROR_RATIO, max_rel_error, refusal
+from workers.profiling.emit import HotShape, PointShapes, hot_shapes, job_documents, write_jobs
 from workers.profiling.errors import ProfileError
 from workers.profiling.trace import (
     GRAPH_PAYS_RATIO,
@@ -48,6 +52,9 @@ class ProfileOptions:
     emit_job: Path | None = None
     emit_problems: int = 8
     emit_trials: int = 20
+    layers: int | None = None
+    max_error_ratio: float = MAX_ERROR_RATIO
+    error_floor: float = ERROR_FLOOR
     notes: list[str] = field(default_factory=list)
 
 
@@ -63,13 +70,6 @@ def _save_trace(raw: Path) -> Path:
     return packed
 
 
-def _max_rel_error(out: Any, ref: Any) -> float:
-    o, r = out.detach().double(), ref.detach().double()
-    if not bool(o.isfinite().all()):
-        return math.inf
-    return float((o - r).abs().max() / r.abs().max().clamp_min(1e-30))
-
-
 def _switched_on(swap: Any, fn: Any) -> Any:
     """``fn`` run with the swap's tuned kernels on (off again afterwards)."""
 
@@ -83,6 +83,20 @@ def _switched_on(swap: Any, fn: Any) -> Any:
     return tuned
 
 
+def _same_function(
+    base: Any, tuned: Any, reference: Any, options: ProfileOptions
+) -> dict[str, Any]:
+    """The errors of workers.profiling.check at one point and its verdict (``refused``: why)."""
+    ref, base_out, tuned_out = reference(), base(), tuned()
+    base_error, swapped_error = max_rel_error(base_out, ref), max_rel_error(tuned_out, ref)
+    return {
+        "baseline_error": base_error,
+        "swapped_error": swapped_error,
+        "max_rel_error": max_rel_error(tuned_out, base_out),
+        "refused": refusal(base_error, swapped_error, options.max_error_ratio, options.error_floor),
+    }
+
+
 def profile(options: ProfileOptions) -> dict[str, Any]:
     """Run the whole profile (see module) and return the report (also written as report.json)."""
     from workers.profiling import capture
@@ -92,8 +106,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         raise ProfileError("--emit-job reads the shapes from traces: give --trace-forwards >= 1")
     if options.emit_job is not None and not options.emit_job.parent.is_dir():
         raise ProfileError(f"--emit-job: folder {options.emit_job.parent} does not exist")
-    workload = load_workload(options.model, options.device, options.dtype)
-    notes = list(options.notes)
+    workload = load_workload(options.model, options.device, options.dtype, options.layers)
+    notes = list(options.notes) + workload.notes
     modes = options.modes
     if not capture.cuda(options.device) and Mode.GRAPH in modes:
         modes = tuple(m for m in modes if m is not Mode.GRAPH)
@@ -103,11 +117,11 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             "CPU run: the trace is the profiler's CPU trace, with no GPU kernels; latency is "
             "host time"
         )
-    swap = None
+    swap = twin = None
     if options.bundle is not None:
         import torch
 
-        from workers.profiling.swap import install, load_bundles
+        from workers.profiling.swap import FIELDS, install, load_bundles
 
         if capture.cuda(options.device):
             device_name = torch.cuda.get_device_name(torch.device(options.device))
@@ -119,7 +133,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 "--with-bundle runs tuned Triton kernels: it needs a CUDA device "
                 "(or TRITON_INTERPRET=1 on the CPU)"
             )
-        swap = install(workload.model, load_bundles(options.bundle, device_name))
+        bundles = load_bundles(options.bundle, device_name)
+        twin = workload.fp32_twin()  # before the swap wraps the model's modules
+        swap = install(workload.model, bundles)
     capture.init_gpu_profiler(options.device)
     traces = options.out / "traces"
     rows: list[dict[str, Any]] = []
@@ -133,13 +149,18 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             fwds, graphs, failed = capture.forwards_for(fn, modes, options.device)
             notes += [f"{where}: {why}" for why in failed]
             timed: list[tuple[str, Mode, Any]] = [("base", m, f) for m, f in fwds.items()]
-            rel = math.nan
-            if swap is not None:
+            check: dict[str, Any] = {}
+            if swap is not None and twin is not None:
                 tuned = _switched_on(swap, fn)
                 try:
-                    rel = _max_rel_error(tuned(), fn())
+                    check = _same_function(
+                        fn, tuned, workload.reference_for(twin, phase, batch, options.seq), options
+                    )
                 except Exception as exc:  # a tuned kernel that cannot run is reported, not hidden
                     notes.append(f"{where}: tuned kernels failed: {str(exc).splitlines()[0]}")
+                    check = {"refused": f"tuned kernels failed: {str(exc).splitlines()[0]}"}
+                if check["refused"]:
+                    notes.append(f"{where}: swap refused: {check['refused']}")
                 else:
                     tuned_fwds, tuned_graphs, failed = capture.forwards_for(
                         tuned, modes, options.device
@@ -151,6 +172,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 [f for _, _, f in timed], options.device, options.runs
             )
             by = {(kind, m): ms for (kind, m, _), ms in zip(timed, latencies, strict=True)}
+            found: list[HotShape] = []
             eager_ms = by.get(("base", Mode.EAGER))
             graph_ms = by.get(("base", Mode.GRAPH))
             ratio = graph_ms / eager_ms if graph_ms is not None and eager_ms else None
@@ -165,6 +187,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     "tklqt_ms": None,
                     "tklqt_over_latency": None,
                     "idle_share": None,
+                    "kernel_gaps_ms": None,
+                    "graph_launch_us": None,
+                    "graph_first_kernel_us": None,
                     "trace": None,
                     "stats": None,
                 }
@@ -182,6 +207,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     if stats.tklqt_us is None
                     else stats.tklqt_us / 1e3 / latency,
                     idle_share=stats.idle_share,
+                    kernel_gaps_ms=_ms(stats.gap_us),
+                    graph_launch_us=stats.graph_launch_us,
+                    graph_first_kernel_us=stats.graph_first_kernel_us,
                     trace=str(packed.relative_to(options.out)),
                     stats=stats.to_dict(),
                 )
@@ -195,9 +223,15 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     )
             if swap is not None:
                 for mode in modes:
-                    if ("base", mode) not in by or ("tuned", mode) not in by:
+                    if ("base", mode) not in by:
                         continue
-                    base, new = by[("base", mode)], by[("tuned", mode)]
+                    base, new = by[("base", mode)], by.get(("tuned", mode))
+                    bound = amdahl(
+                        [(s.kernel, s.problem, s.weight_us) for s in found],
+                        swap.runs_triton,
+                        lambda k, p: speedup(swap.bundles[k], FIELDS[k], p),
+                        base * 1e3,
+                    )
                     tuned_rows.append(
                         {
                             "phase": phase.value,
@@ -205,8 +239,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             "mode": mode.value,
                             "baseline_ms": base,
                             "tuned_ms": new,
-                            "change": new / base - 1.0,
-                            "max_rel_error": rel,
+                            "change": None if new is None else new / base - 1.0,
+                            **check,
+                            "amdahl": None if bound is None else bound.to_dict(),
                         }
                     )
             del fwds, graphs, timed
@@ -232,6 +267,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         transitions[phase.value]["graph_stops_paying_batch"] = min(graph_pays, default=None)
     report: dict[str, Any] = {
         "model": options.model,
+        "layers": options.layers,
         "device": options.device,
         "dtype": options.dtype,
         "seq": options.seq,
@@ -245,7 +281,10 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
     if swap is not None:
         report["with_bundle"] = {
             "bundles": {k: b.device_class for k, b in swap.bundles.items()},
-            "lookups": swap.used,
+            "lookups": swap.lookups,
+            "used": swap.used,
+            "error_rule": f"refused where swapped error > {options.max_error_ratio:g} x baseline "
+            f"error + {options.error_floor:g} (both vs the float32 twin)",
             "rows": tuned_rows,
         }
     documents = job_documents(shapes, options.emit_problems, options.emit_trials)

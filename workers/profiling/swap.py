@@ -1,18 +1,27 @@
 """Tuned tunefleet kernels swapped into a model in place of torch's ops, behind one switch.
 
 :func:`install` wraps, in place, every ``nn.Linear`` (matmul bundle, on a K x N copy of the
-weight), every ``RMSNorm`` of workers.profiling.models (rmsnorm bundle; the spec's eps is 1e-6
-where Llama's is 1e-5) and every ``Attention`` (flash_attention bundle for prefill,
-paged_attention for decode over the model's paged cache). ``Swap.on`` chooses per call, so one
-model and one set of inputs serve the baseline and the tuned run, interleaved.
+weight, plus the bias if any), every ``RMSNorm`` of workers.profiling.models (rmsnorm bundle, with
+the module's own eps and weight), every ``Attention`` (flash_attention bundle for prefill: causal,
+GQA, softmax scale 1/sqrt(head_dim) as the model's SDPA; paged_attention for decode over the
+model's paged cache) and every ``MoE`` expert block (fused_moe bundle: gate+up GEMM, SiLU(gate) *
+up, down GEMM with the routing weights applied in the kernel, slots summed per token, as the
+model's grouped_mm path). ``Swap.on`` chooses per call, so one model and one set of inputs serve
+the baseline and the tuned run, interleaved.
+
+A call runs the tuned kernel only where the bundle's decision for its problem is ``triton``
+(:meth:`Bundle.decision_table`); where it is ``vendor`` the model's own op runs ("kept vendor").
+An expert block swaps as a whole: fused_moe where the decisions of both its GEMMs are ``triton``,
+else the model's path for both. :attr:`Swap.used` counts the distinct problems of each kernel by
+outcome, :attr:`Swap.lookups` by how the bundle answered (exact / nearest / default).
 
 The launch path is the deployment's: a module's fixed dims (N and K of a weight, a norm's width)
 and dtype are known at install, so a call reads only its row count and indexes the module's plans
-by it (one dict access); a miss looks the problem up in the kernel's :meth:`Bundle.table` and turns
-the config into launch arguments (grid, keyword arguments) once. Matmul configs that need a TMA
-descriptor, a persistent grid or a split-K workspace go through the spec's ``make_launcher`` per
-call instead (their preparation is per call in any case). The attention kernels are launched with
-the spec's argument recipe rather than through ``make_launcher``, which reads sequence lengths back
+by it (one dict access); a miss looks the problem up in the kernel's decision table and turns the
+config into launch arguments (grid, keyword arguments, workspaces) once. Matmul configs that need
+a TMA descriptor, a persistent grid or a split-K workspace go through the spec's ``make_launcher``
+per call instead (their preparation is per call in any case). Paged attention is launched with the
+spec's argument recipe rather than through ``make_launcher``, which reads sequence lengths back
 from the device (a sync that a CUDA graph capture refuses); the lengths are known on the host here.
 """
 
@@ -26,15 +35,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from search_spaces.bundle import Bundle, BundleError, BundleTable, load_bundle
+from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
-from workers.profiling.models import PAGE_SIZE, Attention, KVCache, RMSNorm
+from workers.profiling.models import PAGE_SIZE, Attention, KVCache, MoE, RMSNorm
 
-SWAPPABLE = ("matmul", "rmsnorm", "flash_attention", "paged_attention")
+SWAPPABLE = ("matmul", "rmsnorm", "flash_attention", "paged_attention", "fused_moe")
 #: Problem fields of each swappable kernel, in the order its table is keyed.
 FIELDS = {
     "matmul": ("M", "N", "K", "dtype"),
@@ -45,7 +55,10 @@ FIELDS = {
     "paged_attention": (
         "batch", "context_len", "pattern", "q_heads", "kv_heads", "head_dim", "page_size", "dtype",
     ),
+    "fused_moe": ("M", "E", "topk", "N", "K", "dtype", "gemm"),
 }  # fmt: skip
+#: What :attr:`Swap.used` calls a problem whose decision keeps the model's own op.
+KEPT = "kept vendor"
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
@@ -74,20 +87,35 @@ def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
 
 @dataclass
 class Swap:
-    """The switch and what it swapped: ``on`` sends calls to tuned kernels; :attr:`used` counts
-    the distinct problems looked up, by kernel and how the config was found (exact / nearest /
-    default)."""
+    """The switch and what it swapped: ``on`` sends calls to tuned kernels where the bundle
+    decides ``triton``; :attr:`used` and :attr:`lookups` count the distinct problems seen."""
 
     bundles: dict[str, Bundle]
     on: bool = False
-    tables: dict[str, BundleTable[Any]] = field(default_factory=dict)
+    tables: dict[str, BundleTable[Decision]] = field(default_factory=dict)
+    #: (kernel, key) decided ``triton`` but kept on the model's op (the other GEMM of an expert
+    #: block decided ``vendor``).
+    kept: set[tuple[str, tuple[Any, ...]]] = field(default_factory=set)
     _plans: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.tables = {k: b.table(FIELDS[k]) for k, b in self.bundles.items() if k in FIELDS}
+        self.tables = {
+            k: b.decision_table(FIELDS[k]) for k, b in self.bundles.items() if k in FIELDS
+        }
 
     @property
     def used(self) -> dict[str, dict[str, int]]:
+        """Per kernel: distinct problems run as ``triton`` and kept on the model's op (KEPT)."""
+        counts: dict[str, dict[str, int]] = {}
+        for kernel, table in self.tables.items():
+            for key, decision in table.items():
+                mine = counts.setdefault(kernel, {"triton": 0, KEPT: 0})
+                mine["triton" if decision.triton and (kernel, key) not in self.kept else KEPT] += 1
+        return counts
+
+    @property
+    def lookups(self) -> dict[str, dict[str, int]]:
+        """Per kernel: distinct problems by how the bundle answered (exact / nearest / default)."""
         counts: dict[str, dict[str, int]] = {}
         for kernel, table in self.tables.items():
             for how in table.how.values():
@@ -95,10 +123,27 @@ class Swap:
                 mine[how] = mine.get(how, 0) + 1
         return counts
 
-    def config(self, kernel: str, key: tuple[Any, ...]) -> dict[str, Any]:
-        """The config for the problem of values ``key`` (in FIELDS[kernel] order)."""
-        config: dict[str, Any] = self.tables[kernel][key]
-        return config
+    def decision(self, kernel: str, key: tuple[Any, ...]) -> Decision:
+        """The decision for the problem of values ``key`` (in FIELDS[kernel] order)."""
+        return self.tables[kernel][key]
+
+    def runs_triton(self, kernel: str, problem: dict[str, Any]) -> bool:
+        """Whether calls of ``problem`` run the tuned kernel (for fused_moe: both GEMMs of its
+        expert block decided ``triton``); read without recording a lookup."""
+        if kernel not in self.tables:
+            return False
+        keys = [tuple(problem[f] for f in FIELDS[kernel])]
+        if kernel == "fused_moe":  # the block's other GEMM: up (N = 2F, K = H) <-> down (H, F)
+            n, k = int(problem["N"]), int(problem["K"])
+            other = (k, n // 2, "down") if problem["gemm"] == "up" else (2 * k, n, "up")
+            keys.append((*keys[0][:3], other[0], other[1], keys[0][5], other[2]))
+        table = self.tables[kernel]
+        return all(
+            (
+                table.get(key) or table.bundle.decide(dict(zip(table.fields, key, strict=True)))
+            ).triton
+            for key in keys
+        )
 
 
 #: A prepared launch: called with the call's tensors and row count.
@@ -126,32 +171,45 @@ def _matmul_plan(config: dict[str, Any], m: int, n: int, k: int, cpu_bf16: bool)
     return launch
 
 
+def _generic_matmul(config: dict[str, Any]) -> Launch:
+    """The spec's own launcher, prepared per call (TMA descriptors, persistent grid, split-K)."""
+    spec = get_spec("matmul")
+
+    def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        spec.make_launcher({"a": a, "b": b, "out": out}, config)()
+
+    return launch
+
+
 def _linear(swap: Swap, module: nn.Linear) -> None:
     original = module.forward
     weight_kn = module.weight.detach().t().contiguous()
     k, n = weight_kn.shape
     dtype = DTYPE_NAMES[weight_kn.dtype]
     cpu_bf16 = weight_kn.device.type == "cpu" and weight_kn.dtype == torch.bfloat16
-    spec = get_spec("matmul")
-    plans: dict[int, Launch | None] = {}
+    plans: dict[int, Launch | None] = {}  # None: the decision keeps torch's op
 
     def forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         if not swap.on:
             return original(x)
         a = x.reshape(-1, k)
         m = a.shape[0]
-        out = torch.empty(m, n, dtype=x.dtype, device=x.device)
         try:
             plan = plans[m]
         except KeyError:
-            plan = plans[m] = _matmul_plan(
-                swap.config("matmul", (m, n, k, dtype)), m, n, k, cpu_bf16
+            decision = swap.decision("matmul", (m, n, k, dtype))
+            plan = plans[m] = (
+                (
+                    _matmul_plan(decision.config, m, n, k, cpu_bf16)
+                    or _generic_matmul(decision.config)
+                )
+                if decision.triton
+                else None
             )
-        if plan is not None:
-            plan(a, weight_kn, out)
-        else:
-            config = swap.config("matmul", (m, n, k, dtype))
-            spec.make_launcher({"a": a, "b": weight_kn, "out": out}, config)()
+        if plan is None:
+            return original(x)
+        out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+        plan(a, weight_kn, out)
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], n)
@@ -183,35 +241,43 @@ def _rmsnorm_plan(config: dict[str, Any], m: int, n: int, eps: float) -> Launch:
 
 
 def _rmsnorm(swap: Swap, module: RMSNorm) -> None:
-    from search_spaces.kernels.rmsnorm import EPS
-
     original = module.forward
     n = module.weight.shape[0]
     dtype = DTYPE_NAMES[module.weight.dtype]
-    plans: dict[int, Launch] = {}
+    plans: dict[int, Launch | None] = {}  # None: the decision keeps torch's rms_norm
 
     def forward(self: RMSNorm, x: torch.Tensor) -> torch.Tensor:
         if not swap.on:
             return original(x)
         rows = x.reshape(-1, n)
         m = rows.shape[0]
-        out = torch.empty_like(rows)
         try:
             plan = plans[m]
         except KeyError:
-            plan = plans[m] = _rmsnorm_plan(swap.config("rmsnorm", (m, n, dtype)), m, n, EPS)
+            decision = swap.decision("rmsnorm", (m, n, dtype))
+            plan = plans[m] = (
+                _rmsnorm_plan(decision.config, m, n, self.eps) if decision.triton else None
+            )
+        if plan is None:
+            return original(x)
+        out = torch.empty_like(rows)
         plan(rows, self.weight, out)
         return out.view(x.shape)
 
     module.forward = types.MethodType(forward, module)  # type: ignore[method-assign]
 
 
-def _flash(swap: Swap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _flash(swap: Swap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+    """Causal GQA attention of q [B, S, H, D] over k/v [B, S, Hkv, D] by the bundle's config;
+    None where the decision keeps SDPA."""
     b, s, qh, d = q.shape
     kvh = k.shape[2]
-    config = swap.config(
+    decision = swap.decision(
         "flash_attention", (b, s, "uniform", qh, kvh, d, True, DTYPE_NAMES[q.dtype])
     )
+    if not decision.triton:
+        return None
+    config = decision.config
     key = ("cu", b, s, q.device)
     if key not in swap._plans:
         swap._plans[key] = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device=q.device)
@@ -225,7 +291,9 @@ def _flash(swap: Swap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tor
     return out.view(b, s, qh, d)
 
 
-def _paged(swap: Swap, q: torch.Tensor, cache: KVCache) -> torch.Tensor:
+def _paged(swap: Swap, q: torch.Tensor, cache: KVCache) -> torch.Tensor | None:
+    """Decode attention of q [B, 1, H, D] over the cache's whole context by the bundle's config;
+    None where the decision keeps SDPA."""
     from search_spaces.kernels._common import pop_pdl
     from search_spaces.kernels._paged_attention_kernels import (
         paged_attention_kernel,
@@ -235,9 +303,12 @@ def _paged(swap: Swap, q: torch.Tensor, cache: KVCache) -> torch.Tensor:
 
     b, _, qh, d = q.shape
     kvh, context = cache.k.shape[2], cache.seq + 1
-    config = swap.config(
+    decision = swap.decision(
         "paged_attention", (b, context, "uniform", qh, kvh, d, PAGE_SIZE, DTYPE_NAMES[q.dtype])
     )
+    if not decision.triton:
+        return None
+    config = decision.config
     partition = int(config["PARTITION_SIZE"])
     parts = -(-context // partition) if partition else 1
     key = ("paged", b, cache.pages, qh, d, parts, q.device)
@@ -279,19 +350,108 @@ def _attention(swap: Swap, module: Attention) -> None:
     def attend(
         self: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None
     ) -> torch.Tensor:
-        if not swap.on:
-            return original(q, k, v, cache)
-        if cache is None and "flash_attention" in swap.bundles:
-            return _flash(swap, q, k, v)
-        if cache is not None and "paged_attention" in swap.bundles:
-            return _paged(swap, q, cache)
-        return original(q, k, v, cache)
+        out = None
+        if swap.on and cache is None and "flash_attention" in swap.bundles:
+            out = _flash(swap, q, k, v)
+        elif swap.on and cache is not None and "paged_attention" in swap.bundles:
+            out = _paged(swap, q, cache)
+        return original(q, k, v, cache) if out is None else out
 
     module.attend = types.MethodType(attend, module)  # type: ignore[method-assign]
 
 
+#: A prepared fused_moe launch: (x, w, ids, weights, out).
+MoeLaunch = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
+
+
+def _moe_plan(
+    config: dict[str, Any], m: int, e: int, topk: int, n: int, k: int, gemm: str, x: torch.Tensor
+) -> MoeLaunch:
+    """fused_moe's launch (FusedMoeSpec.make_launcher's recipe) with its alignment buffers
+    allocated once for ``m`` tokens."""
+    import triton
+
+    from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, launch_align
+    from search_spaces.kernels.fused_moe import ALIGN_TILE
+
+    meta, options = split_launch_options(config)
+    block_m, block_n = int(config["BLOCK_SIZE_M"]), int(config["BLOCK_SIZE_N"])
+    slots = m * topk
+    max_padded = slots + e * (block_m - 1)
+    e_p2 = triton.next_power_of_2(e)
+    chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
+
+    def buffer(*shape: int) -> torch.Tensor:
+        return torch.empty(*shape, dtype=torch.int32, device=x.device)
+
+    sorted_ids, expert_ids = buffer(max_padded), buffer(triton.cdiv(max_padded, block_m))
+    post, workspace, counts = buffer(1), buffer(triton.cdiv(slots, chunk), e_p2), buffer(e_p2)
+    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
+    per_slot = gemm == "down" and topk > 1
+    dot_in_fp32 = x.device.type == "cpu" and x.dtype == torch.bfloat16  # triton #11584
+
+    def launch(
+        a: torch.Tensor, w: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, out: torch.Tensor
+    ) -> None:
+        launch_align(
+            ids, sorted_ids, expert_ids, post, workspace, counts, slots, e, max_padded, block_m,
+            e_p2, chunk,
+        )  # fmt: skip
+        fused_moe_kernel[grid](
+            a, w, out, wts, sorted_ids, expert_ids, post, n, k, max_padded, slots,
+            a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2),
+            out.stride(1), out.stride(2),
+            TOP_K=topk, A_PER_SLOT=per_slot, DOT_IN_FP32=dot_in_fp32, **meta, **options,
+        )  # fmt: skip
+
+    return launch
+
+
+def _moe(swap: Swap, module: MoE) -> None:
+    original = module.experts
+    e, f2, h = module.w_up.shape
+    f, topk = f2 // 2, module.top_k
+    dtype = DTYPE_NAMES[module.w_up.dtype]
+    plans: dict[int, tuple[MoeLaunch, MoeLaunch, torch.Tensor] | None] = {}
+
+    def experts(
+        self: MoE, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
+        if not swap.on:
+            return original(x, ids, weights)
+        m = x.shape[0]
+        try:
+            plan = plans[m]
+        except KeyError:
+            keys = (m, e, topk, f2, h, dtype, "up"), (m, e, topk, h, f, dtype, "down")
+            up, down = (swap.decision("fused_moe", key) for key in keys)
+            if not (up.triton and down.triton):
+                swap.kept.update(("fused_moe", key) for key in keys)
+            plan = plans[m] = (
+                (
+                    _moe_plan(up.config, m, e, topk, f2, h, "up", x),
+                    _moe_plan(down.config, m, e, topk, h, f, "down", x),
+                    torch.ones(m, topk, dtype=torch.float32, device=x.device),
+                )
+                if up.triton and down.triton
+                else None
+            )
+        if plan is None:
+            return original(x, ids, weights)
+        launch_up, launch_down, ones = plan
+        hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
+        launch_up(x, self.w_up, ids, ones, hidden)  # routing weights once, in the down GEMM
+        act = F.silu(hidden[..., :f]) * hidden[..., f:]
+        out = torch.empty(m, topk, h, dtype=x.dtype, device=x.device)
+        launch_down(act.view(m * topk, f), self.w_down, ids, weights, out)
+        return out.sum(dim=1)
+
+    module.experts = types.MethodType(experts, module)  # type: ignore[method-assign]
+
+
 def install(model: nn.Module, bundles: dict[str, Bundle]) -> Swap:
-    """Wrap the model's linear, RMSNorm and attention modules (those with a bundle); off at first."""
+    """Wrap the model's linear, RMSNorm, attention and MoE modules (those with a bundle); off at
+    first."""
     swap = Swap(bundles)
     for module in model.modules():
         if isinstance(module, nn.Linear) and "matmul" in bundles:
@@ -300,4 +460,6 @@ def install(model: nn.Module, bundles: dict[str, Bundle]) -> Swap:
             _rmsnorm(swap, module)
         elif isinstance(module, Attention):
             _attention(swap, module)
+        elif isinstance(module, MoE) and "fused_moe" in bundles:
+            _moe(swap, module)
     return swap

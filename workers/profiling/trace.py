@@ -7,8 +7,18 @@ Definitions (seed 002, Vellaisamy et al., arXiv 2504.11750):
   runtime launches (``cudaLaunchKernel*``), driver launches (``cuLaunchKernel*``: cuBLAS, Triton)
   and graph launches (``cudaGraphLaunch``: every kernel a graph replay runs carries that call's id).
 * *launch-to-start* of a kernel = its GPU start minus its launch call's CPU start (both in the
-  trace's microseconds); **TKLQT** = the sum of launch-to-start over the matched kernels of one
-  forward. Kernels without a launch event are counted and their reason is given.
+  trace's microseconds); **TKLQT** = the sum of launch-to-start over the kernels of one forward
+  matched to a runtime or driver launch. Kernels without a launch event are counted and their
+  reason is given.
+* TKLQT is defined for eager forwards only: in a CUDA-graph replay one ``cudaGraphLaunch`` issues
+  every kernel, so a kernel's "launch-to-start" would be its offset in the replay, not a launch
+  and queue (summed, it grows with the square of the kernel count). A forward whose kernels all
+  come from graph launches has no TKLQT; what the seed's metric means there is reported instead:
+  the *graph launch* (the ``cudaGraphLaunch`` calls' CPU time, and launch-to-start of each
+  replay's first kernel) and the GPU's *kernel gaps* (see below).
+* *Kernel gaps* of a forward = (last kernel end - first kernel start) - union of kernel
+  intervals: the time the GPU idles between the forward's kernels (in eager, waiting for launches;
+  in a graph, the replay's own inter-kernel cost).
 * A forward is one ``user_annotation`` named ``STEP`` (a trace without one is one forward); a
   kernel belongs to the forward whose window holds its launch. Per-forward numbers are medians
   over the trace's forwards.
@@ -17,7 +27,9 @@ Definitions (seed 002, Vellaisamy et al., arXiv 2504.11750):
 * *Idle launch latency* = median launch-to-start of runtime/driver kernels launched while no
   kernel was queued or running (every earlier-launched kernel had ended): the pure launch cost.
 * The *issuing operator* of a kernel is the outermost ``cpu_op`` (on the launch's thread) whose
-  interval holds the launch call; the leaf operator is the innermost.
+  interval holds the launch call; the leaf operator is the innermost. A ``user_annotation`` named
+  with :data:`MOE_ANNOTATION` (an MoE expert block of workers.profiling.models) counts as an
+  operator too: it names its problem, as recorded input shapes name the others.
 
 Transition rule (:func:`transition_batch`): the CPU/GPU-bound transition is the smallest batch
 from which on (that batch and every larger one) the eager forward's mean launch-to-start exceeds
@@ -46,6 +58,8 @@ from typing import Any
 from workers.profiling.errors import ProfileError
 
 STEP = "tunefleet.forward"
+#: Prefix of the user_annotation around an MoE expert block (its problem follows the prefix).
+MOE_ANNOTATION = "tunefleet.moe"
 TRANSITION_FACTOR = 2.0
 #: A graph "pays" at a batch when its latency is under this fraction of eager's.
 GRAPH_PAYS_RATIO = 0.9
@@ -115,6 +129,11 @@ SHAPE_OPS = (
     "aten::scaled_dot_product_attention",
     "aten::rms_norm",
 )
+
+
+def is_shape_op(name: str) -> bool:
+    """A SHAPE_OPS operator or an MoE expert block's annotation."""
+    return name in SHAPE_OPS or name.startswith(MOE_ANNOTATION)
 
 
 @dataclass(frozen=True)
@@ -187,6 +206,8 @@ def parse_trace(doc: Mapping[str, Any], step: str = STEP) -> Trace:
             ops_by_tid[event.tid].append(event)
         elif cat == "user_annotation" and event.name == step:
             steps.append(event)
+        elif cat == "user_annotation" and event.name.startswith(MOE_ANNOTATION):
+            ops_by_tid[event.tid].append(event)
     shape_ops: list[ShapeOp] = []
     by_corr: dict[Any, Launch] = {}
     launches_by_tid: dict[Any, list[tuple[Event, LaunchKind]]] = defaultdict(list)
@@ -223,7 +244,7 @@ def _outermost_shape_ops(ops: list[Event]) -> list[Event]:
     """SHAPE_OPS calls that no other SHAPE_OPS call encloses (linear holds mm: linear counts)."""
     outer: list[Event] = []
     for op in sorted(ops, key=lambda e: (e.ts, -e.dur)):
-        if op.name not in SHAPE_OPS:
+        if not is_shape_op(op.name):
             continue
         if outer and op.ts >= outer[-1].ts and op.end <= outer[-1].end:
             continue
@@ -251,7 +272,7 @@ def _attribute(
             stack.append(event)
             continue
         chain = [op for op in stack if op.end >= ts]
-        outer_shape = next((op for op in chain if op.name in SHAPE_OPS), None)
+        outer_shape = next((op for op in chain if is_shape_op(op.name)), None)
         index = None
         if outer_shape is not None:
             if id(outer_shape) not in shape_index:
@@ -282,12 +303,20 @@ class TopKernel:
 
 @dataclass(frozen=True)
 class StepStats:
+    """One forward: ``tklqt_us`` None where no kernel came from a runtime/driver launch;
+    ``graph_*`` zero without graph launches."""
+
     kernels: int
     matched: int
-    tklqt_us: float
+    launched: int
+    tklqt_us: float | None
     kernel_us: float
     idle_share: float
     window_us: float
+    gap_us: float
+    graph_launches: int
+    graph_launch_us: float
+    graph_first_kernel_us: float
 
 
 @dataclass(frozen=True)
@@ -308,6 +337,13 @@ class TraceStats:
     idle_launch_us: float | None
     top: list[TopKernel]
     note: str | None = None
+    #: GPU idle time between the forward's first kernel start and last kernel end.
+    gap_us: float | None = None
+    #: Graph replays per forward, their cudaGraphLaunch calls' CPU time, and launch-to-start of
+    #: each replay's first kernel (summed over the forward's replays); None without graphs.
+    graph_launches: float | None = None
+    graph_launch_us: float | None = None
+    graph_first_kernel_us: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -361,6 +397,13 @@ def idle_launch_latency(kernels: Sequence[Kernel]) -> float | None:
 
 def _step_stats(kernels: list[Kernel], step: Event | None) -> StepStats:
     matched = [k for k in kernels if k.launch is not None]
+    launched = [k for k in matched if k.launch and k.launch.kind is not LaunchKind.GRAPH]
+    first_of: dict[int, tuple[Event, float]] = {}  # graph launch -> (its event, first kernel ts)
+    for k in matched:
+        if k.launch and k.launch.kind is LaunchKind.GRAPH:
+            ev = k.launch.event
+            known = first_of.get(id(ev))
+            first_of[id(ev)] = (ev, min(k.event.ts, known[1]) if known else k.event.ts)
     kernel_us = sum(k.event.dur for k in kernels)
     if step is not None:
         start = step.ts
@@ -372,13 +415,19 @@ def _step_stats(kernels: list[Kernel], step: Event | None) -> StepStats:
         start = end = 0.0
     window = end - start
     busy = _union([(k.event.ts, k.event.end) for k in kernels])
+    span = max(k.event.end for k in kernels) - min(k.event.ts for k in kernels) if kernels else 0.0
     return StepStats(
         kernels=len(kernels),
         matched=len(matched),
-        tklqt_us=sum(k.delay for k in matched),
+        launched=len(launched),
+        tklqt_us=sum(k.delay for k in launched) if launched else None,
         kernel_us=kernel_us,
         idle_share=1.0 - busy / window if window > 0 else math.nan,
         window_us=window,
+        gap_us=span - busy,
+        graph_launches=len(first_of),
+        graph_launch_us=sum(ev.dur for ev, _ in first_of.values()),
+        graph_first_kernel_us=sum(ts - ev.ts for ev, ts in first_of.values()),
     )
 
 
@@ -427,10 +476,25 @@ def analyze(trace: Trace, top_k: int = TOP_K) -> TraceStats:
         return statistics.median(vals) if vals else math.nan
 
     has_kernels = any(s.kernels for s in per_step)
+    eager = [s for s in per_step if s.tklqt_us is not None]
+    graphed = [s for s in per_step if s.graph_launches]
     matched = med(s.matched for s in per_step)
-    tklqt = med(s.tklqt_us for s in per_step) if has_kernels else None
+    # TKLQT over the forwards with runtime/driver launches, per kernel of those launches.
+    tklqt = med(s.tklqt_us for s in eager if s.tklqt_us is not None) if eager else None
+    launched = med(s.launched for s in eager) if eager else None
     kernels = med(s.kernels for s in per_step)
     kernel_us = med(s.kernel_us for s in per_step)
+    notes = []
+    if not has_kernels:
+        notes.append(
+            "no GPU kernels in the trace (a CPU run): TKLQT, idle share and launch latency are "
+            "undefined; hot shapes are weighted by CPU time"
+        )
+    elif graphed and not eager:
+        notes.append(
+            "CUDA-graph replay: one launch issues every kernel, so TKLQT is undefined; see the "
+            "graph launch (CPU time, launch to first kernel) and the GPU's kernel gaps"
+        )
     return TraceStats(
         forwards=len(per_step),
         kernels=kernels,
@@ -438,17 +502,18 @@ def analyze(trace: Trace, top_k: int = TOP_K) -> TraceStats:
         unmatched=dict(trace.unmatched),
         launch_kinds=dict(kinds),
         tklqt_us=tklqt,
-        launch_to_start_us=tklqt / matched if tklqt is not None and matched else None,
+        launch_to_start_us=tklqt / launched if tklqt is not None and launched else None,
         kernel_us=kernel_us,
         mean_kernel_us=kernel_us / kernels if kernels else None,
         idle_share=med(s.idle_share for s in per_step) if has_kernels else None,
         window_us=med(s.window_us for s in per_step),
         idle_launch_us=idle_launch_latency(trace.kernels),
         top=_top(groups, top_k),
-        note=None
-        if has_kernels
-        else "no GPU kernels in the trace (a CPU run): TKLQT, idle share and launch latency are "
-        "undefined; hot shapes are weighted by CPU time",
+        note="; ".join(notes) or None,
+        gap_us=med(s.gap_us for s in per_step) if has_kernels else None,
+        graph_launches=med(s.graph_launches for s in graphed) if graphed else None,
+        graph_launch_us=med(s.graph_launch_us for s in graphed) if graphed else None,
+        graph_first_kernel_us=med(s.graph_first_kernel_us for s in graphed) if graphed else None,
     )
 
 

@@ -1,0 +1,68 @@
+"""The Amdahl bound of a swap: how much faster a forward can get from the kernels swapped in.
+
+For one (phase, batch, mode): each problem the swap ran on a tuned kernel has its baseline GPU
+time per forward ``w`` (from the eager trace's hot shapes) and, where its bundle entry holds both
+times of the final re-timing, a kernel speed-up ``s = vendor_ms / triton_ms``. Over a baseline
+latency ``T``, the measured speed-ups allow at most ``saved = sum(w * (1 - 1/s))``, so the best
+end-to-end change is ``-saved / T``. Problems without both times count as ``s = 1`` (no gain
+claimed); ``measured_share`` says what part of the swapped time the bound covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from search_spaces.bundle import Bundle
+
+
+@dataclass(frozen=True)
+class Bound:
+    #: Swapped problems' baseline GPU time over the forward's latency.
+    swapped_share: float
+    #: Part of the swapped time whose kernel speed-up the bundle measured.
+    measured_share: float
+    #: The best end-to-end change the measured speed-ups allow (negative: faster).
+    change: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def speedup(bundle: Bundle, fields: tuple[str, ...], problem: dict[str, Any]) -> float | None:
+    """vendor_ms / triton_ms of the bundle entry for exactly ``problem`` (on ``fields``), if both
+    were measured."""
+    want = tuple(problem.get(f) for f in fields)
+    for entry in bundle.entries:
+        if tuple(entry.problem.get(f) for f in fields) == want:
+            if entry.triton_ms and entry.vendor_ms:
+                return entry.vendor_ms / entry.triton_ms
+            return None
+    return None
+
+
+def amdahl(
+    shapes: Iterable[tuple[str, dict[str, Any], float]],
+    swapped: Callable[[str, dict[str, Any]], bool],
+    speedup_of: Callable[[str, dict[str, Any]], float | None],
+    latency_us: float,
+) -> Bound | None:
+    """The bound over ``shapes`` ((kernel, problem, GPU µs per forward)), of which ``swapped``
+    ran tuned kernels; None without a latency or a swapped shape."""
+    total = measured = saved = 0.0
+    for kernel, problem, weight in shapes:
+        if not swapped(kernel, problem):
+            continue
+        total += weight
+        s = speedup_of(kernel, problem)
+        if s is not None:
+            measured += weight
+            saved += weight * (1.0 - 1.0 / s)
+    if latency_us <= 0 or total <= 0:
+        return None
+    return Bound(
+        swapped_share=total / latency_us,
+        measured_share=measured / total,
+        change=-saved / latency_us if measured else None,
+    )

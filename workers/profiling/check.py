@@ -1,0 +1,45 @@
+"""The swap's same-function check: a model's logits against its float32 twin's (pure Python rule).
+
+``profile --with-bundle`` runs each point's forward three ways on the same inputs: the baseline,
+the baseline with tuned kernels swapped in, and the float32 twin (the same weights cast to
+float32, workers.profiling.models). Each error is the max relative error of the logits against the
+twin's: ``max |out - ref| / max |ref|``. The swap is refused at a point when
+
+    swapped_error > ratio * baseline_error + floor
+
+(defaults :data:`MAX_ERROR_RATIO` 2 and :data:`ERROR_FLOOR` 1e-3): a swapped model may round
+differently from the baseline, not be a different function. The floor keeps a float32 baseline
+(error near 0) from refusing any rounding at all.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_ERROR_RATIO = 2.0
+ERROR_FLOOR = 1e-3
+
+
+def max_rel_error(out: Any, ref: Any) -> float:
+    """``max |out - ref| / max |ref|`` of two tensors (inf if ``out`` is not finite)."""
+    o, r = out.detach().double(), ref.detach().double()
+    if not bool(o.isfinite().all()):
+        return math.inf
+    return float((o - r).abs().max() / r.abs().max().clamp_min(1e-30))
+
+
+def refusal(
+    baseline_error: float,
+    swapped_error: float,
+    ratio: float = MAX_ERROR_RATIO,
+    floor: float = ERROR_FLOOR,
+) -> str | None:
+    """Why the swap is refused under the module's rule, or None where it passes."""
+    limit = ratio * baseline_error + floor
+    if swapped_error <= limit:
+        return None
+    return (
+        f"swapped error vs float32 {swapped_error:.3g} exceeds {ratio:g} x the baseline's "
+        f"{baseline_error:.3g} + {floor:g} = {limit:.3g}"
+    )
