@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,7 @@ def test_export_round_trips_vendor_decisions(database: Database, tmp_path: Path)
     assert list(doc)[-1] == "digest" and doc["digest"] == bundle_digest(doc)
     entries = {problem_key(e["problem"]): e for e in doc["entries"]}
     small = entries[problem_key(SMALL)]
+    assert datetime.fromisoformat(small.pop("updated_at")).tzinfo is not None
     assert small == {
         "problem": SMALL,
         "backend": "vendor",
