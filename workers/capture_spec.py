@@ -636,13 +636,10 @@ def captured_spec(ref: str) -> CaptureSpec:
     (_, newest), *older = found
     kernel = replace(newest, launches=list(newest.launches))
     seen = [launch.problem for launch in kernel.launches]
+    shape = (newest.configs, newest.key, newest.arg_names)
     for _, other in older:
-        if (other.configs, other.key, other.arg_names) != (
-            kernel.configs,
-            kernel.key,
-            kernel.arg_names,
-        ):
-            continue
+        if (other.configs, other.key, other.arg_names) != shape:
+            continue  # another config list: another space, its keys are not this spec's
         for launch in other.launches:
             if launch.problem not in seen:
                 kernel.launches.append(launch)
