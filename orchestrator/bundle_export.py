@@ -5,8 +5,10 @@ One file per (device class, triton major.minor) of the installed kernel version:
 * ``native``: ``<kernel>-<class>-triton<minor>.json`` in the ``tunefleet-bundle/1`` format that
   :func:`search_spaces.bundle.load_bundle` reads: per entry the winning ``backend`` (``triton`` or
   ``vendor``) and ``vendor`` path, the best Triton ``config``, ``time_ms`` (the chosen backend's),
-  ``triton_ms``/``vendor_ms``/``noise`` of the paired re-timing, ``job`` and ``team``; the spec's
-  default config, provenance, and last a ``digest`` over all of it;
+  ``triton_ms``/``vendor_ms``/``noise`` of the paired re-timing, ``job``, ``team``,
+  ``updated_at`` (when the best row last changed, ISO 8601 UTC: what ``pull``'s merge calls
+  newer) and ``"cancelled": true`` when its job was cancelled (its fastest trial so far, not
+  re-timed); the spec's default config, provenance, and last a ``digest`` over all of it;
 * ``triton``: ``<kernel>-<class>-triton<minor>.py`` with ``KEY`` (the problem fields), ``CONFIGS``
   (a list of ``triton.Config``, ready for ``@triton.autotune(configs=CONFIGS, key=KEY)``), ``BEST``
   (problem values in KEY order -> index into CONFIGS) for an exact pick without timing, and
@@ -23,12 +25,12 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db import BestBackend, Database, Objective, repository
+from db import BestBackend, Database, JobStatus, NotFound, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
 from orchestrator.revalidate import revalidation_mark
@@ -37,6 +39,9 @@ from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
 from search_spaces.spec import KernelSpec, split_launch_options
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 class BundleFormat(str, enum.Enum):
@@ -76,11 +81,11 @@ def _environment(env: EnvironmentRecord | None) -> dict[str, Any]:
     }
 
 
-def _entry(r: BestRecord) -> dict[str, Any]:
+def _entry(r: BestRecord, cancelled: bool) -> dict[str, Any]:
     """One bundle entry: the winning backend, the best Triton config, the chosen backend's time,
-    both times and the noise floor of the paired re-timing, and who produced it; one that
-    revalidation found regressed or failing says so. BundleExportError for a vendor win that names
-    no vendor path (a row no loader would accept)."""
+    both times and the noise floor of the paired re-timing, who produced it and when; one that
+    revalidation found regressed or failing says so, one of a cancelled job too. BundleExportError
+    for a vendor win that names no vendor path (a row no loader would accept)."""
     backend = BestBackend(r.backend)
     if backend is BestBackend.VENDOR and not r.vendor:
         raise BundleExportError(
@@ -98,10 +103,30 @@ def _entry(r: BestRecord) -> dict[str, Any]:
         "noise": r.noise,
         "job": r.job_id,
         "team": r.team,
+        "updated_at": _utc(r.updated_at).isoformat(),
     }
+    if cancelled:
+        entry["cancelled"] = True
     if r.stale:
         entry["revalidation"] = revalidation_mark(r)
     return entry
+
+
+def _utc(at: datetime) -> datetime:
+    """A stored time (naive means UTC) as an aware UTC time."""
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+
+
+def cancelled_jobs(s: Session, rows: Sequence[BestRecord]) -> set[int]:
+    """The jobs of ``rows`` that were cancelled (a job gone since is not)."""
+    out = set()
+    for job_id in {r.job_id for r in rows if r.job_id is not None}:
+        try:
+            if repository.get_job(s, job_id).status is JobStatus.CANCELLED:
+                out.add(job_id)
+        except NotFound:
+            continue
+    return out
 
 
 def native_bundle(
@@ -112,9 +137,11 @@ def native_bundle(
     rows: Sequence[BestRecord],
     default: dict[str, Any],
     environment: dict[str, Any],
+    cancelled: Collection[int] = (),
 ) -> dict[str, Any]:
     """The ``tunefleet-bundle/1`` document for one class, triton minor and objective (the rows'),
-    its ``digest`` (:func:`bundle_digest`) written last, over every other key."""
+    its ``digest`` (:func:`bundle_digest`) written last, over every other key; the entries of
+    the ``cancelled`` jobs are marked."""
     doc: dict[str, Any] = {
         "format": BUNDLE_FORMAT,
         "kernel": kernel.name,
@@ -126,7 +153,9 @@ def native_bundle(
         "default": default,
         "problem_fields": list(kernel.schema.names),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "entries": [_entry(r) for r in sorted(rows, key=lambda r: r.problem_key)],
+        "entries": [
+            _entry(r, r.job_id in cancelled) for r in sorted(rows, key=lambda r: r.problem_key)
+        ],
     }
     doc["digest"] = bundle_digest(doc)
     return doc
@@ -259,6 +288,7 @@ def render(
         groups: dict[tuple[str, str], list[BestRecord]] = {}
         for r in rows:
             groups.setdefault((r.device_class_key, r.triton_minor), []).append(r)
+        cancelled = cancelled_jobs(s, rows)
         docs = []
         device_names: dict[str, str] = {}
         for (class_key, minor), group in sorted(groups.items()):
@@ -280,6 +310,7 @@ def render(
                     group,
                     default_config(kernel, cls),
                     _environment(env),
+                    cancelled,
                 )
             )
     files: list[tuple[str, str]] = []

@@ -1,7 +1,8 @@
 """``tunefleet tune --from-capture DIR [--widen]``: one job per kernel of a capture.
 
-Each job's kernel is the capture spec's registry reference (:func:`workers.capture_spec.ref_for`)
-and its problems are every key the app launched. Without ``--widen`` the space is the kernel's own
+The capture is indexed first (:func:`search_spaces.capture_refs.register_capture`); each job's
+kernel is then the kernel's path-free reference (``captured:<name>@<hash>[+wide]``) and its
+problems are every key the app launched. Without ``--widen`` the space is the kernel's own
 config list and the default search is exhaustive over it (``grid``, one trial per config); with
 ``--widen`` the usual defaults apply. Building the jobs reads the capture only; the trial processes
 import the app's module, which runs the app's code: tune captures you trust, from your own shell.
@@ -17,6 +18,7 @@ from typing import Any
 
 from orchestrator.errors import JobSpecError
 from orchestrator.jobs import JobSpec
+from search_spaces.capture_refs import register_capture
 from search_spaces.errors import SpecError
 from workers.capture_spec import CaptureSpec, capture_specs
 
@@ -40,6 +42,7 @@ def capture_jobs(
     """The jobs of a capture; ``overrides`` are tune's flags (trials, devices, ...). Raises
     JobSpecError (one line) for a bad capture or an argument that needs an override."""
     try:
+        register_capture(directory)
         specs = capture_specs(directory, widen)
     except SpecError as exc:
         raise JobSpecError(str(exc)) from None

@@ -6,14 +6,17 @@ A bundle is JSON::
      "device_class": "NVIDIA H200", "environment": {...}, "default": {config},
      "entries": [{"problem": {...}, "backend": "triton", "config": {...}, "time_ms": 0.41,
                   "triton_ms": 0.41, "vendor": "torch.matmul", "vendor_ms": 0.44,
-                  "noise": 0.01, "job": 7, "team": "ml"}, ...],
+                  "noise": 0.01, "job": 7, "team": "ml",
+                  "updated_at": "2025-06-01T12:00:00+00:00"}, ...],
      "digest": "sha256 hex"}
 
 Each entry says which backend wins its problem: ``triton`` (launch ``config``) or ``vendor``
 (keep the library path named by ``vendor``; ``config`` is then the fastest Triton config
 measured, for callers that must launch Triton anyway); an entry without ``backend`` is
 ``triton``. ``triton_ms``/``vendor_ms`` are the two times of the final paired re-timing and
-``noise`` its relative noise floor. ``digest`` (optional) is the SHA-256 of the document without
+``noise`` its relative noise floor. ``updated_at`` (optional, ISO 8601) is when the entry's
+measurement last changed, and ``"cancelled": true`` marks an entry whose job was cancelled (its
+fastest trial so far, not re-timed). ``digest`` (optional) is the SHA-256 of the document without
 it (:func:`bundle_digest`); a file whose digest does not match its content is refused.
 
 :meth:`Bundle.lookup` picks, for a problem:
@@ -44,6 +47,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -86,6 +90,8 @@ class BundleEntry:
     vendor_ms: float | None = None
     noise: float | None = None
     team: str | None = None
+    updated_at: str | None = None
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -365,6 +371,11 @@ def _entry(raw: object, what: str, spec: KernelSpec | None, kinds: dict[str, typ
             raise BundleError(f"{what}.{name} is {value!r}; expected a string")
     if backend == "vendor" and not vendor:
         raise BundleError(f"{what} says backend 'vendor' but names no 'vendor' path")
+    updated_at, cancelled = raw.get("updated_at"), raw.get("cancelled", False)
+    if updated_at is not None and not _is_time(updated_at):
+        raise BundleError(f"{what}.updated_at is {updated_at!r}; expected an ISO 8601 time")
+    if not isinstance(cancelled, bool):
+        raise BundleError(f"{what}.cancelled is {cancelled!r}; expected true or false")
     times = {}
     for name in ("triton_ms", "vendor_ms", "noise"):
         value = raw.get(name)
@@ -384,8 +395,20 @@ def _entry(raw: object, what: str, spec: KernelSpec | None, kinds: dict[str, typ
         backend=backend,
         vendor=vendor,
         team=team,
+        updated_at=updated_at,
+        cancelled=cancelled,
         **times,
     )
+
+
+def _is_time(value: object) -> bool:
+    """An ISO 8601 date and time with its UTC offset."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
 
 
 def bundle_digest(data: Mapping[str, Any]) -> str:

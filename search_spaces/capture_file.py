@@ -164,14 +164,15 @@ class CapturedKernel:
 _KERNEL_FIELDS = ("name", "module", "qualname", "source_hash", "arg_names", "key", "configs")
 
 
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+#: A captured kernel's name (:func:`kernel_name`): it names files, so never a path.
+KERNEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
 def _kernel(raw: Mapping[str, Any], where: str) -> CapturedKernel:
     missing = [f for f in _KERNEL_FIELDS if f not in raw]
     if missing:
         raise CaptureError(f"{where}: kernel record lacks {', '.join(missing)}")
-    if not _NAME.fullmatch(str(raw["name"])):
+    if not KERNEL_NAME_PATTERN.fullmatch(str(raw["name"])):
         raise CaptureError(f"{where}: kernel name {raw['name']!r} is not [A-Za-z0-9._-]+")
     return CapturedKernel(
         name=str(raw["name"]),

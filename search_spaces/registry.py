@@ -1,6 +1,9 @@
-"""Find kernel specs by name: built-ins, the ``tunefleet.kernels`` entry points, or ``module:attribute``.
+"""Find kernel specs by name: built-ins, the ``tunefleet.kernels`` entry points, a captured
+kernel's ``captured:<name>@<hash>`` (:mod:`search_spaces.capture_refs`), or ``module:attribute``.
 
 Loading a spec imports only its spec module; its kernels (torch, triton) load when a trial runs.
+A captured reference imports no module named by it: it is resolved from the files of a capture
+this machine indexed.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from collections.abc import Collection
 from types import ModuleType
 
 from search_spaces import plugins
+from search_spaces.capture_refs import is_captured_ref, parse_ref
 from search_spaces.errors import RegistryError
 from search_spaces.spec import KernelSpec
 
 ENTRY_POINT_GROUP = "tunefleet.kernels"
+
+#: What resolves a ``captured:`` reference (tunefleet's own module, never one a reference names).
+CAPTURED_RESOLVER = "workers.capture_spec"
 
 BUILTINS: dict[str, str] = {
     "matmul": "search_spaces.kernels.matmul:SPEC",
@@ -87,7 +94,12 @@ def available() -> dict[str, str]:
 
 
 def get_spec(name: str) -> KernelSpec:
-    """The spec for a kernel name or a ``module:attribute`` reference; raises RegistryError."""
+    """The spec for a kernel name, a captured reference or a ``module:attribute`` reference;
+    raises RegistryError (CaptureError for a captured reference)."""
+    if is_captured_ref(name):
+        parse_ref(name)  # refused before anything is imported
+        spec: KernelSpec = importlib.import_module(CAPTURED_RESOLVER).captured_spec(name)
+        return spec
     if ":" in name:
         return _load_ref(name)
     refs = available()
@@ -103,13 +115,20 @@ def spec_from_storage(name: str, allowed: Collection[str] = ()) -> KernelSpec:
     """The spec for a kernel name read from storage (a job row, a request): registered names
     (built-ins, entry points) load as :func:`get_spec` does; a ``module:attribute`` is imported
     only if it, or its module, is in ``allowed`` (given again by the user, or allow-listed by an
-    operator), since importing it runs that module's code. Raises RegistryError otherwise."""
+    operator), since importing it runs that module's code; so is a ``captured:`` reference (its
+    trials run the captured app's code), if it or ``captured`` is allowed. Raises RegistryError
+    otherwise."""
     if ":" in name:
         module = name.partition(":")[0]
         if name not in allowed and module not in allowed:
+            runs = (
+                "tuning it would run the captured app's code"
+                if is_captured_ref(name)
+                else f"importing it would run module {module!r}"
+            )
             raise RegistryError(
-                f"kernel {name!r} is not registered, and importing it would run module "
-                f"{module!r}; if you trust it, give it again: --kernel-module {name}"
+                f"kernel {name!r} is not registered, and {runs}; if you trust it, give it "
+                f"again: --kernel-module {name}"
             )
     return get_spec(name)
 

@@ -1,5 +1,6 @@
 """Shared test fixtures: Triton's interpreter on CPU, hand-built device limits, and the storage
-backends (every storage test runs on SQLite and on PostgreSQL).
+backends (every storage test runs on SQLite and on PostgreSQL). Captures are indexed in a file of
+the test run (``TUNEFLEET_CAPTURE_INDEX``), never the user's.
 
 PostgreSQL tests get a fresh schema each (``search_path`` set through the URL's ``options``), dropped
 afterwards. Without a reachable server they are skipped, except under CI where they fail.
@@ -7,10 +8,15 @@ afterwards. Without a reachable server they are skipped, except under CI where t
 
 import contextlib
 import os
+import tempfile
 
 # Before anything imports triton: the interpreter runs kernels on CPU tensors. setdefault lets a GPU
 # run opt out with TRITON_INTERPRET=0.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# Captures the tests index (and the processes they start) go to a file of this run, not the user's.
+os.environ["TUNEFLEET_CAPTURE_INDEX"] = os.path.join(
+    tempfile.mkdtemp(prefix="tunefleet-test-"), "captures.json"
+)
 
 import secrets
 import signal

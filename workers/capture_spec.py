@@ -20,9 +20,11 @@ Building a spec reads files only. Its tensor methods import the app's module by 
 capture recorded, which runs the app's code: that is why a capture is tuned from the command line
 by its owner, and never on a server's word (the server allow-lists the modules it imports).
 
-Specs are reached through the registry as ``workers.capture_spec:<token>`` (see :func:`ref_for`);
-the token encodes the capture directory, the kernel name and ``widen``, so every process that
-resolves it (driver, Ray workers, trial processes) builds the same spec.
+Specs are reached through the registry by a path-free reference, ``captured:<name>@<source
+hash>[+wide]`` (:mod:`search_spaces.capture_refs`), which :func:`captured_spec` resolves through
+the local capture index: every process on the machine (driver, Ray workers, trial processes) builds
+the same spec. References of the old form, ``workers.capture_spec:list_<token>`` or ``wide_``
+(a token of the directory's absolute path), are refused in one line naming the new reference.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ from search_spaces.capture_file import (
     read_capture,
     widened_values,
 )
+from search_spaces.capture_refs import captures_of, indexed_directories, parse_ref, ref_of
 from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema, problem_key
 from search_spaces.space import (
     Config,
@@ -65,35 +68,33 @@ from search_spaces.spec import DEFAULT_TOLERANCE, Inputs, KernelSpec, Launcher
 
 OVERRIDES_FILE = "overrides.json"
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
-_REF_PREFIX = {False: "list_", True: "wide_"}
+_OLD_REF_PREFIX = {False: "list_", True: "wide_"}
 _LAUNCH = "_launch"
 _REFERENCE = "_reference"
 _PRISTINE = "_pristine_"
 
 
-def _b64(text: str) -> str:
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _unb64(token: str) -> str:
-    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-
-
 def ref_for(directory: str | Path, kernel: str, widen: bool) -> str:
-    """The registry reference (``module:attribute``) of a captured kernel's spec."""
-    payload = json.dumps([str(Path(directory).resolve()), kernel], separators=(",", ":"))
-    return f"{__name__}:{_REF_PREFIX[widen]}{_b64(payload)}"
+    """The path-free reference (``captured:<name>@<hash>[+wide]``) of a kernel in a capture."""
+    return ref_of(_find(directory, kernel), widen)
 
 
 def __getattr__(name: str) -> KernelSpec:
-    """Resolve a :func:`ref_for` token (the registry's ``getattr`` on this module)."""
-    for widen, prefix in _REF_PREFIX.items():
+    """Refuse an old path-encoding reference (the registry's ``getattr`` on this module), naming
+    the reference that replaced it when its capture is still readable."""
+    for widen, prefix in _OLD_REF_PREFIX.items():
         if name.startswith(prefix):
+            token = name.removeprefix(prefix)
             try:
-                directory, kernel = json.loads(_unb64(name.removeprefix(prefix)))
-            except ValueError:
-                break
-            return capture_spec(directory, kernel, widen)
+                raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+                directory, kernel = json.loads(raw)
+                new = ref_for(str(directory), str(kernel), widen)
+            except (ValueError, TypeError, CaptureError):
+                new = "the one `tunefleet capture --refs DIR` prints"
+            raise CaptureError(
+                f"{__name__}:{name[:24]}... is an old captured-kernel reference (it named a "
+                f"path); use {new}"
+            )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -603,15 +604,51 @@ def _itemsize(dtype: str) -> int:
     return max(1, int(digits) // 8) if digits else 1
 
 
-def capture_spec(directory: str | Path, kernel: str, widen: bool) -> CaptureSpec:
-    """The spec of ``kernel`` in the capture ``directory``; raises CaptureError."""
+def _find(directory: str | Path, kernel: str) -> CapturedKernel:
     found = {k.name: k for k in read_capture(directory)}
     if kernel not in found:
         raise CaptureError(
             f"capture {directory} has no kernel {kernel!r}; it has {', '.join(sorted(found))}"
         )
-    chosen = found[kernel]
+    return found[kernel]
+
+
+def capture_spec(directory: str | Path, kernel: str, widen: bool) -> CaptureSpec:
+    """The spec of ``kernel`` in the capture ``directory``; raises CaptureError."""
+    chosen = _find(directory, kernel)
     return CaptureSpec(chosen, read_overrides(directory, chosen), widen)
+
+
+def captured_spec(ref: str) -> CaptureSpec:
+    """The spec a ``captured:`` reference names, from this machine's capture index: the kernel
+    record of the newest indexed capture holding that name and source hash, with every key
+    captured of it (the newest capture's first, then those only older captures of the same
+    config list and key hold), and the newest ``overrides.json`` entry for it. Raises
+    CaptureError (one line) for a malformed reference or when no capture here holds it."""
+    parsed = parse_ref(ref)
+    found = captures_of(parsed, indexed_directories(parsed))
+    if not found:
+        raise CaptureError(
+            f"no capture on this machine holds {parsed.name} with source {parsed.source_hash}; "
+            "capture it here (`tunefleet capture --out DIR -- python app.py`) or index a copy "
+            "(`tunefleet capture --refs DIR`)"
+        )
+    (_, newest), *older = found
+    kernel = replace(newest, launches=list(newest.launches))
+    seen = [launch.problem for launch in kernel.launches]
+    shape = (newest.configs, newest.key, newest.arg_names)
+    for _, other in older:
+        if (other.configs, other.key, other.arg_names) != shape:
+            continue  # another config list: another space, its keys are not this spec's
+        for launch in other.launches:
+            if launch.problem not in seen:
+                kernel.launches.append(launch)
+                seen.append(launch.problem)
+    overrides = next(
+        (o for o in (read_overrides(d, kernel) for d, _ in found) if o != KernelOverrides()),
+        KernelOverrides(),
+    )
+    return CaptureSpec(kernel, overrides, parsed.widen)
 
 
 def capture_specs(directory: str | Path, widen: bool) -> list[tuple[str, CaptureSpec]]:
@@ -620,5 +657,5 @@ def capture_specs(directory: str | Path, widen: bool) -> list[tuple[str, Capture
     for kernel in read_capture(directory):
         spec = CaptureSpec(kernel, read_overrides(directory, kernel), widen)
         spec.check_inputs()
-        out.append((ref_for(directory, kernel.name, widen), spec))
+        out.append((ref_of(kernel, widen), spec))
     return out

@@ -50,7 +50,8 @@ def capture(
         typer.Option(
             "--refs",
             help="Print each kernel of capture DIR with the reference `pull`, `best` and "
-            "`revalidate` take (with --widen: of the widened space), and exit.",
+            "`revalidate` take (with --widen: of the widened space), index DIR so that the "
+            "references resolve here, and exit.",
         ),
     ] = None,
     widen: Annotated[
@@ -59,18 +60,14 @@ def capture(
 ) -> int:
     """Run COMMAND recording every @triton.autotune kernel it launches: per kernel its configs
     and key, per distinct key the arguments' shapes, dtypes, strides and scalars (no tensor
-    data). Then `tunefleet tune --from-capture DIR`. Exits with the app's exit code."""
-    if refs is not None:
-        from search_spaces.capture_file import read_capture
-        from search_spaces.errors import SpecError
-        from workers.capture_spec import ref_for
+    data); index DIR so that the kernels' references (`--refs`) resolve on this machine. Then
+    `tunefleet tune --from-capture DIR`. Exits with the app's exit code."""
+    from search_spaces.capture_file import CAPTURE_GLOB
+    from search_spaces.capture_refs import ref_of, register_capture
 
-        try:
-            kernels = read_capture(refs)
-        except SpecError as exc:
-            raise OrchestratorError(str(exc)) from None
-        for kernel in kernels:
-            print(f"{kernel.name}\t{ref_for(refs, kernel.name, widen)}")
+    if refs is not None:
+        for kernel in register_capture(refs):
+            print(f"{kernel.name}\t{ref_of(kernel, widen)}")
         return 0
     env = capture_environment(out or Path("."), dict(os.environ))
     if bootstrap:
@@ -85,9 +82,12 @@ def capture(
         raise OrchestratorError(f"--out {out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     try:
-        return subprocess.call(command, env=env)
+        code = subprocess.call(command, env=env)
     except FileNotFoundError:
         raise OrchestratorError(f"cannot run {command[0]!r}: not found") from None
+    if any(out.glob(CAPTURE_GLOB)):
+        register_capture(out)
+    return code
 
 
 def register(app: typer.Typer) -> None:

@@ -47,6 +47,7 @@ def revalidate_command(
     check_device(device)
     if threshold < 1:
         raise OrchestratorError(f"--threshold must be at least 1, got {threshold}")
+    spec = get_spec(kernel)
     wanted = canonical_class_key(device_class)
     fingerprint = detect(device)[0]
     here = fingerprint.device_class.key
@@ -54,7 +55,6 @@ def revalidate_command(
         raise OrchestratorError(
             f"this machine's device is {here}, not {wanted}: revalidate on a {wanted}"
         )
-    spec = get_spec(kernel)
     current = {
         "triton": fingerprint.triton,
         "torch": fingerprint.torch,

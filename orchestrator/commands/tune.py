@@ -447,7 +447,7 @@ def best(
         for p in problems
         for c in classes
         for row in service.best_configs(
-            database, kernel=spec.name, device_class=c, objective=objective, problem=p
+            database, kernel=kernel, device_class=c, objective=objective, problem=p
         )
     ]
     render.show_best(spec.name, spec.version_hash(), objective, rows, json_out, wide)
@@ -525,15 +525,19 @@ def pull(
 ) -> None:
     """Export best configs as bundle files a deployment loads (no tuning at run time).
 
-    Prints the written paths (with ``--json``, one object: ``files`` and ``bundles``, the
-    dispatch policy's measured outcome per native bundle, see orchestrator.bundle_report); a
-    ``policy`` line per bundle with vendor measurements goes to stderr.
+    A native bundle pulled into a folder that holds one for the same kernel version, class and
+    triton minor is merged with it, newer measurement per key winning (orchestrator.bundle_merge);
+    files are written whole or not at all. Prints the written paths (with ``--json``, one object:
+    ``files`` and ``bundles``, the dispatch policy's measured outcome per native bundle written,
+    see orchestrator.bundle_report); a ``policy`` line per bundle with vendor measurements and a
+    note per bundle merged or replaced go to stderr.
     """
     import sys
 
+    from orchestrator.bundle_merge import merge_into_folder, write_atomically
     from orchestrator.bundle_report import policy_report, summary_line
     from orchestrator.commands.render import cancelled_note
-    from orchestrator.vllm_export import VENDOR_POLICY, write_files
+    from orchestrator.vllm_export import VENDOR_POLICY
     from search_spaces.bundle import bundle_from_dict
 
     t4 = fmt == "t4"
@@ -542,6 +546,10 @@ def pull(
     formats = ("native",) if fmt == "native" else (fmt, "native")
     texts, bests = _bundle_texts(kernel, device_class, objective, formats, db, server, token_file)
     named, native = texts[0], texts[-1]
+    merges: list[str] = []
+    if fmt == "native" and not t4:
+        named, merges = merge_into_folder(named, out)
+        native = named
     reports = [policy_report(bundle_from_dict(json.loads(text), name)) for name, text in native]
     if t4:
         from orchestrator.t4 import bundle_t4
@@ -550,12 +558,14 @@ def pull(
             (f"{Path(name).stem}.t4.json", json.dumps(bundle_t4(json.loads(text)), indent=1))
             for name, text in named
         ]
-    paths = write_files(named, out)
+    paths = write_atomically(named, out)
     if json_out:
         print_json({"files": [str(p) for p in paths], "bundles": reports})
     else:
         for path in paths:
             print(path)
+    for merge in merges:
+        print(f"note: {merge}", file=sys.stderr)
     for report in reports:
         if report["measured"] or report["vendor"]:
             print(summary_line(report), file=sys.stderr)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,7 @@ def test_export_round_trips_vendor_decisions(database: Database, tmp_path: Path)
     assert list(doc)[-1] == "digest" and doc["digest"] == bundle_digest(doc)
     entries = {problem_key(e["problem"]): e for e in doc["entries"]}
     small = entries[problem_key(SMALL)]
+    assert datetime.fromisoformat(small.pop("updated_at")).tzinfo is not None
     assert small == {
         "problem": SMALL,
         "backend": "vendor",
@@ -443,3 +445,34 @@ def test_leave_one_out_follows_bundle_decide() -> None:
     for i, (entry, decision) in enumerate(zip(entries, _left_out_decisions(bundle), strict=True)):
         others = Bundle("matmul", "v", "c", {"BLOCK_M": 0}, entries[:i] + entries[i + 1 :])
         assert decision == others.decide(entry.problem), entry.problem
+
+
+def test_entries_of_a_cancelled_job_are_marked(database: Database, tmp_path: Path) -> None:
+    from db import JobStatus
+
+    spec = get_spec("matmul")
+    with database.session() as s:
+        kernel_id = repository.ensure_kernel(s, "matmul", spec.version_hash(), spec.space.hash())
+        done, cancelled = (repository.create_job(s, kernel_id, {}, "ml") for _ in range(2))
+        repository.set_job_status(s, cancelled, JobStatus.CANCELLED)
+        for problem, job in ((SMALL, done), (BIG, cancelled)):
+            key = problem_key(problem)
+            repository.upsert_best(
+                s,
+                "matmul",
+                spec.version_hash(),
+                key,
+                "NVIDIA H200",
+                "3.9",
+                CFG,
+                1.0,
+                None,
+                job,
+                None,
+            )
+    (path,) = export(database, "matmul", tmp_path)
+    entries = {problem_key(e["problem"]): e for e in json.loads(path.read_text())["entries"]}
+    assert entries[problem_key(BIG)]["cancelled"] is True
+    assert "cancelled" not in entries[problem_key(SMALL)]
+    loaded = {problem_key(e.problem): e for e in load_bundle(path).entries}
+    assert loaded[problem_key(BIG)].cancelled and not loaded[problem_key(SMALL)].cancelled

@@ -113,3 +113,31 @@ def test_refs_name_each_captured_kernel(capture: Path) -> None:
     assert rows == {
         n: ref_for(capture, n, True) for n in ("app_kernels.row_sum", "app_kernels.scaled_add")
     }
+
+
+def test_revalidate_takes_the_path_free_reference(capture: Path, tmp_path: Path) -> None:
+    """`capture --refs` prints a reference with no path in it; `revalidate` re-times the stored
+    bests it names (one trial per key on the interpreter)."""
+    from db import Database, repository
+    from search_spaces.problem import problem_key
+    from search_spaces.registry import get_spec
+    from search_spaces.space import Vendor
+
+    done = cli("capture", "--refs", str(capture))
+    rows = dict(line.split("\t") for line in done.stdout.splitlines())
+    ref = rows["app_kernels.scaled_add"]
+    assert ref.startswith("captured:app_kernels.scaled_add@") and "/" not in ref
+    spec = get_spec(ref)
+    url = f"sqlite:///{tmp_path / 'tunefleet.db'}"
+    database = Database(url)
+    database.ensure_schema()
+    with database.session() as s:
+        for problem in spec.problems():
+            key = problem_key(problem)
+            config = spec.default_config(Vendor.CPU)
+            repository.upsert_best(
+                s, spec.name, spec.version_hash(), key, "cpu", "3.0", config, 1e6, None, None, None
+            )
+    done = cli("revalidate", ref, "--device-class", "cpu", "--device", "interpreter", "--db", url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("holds") == 2, done.stdout
