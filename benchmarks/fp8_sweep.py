@@ -8,7 +8,8 @@ Per problem (the spec's own inputs: A e4m3 [M, K] with per-token-group scales, B
 
 * every candidate config through the spec's launcher (c0 is the spec's default, vLLM's untuned
   fallback);
-* ``torch._scaled_mm``: cuBLASLt's blockwise (1x128, 128x128) FP8 GEMM, where it runs (sm_90);
+* ``torch._scaled_mm``: cuBLASLt's blockwise (1x128, 128x128) FP8 GEMM, where it runs (sm_90,
+  and there not every shape: each row, and the summary per problem, says where it did not and why);
 * ``dequant+torch.matmul``: A dequantized to bfloat16 per call, B once beforehand, bfloat16 GEMM.
 
 Correctness first: every entry's output on the shared inputs is checked against the float32
@@ -71,18 +72,26 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
     "smoke": [_cfg(64, 128, 128, 32, 4, 2), _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True)],
 }
 
-#: DeepSeek-V3's block-FP8 linears (N, K): fused q_a/kv_a projection, q_b, o_proj, the dense MLP's
-#: gate+up and down.
+#: DeepSeek-V3's block-FP8 linears (N, K): fused q_a/kv_a projection (N = 1536 + 576 = 2112 ends
+#: inside a 128-row scale block), q_b, o_proj, the dense MLP's gate+up and down.
 SHAPES = ((2112, 7168), (24576, 1536), (7168, 16384), (36864, 7168), (7168, 18432))
 
 GRIDS: dict[str, list[dict[str, Any]]] = {
     "issue": [
         {"M": m, "N": n, "K": k} for n, k in SHAPES for m in (1, 16, 64, 128, 512, 2048, 4096)
     ],
-    "smoke": [{"M": 16, "N": 256, "K": 512}, {"M": 33, "N": 384, "K": 256}],
+    "smoke": [
+        {"M": 16, "N": 256, "K": 512},
+        {"M": 33, "N": 384, "K": 256},
+        {"M": 16, "N": 200, "K": 256},
+    ],
 }
 
 VENDOR = ("torch._scaled_mm", "dequant+torch.matmul")
+
+
+def _key(problem: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in problem.items())
 
 
 def _checked_entries(spec: Any, inputs: dict[str, Any], entries: dict[str, Any]) -> dict[str, str]:
@@ -158,7 +167,7 @@ def main() -> None:
     for problem in grid:
         rows.append(measure(problem, candidates, broken, args.rounds))
         r = rows[-1]
-        text = ",".join(f"{k}={v}" for k, v in problem.items())
+        text = _key(problem)
         vendors = "  ".join(
             f"{name} {r['ms'][name]:.4f} x{r[f'vs {name}']:.3f}"
             if f"vs {name}" in r
@@ -177,7 +186,12 @@ def main() -> None:
         "problems": len(rows),
         "candidates_per_problem": len(candidates),
         "rounds": args.rounds,
-        "not_run": sorted({name for r in rows for name in r["not_run"]}),
+        # vendor path -> {problem: why} for each problem it did not run on
+        "not_run": {
+            name: {_key(r["problem"]): r["not_run"][name] for r in rows if name in r["not_run"]}
+            for name in VENDOR
+            if any(name in r["not_run"] for r in rows)
+        },
         "wrong": sorted({label for r in rows for label in r["wrong"]}),
         "geomean_best_vs_default": geomean(
             [r["default_ms"] / r["best_ms"] for r in rows if r["default_ms"] is not None]
@@ -188,6 +202,7 @@ def main() -> None:
         if ratios:
             summary[f"geomean_vs {name}"] = geomean(ratios)
             summary[f"min_vs {name}"] = min(ratios)
+            summary[f"problems_vs {name}"] = len(ratios)
     finish(args.out, summary, candidates, rows, start)
 
 

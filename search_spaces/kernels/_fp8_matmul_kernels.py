@@ -54,16 +54,18 @@ def fp8_matmul_kernel(
 
     A: e4m3 [M, K] (rows ``stride_am`` apart, unit K stride), its scales ``as_ptr``: fp32
     [M, K / SCALE_BLOCK]; B: e4m3 [N, K] (rows ``stride_bn`` apart), its scales ``bs_ptr``: fp32
-    [N / SCALE_BLOCK, K / SCALE_BLOCK]. K is a multiple of SCALE_BLOCK and BLOCK_SIZE_K divides
-    SCALE_BLOCK, so every K step lies inside one scale group and no K load is masked: each step's
-    product is scaled by its rows' and columns' scales and added to the accumulator (the tensor
-    cores' partial sums never span more than SCALE_BLOCK products).
+    [cdiv(N, SCALE_BLOCK), K / SCALE_BLOCK] (N is any size: the last block of rows may be
+    partial; column n's block is n // SCALE_BLOCK). K is a multiple of SCALE_BLOCK and
+    BLOCK_SIZE_K divides SCALE_BLOCK, so every K step lies inside one scale group and no K load is
+    masked: each step's product is scaled by its rows' and columns' scales and added to the
+    accumulator (the tensor cores' partial sums never span more than SCALE_BLOCK products).
 
     Grid: (cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N), SPLIT_K). Program pid_k runs the K steps
     pid_k, pid_k + SPLIT_K, ...; it writes C (its dtype) with SPLIT_K == 1, else its fp32 slice of
     the workspace ``c_ptr`` ([SPLIT_K, M, N], slices ``stride_cs`` apart) that
     ``fp8_splitk_reduce_kernel`` sums. Rows past M and columns past N are read wrapped (so loads
-    need no mask) and never stored. With TMA, ``a_src``/``b_src`` are tensor descriptors of A
+    need no mask, and a wrapped column's scale index stays below cdiv(N, SCALE_BLOCK)) and never
+    stored (TMA loads them as zeros). With TMA, ``a_src``/``b_src`` are tensor descriptors of A
     (block [BLOCK_SIZE_M, BLOCK_SIZE_K]) and B (block [BLOCK_SIZE_N, BLOCK_SIZE_K]) and the row
     strides of A and B are unused.
     """

@@ -4,7 +4,8 @@ block-FP8 linears (``block_shape=[128, 128]``).
 C[M, N] (bfloat16) = (A * a_scale) @ (B * b_scale)^T, where A is e4m3 [M, K] with one fp32 scale
 per row and 128 columns (``a_scale``: [M, K/128], per-token groups), and B is e4m3 [N, K] (the
 weight as a linear layer stores it) with one fp32 scale per 128x128 block (``b_scale``:
-[N/128, K/128]). The Triton kernel scales each K step's product as it accumulates in fp32.
+[ceil(N/128), K/128]; N is any size, the last block of rows may be partial, as in vLLM). K is a
+multiple of 128. The Triton kernel scales each K step's product as it accumulates in fp32.
 
 Importing this module loads neither torch nor triton; the kernels live in ``_fp8_matmul_kernels``.
 """
@@ -182,13 +183,17 @@ class Fp8MatmulSpec(KernelSpec):
     name: ClassVar[str] = "fp8_matmul"
     description: ClassVar[str] = (
         "C = (A * a_scale) @ (B * b_scale)^T: A e4m3 [M, K] with per-token-group scales "
-        "[M, K/128], B e4m3 [N, K] with 128x128 block scales [N/128, K/128], bfloat16 out, "
-        "fp32 accumulation, optional split-K"
+        "[M, K/128], B e4m3 [N, K] with 128x128 block scales [ceil(N/128), K/128], bfloat16 "
+        "out, fp32 accumulation, optional split-K"
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
             Field("M", doc="rows of A and C (tokens)"),
-            Field("N", doc=f"rows of B, columns of C (a multiple of {SCALE_BLOCK})"),
+            Field(
+                "N",
+                doc=f"rows of B, columns of C (any size: B's last {SCALE_BLOCK}-row scale block "
+                "may be partial)",
+            ),
             Field("K", doc=f"columns of A and B (a multiple of {SCALE_BLOCK})"),
         )
     )
@@ -197,15 +202,15 @@ class Fp8MatmulSpec(KernelSpec):
     sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._fp8_matmul_kernels",)
 
     def validate_problem(self, raw: Mapping[str, object]) -> Problem:
-        """N and K must be multiples of the scale block (B's scales cover whole 128x128 blocks)."""
+        """K must be a multiple of the scale block (A's per-token groups, as vLLM requires); N is
+        free (B's last block of rows may be partial)."""
         problem = super().validate_problem(raw)
-        for dim in ("N", "K"):
-            if int(problem[dim]) % SCALE_BLOCK:
-                raise ProblemError(
-                    f"{dim}={problem[dim]} is not a multiple of {SCALE_BLOCK}: fp8_matmul's "
-                    f"scales cover {SCALE_BLOCK}-wide groups of K and {SCALE_BLOCK}x{SCALE_BLOCK} "
-                    "blocks of B"
-                )
+        if int(problem["K"]) % SCALE_BLOCK:
+            raise ProblemError(
+                f"K={problem['K']} is not a multiple of {SCALE_BLOCK}: fp8_matmul's scales cover "
+                f"whole {SCALE_BLOCK}-wide groups of K (A's per-token groups, B's "
+                f"{SCALE_BLOCK}x{SCALE_BLOCK} blocks)"
+            )
         return problem
 
     def check_device(self, problem: Problem, limits: DeviceLimits) -> str | None:
@@ -229,10 +234,10 @@ class Fp8MatmulSpec(KernelSpec):
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
 
     def bytes_moved(self, problem: Problem) -> float:
-        """A, B, their scales and C."""
+        """A, B, their scales (B's last block of rows counted whole) and C."""
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
         groups = k // SCALE_BLOCK
-        scales = (m + n // SCALE_BLOCK) * groups * SCALE_BYTES
+        scales = (m + -(-n // SCALE_BLOCK)) * groups * SCALE_BYTES
         return float((m * k + n * k) * FP8_BYTES + scales + m * n * OUT_BYTES)
 
     def features(self, problem: Problem, config: Config) -> dict[str, float]:
@@ -274,23 +279,25 @@ class Fp8MatmulSpec(KernelSpec):
 
     def build_inputs(self, problem: Problem, device: str) -> Inputs:
         """Fresh normal data whose 128-groups of A and 128x128 blocks of B get magnitudes from
-        2**-4 to 2**4, quantized as vLLM does: each group's (block's) amax maps to 448."""
+        2**-4 to 2**4, quantized as vLLM does: each group's (block's) amax maps to 448; a partial
+        last block of B takes its scale from the rows it has."""
         import torch
 
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
-        g, nb = k // SCALE_BLOCK, n // SCALE_BLOCK
+        g, nb = k // SCALE_BLOCK, -(-n // SCALE_BLOCK)
         a_mag = torch.exp2(torch.randint(-4, 5, (m, g, 1), device=device).float())
         a = torch.randn(m, g, SCALE_BLOCK, device=device) * a_mag
         a_scale = a.abs().amax(dim=2).clamp(min=1e-12) / E4M3_MAX
         a_q = (a / a_scale[:, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         b_mag = torch.exp2(torch.randint(-4, 5, (nb, 1, g, 1), device=device).float())
         b = torch.randn(nb, SCALE_BLOCK, g, SCALE_BLOCK, device=device) * b_mag
+        b.view(nb * SCALE_BLOCK, k)[n:] = 0  # rows past N pad the last block: no part of B
         b_scale = b.abs().amax(dim=(1, 3)).clamp(min=1e-12) / E4M3_MAX
         b_q = (b / b_scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return {
             "a": a_q.reshape(m, k),
             "a_scale": a_scale,
-            "b": b_q.reshape(n, k),
+            "b": b_q.reshape(nb * SCALE_BLOCK, k)[:n],
             "b_scale": b_scale,
             "out": torch.empty(m, n, dtype=torch.bfloat16, device=device),
         }
@@ -369,43 +376,48 @@ class Fp8MatmulSpec(KernelSpec):
 
 def dequantize(inputs: Inputs, dtype: Any) -> tuple[Any, Any]:
     """(A * a_scale, B * b_scale) in ``dtype``: each scale broadcast over its 128 columns of a row
-    of A, its 128x128 block of B."""
+    of A, its 128x128 block of B (the last block's rows past N dropped)."""
     a, b = inputs["a"], inputs["b"]
     a_scale = inputs["a_scale"].to(dtype).repeat_interleave(SCALE_BLOCK, dim=1)
     b_scale = inputs["b_scale"].to(dtype)
     b_scale = b_scale.repeat_interleave(SCALE_BLOCK, dim=0).repeat_interleave(SCALE_BLOCK, dim=1)
-    return a.to(dtype) * a_scale, b.to(dtype) * b_scale
+    return a.to(dtype) * a_scale, b.to(dtype) * b_scale[: b.shape[0]]
 
 
 def _checked(inputs: Inputs) -> tuple[Any, Any, Any, Any, Any]:
     """(a, b, a_scale, b_scale, out) of ``inputs`` after checking the layout the kernels assume:
-    unit stride along K for A and B, scales of the right shapes, ``out`` contiguous [M, N]."""
+    K a multiple of 128, unit stride along K for A and B, scales of the right shapes (B's:
+    [ceil(N/128), K/128]), ``out`` contiguous [M, N]."""
     a, b, out = inputs["a"], inputs["b"], inputs["out"]
     a_scale, b_scale = inputs["a_scale"], inputs["b_scale"]
     m, k = a.shape
     n = b.shape[0]
-    groups = k // SCALE_BLOCK
+    groups, blocks = k // SCALE_BLOCK, -(-n // SCALE_BLOCK)
     if (
-        a.stride(1) != 1
+        k % SCALE_BLOCK
+        or a.stride(1) != 1
         or b.stride(1) != 1
         or tuple(b.shape) != (n, k)
         or tuple(a_scale.shape) != (m, groups)
-        or tuple(b_scale.shape) != (n // SCALE_BLOCK, groups)
+        or tuple(b_scale.shape) != (blocks, groups)
         or not out.is_contiguous()
         or tuple(out.shape) != (m, n)
     ):
         raise SpecError(
-            f"fp8_matmul: expected a [{m}, {k}] and b [{n}, {k}] with unit K stride, a_scale "
-            f"[{m}, {groups}], b_scale [{n // SCALE_BLOCK}, {groups}] and a contiguous out "
-            f"[{m}, {n}]"
+            f"fp8_matmul: expected K={k} a multiple of {SCALE_BLOCK}, a [{m}, {k}] and b "
+            f"[{n}, {k}] with unit K stride, a_scale [{m}, {groups}], b_scale [{blocks}, "
+            f"{groups}] and a contiguous out [{m}, {n}]"
         )
     return a, b, a_scale, b_scale, out
 
 
 def _scaled_mm_launcher(inputs: Inputs) -> Launcher:
     """cuBLASLt's blockwise FP8 GEMM: A row-major with its scales outer-dim-major (1x128), B as
-    the column-major [K, N] view of its [N, K] storage with the [K/128, N/128] view of its scales
-    (128x128). Raises SpecError where it cannot run (torch runs this mode on sm_90 only)."""
+    the column-major [K, N] view of its [N, K] storage with the [K/128, ceil(N/128)] view of its
+    scales (128x128). Raises SpecError, naming the problem and torch's reason, where it cannot run:
+    torch runs this mode on sm_90 only and wants N a multiple of 16, and cuBLASLt has no kernel for
+    some shapes there (on torch 2.11+cu130 an H100 ran M=16, 128 and 1000 with N=7168, K=2048 but
+    refused M=1 with CUBLAS_STATUS_NOT_SUPPORTED). A is not padded to a shape it takes."""
     import torch
 
     a, b, a_scale, b_scale, out = _checked(inputs)
@@ -429,7 +441,8 @@ def _scaled_mm_launcher(inputs: Inputs) -> Launcher:
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SpecError(
-            f"{VENDOR_SCALED_MM} does not run blockwise scaling here: {first}"
+            f"{VENDOR_SCALED_MM} does not run blockwise scaling for M={a.shape[0]}, "
+            f"N={b.shape[0]}, K={a.shape[1]} here: {first}"
         ) from None
     return launch
 

@@ -1,7 +1,7 @@
 """fp8_matmul: FP8 loads and tl.dot on e4m3 run in Triton's interpreter, so configs are checked for
-correctness there; inputs are quantized per group/block, the reference dequantizes them, problems
-and device classes without FP8 are refused; on an sm_90 GPU the vendor paths and DeepSeek-V3
-shapes."""
+correctness there (N that ends inside a 128-row block of B included); inputs are quantized per
+group/block, the reference dequantizes them, problems and device classes without FP8 are refused;
+on an sm_90 GPU the vendor paths and DeepSeek-V3 shapes."""
 
 import pytest
 import torch
@@ -59,6 +59,14 @@ CASES: list[tuple[Problem, Config]] = [
     # TMA: rows past M come back zero-filled.
     ({"M": 33, "N": 256, "K": 256}, cfg(32, 128, tma=True)),
     ({"M": 16, "N": 256, "K": 512}, cfg(16, 128, bk=64, split=2, tma=True)),
+    # N past the last whole 128-row block of B: its partial block has its own scales. N=200 ends
+    # inside the second 128-wide tile, inside one 256-wide tile, and (TMA) zero-filled rows.
+    ({"M": 5, "N": 200, "K": 256}, SPEC.default_config(Vendor.CPU)),
+    ({"M": 5, "N": 200, "K": 256}, cfg(16, 256, bk=64)),
+    ({"M": 5, "N": 200, "K": 256}, cfg(16, 64, split=2, tma=True)),
+    # DeepSeek-V3's fused q_a/kv_a projection: 2112 = 16 * 128 + 64.
+    ({"M": 3, "N": 2112, "K": 256}, cfg(16, 128, split=2)),
+    ({"M": 3, "N": 2112, "K": 256}, cfg(32, 256, bk=64, tma=True)),
 ]
 
 
@@ -77,10 +85,12 @@ def test_correct_in_interpreter(problem: Problem, config: Config, cpu_limits: De
     assert inputs["out"].dtype == torch.bfloat16
 
 
-def test_a_scale_applied_to_the_wrong_block_is_caught(cpu_limits: DeviceLimits) -> None:
+@pytest.mark.parametrize("n", [512, 200])
+def test_a_scale_applied_to_the_wrong_block_is_caught(n: int, cpu_limits: DeviceLimits) -> None:
     """The scales spread over 2**-4..2**4 (times the data's own amax), so a kernel that reads B's
-    scales by the wrong block, or A's by the wrong group, misses by far more than the tolerance."""
-    problem: Problem = {"M": 33, "N": 512, "K": 512}
+    scales by the wrong block (the partial last one included), or A's by the wrong group, misses
+    by far more than the tolerance."""
+    problem: Problem = {"M": 33, "N": n, "K": 512}
     err, inputs = checked_launch(SPEC, problem, SPEC.default_config(Vendor.CPU), cpu_limits)
     assert err <= SPEC.tolerance(problem)
     for name, flipped in (("b_scale", (0,)), ("b_scale", (1,)), ("a_scale", (1,))):
@@ -110,15 +120,28 @@ def test_inputs_are_fresh_and_quantized_per_group_and_block() -> None:
         assert float(big[name].max() / big[name].min()) > 2**5
 
 
-def test_reference_sums_the_scaled_products_of_each_group() -> None:
-    inputs = SPEC.build_inputs({"M": 3, "N": 256, "K": 256}, "cpu")
+def test_a_partial_last_block_is_quantized_from_its_own_rows() -> None:
+    inputs = SPEC.build_inputs(SPEC.validate_problem({"M": 2, "N": 200, "K": 256}), "cpu")
+    b, b_scale = inputs["b"], inputs["b_scale"]
+    assert tuple(b.shape) == (200, 256) and b.is_contiguous()
+    assert tuple(b_scale.shape) == (2, 2)  # ceil(200 / 128) blocks of rows
+    padded = torch.zeros(256, 256)
+    padded[:200] = b.float()
+    b_amax = padded.view(2, SCALE_BLOCK, 2, SCALE_BLOCK).abs().amax(dim=(1, 3))
+    assert bool((b_amax == E4M3_MAX).all())
+
+
+@pytest.mark.parametrize("n", [256, 200, 72])
+def test_reference_sums_the_scaled_products_of_each_group(n: int) -> None:
+    """Per 128-group of K and 128-row block of B (the last one partial unless 128 divides N)."""
+    inputs = SPEC.build_inputs({"M": 3, "N": n, "K": 256}, "cpu")
     a = inputs["a"].double().view(3, 2, SCALE_BLOCK)
-    b = inputs["b"].double().view(2, SCALE_BLOCK, 2, SCALE_BLOCK)
-    expected = torch.zeros(3, 256, dtype=torch.float64)
+    b = inputs["b"].double().view(n, 2, SCALE_BLOCK)
+    expected = torch.zeros(3, n, dtype=torch.float64)
     for g in range(2):
-        for nb in range(2):
-            part = a[:, g] @ b[nb, :, g].T * float(inputs["b_scale"][nb, g])
-            cols = slice(nb * SCALE_BLOCK, (nb + 1) * SCALE_BLOCK)
+        for nb in range(-(-n // SCALE_BLOCK)):
+            cols = slice(nb * SCALE_BLOCK, min(n, (nb + 1) * SCALE_BLOCK))
+            part = a[:, g] @ b[cols, g].T * float(inputs["b_scale"][nb, g])
             expected[:, cols] += part * inputs["a_scale"][:, g, None].double()
     assert torch.allclose(SPEC.reference(inputs), expected, rtol=1e-12, atol=0)
 
@@ -127,7 +150,7 @@ def test_reference_sums_the_scaled_products_of_each_group() -> None:
     ("raw", "message"),
     [
         ({"M": 16, "N": 256, "K": 1000}, "K=1000 is not a multiple of 128"),
-        ({"M": 16, "N": 200, "K": 256}, "N=200 is not a multiple of 128"),
+        ({"M": 16, "N": 200, "K": 64}, "K=64 is not a multiple of 128"),
         ({"M": 0, "N": 256, "K": 256}, "M=0 must be a positive integer"),
         ({"M": 16, "N": 256, "K": 256, "dtype": "float16"}, "unknown problem field 'dtype'"),
     ],
@@ -138,8 +161,10 @@ def test_problems_off_the_block_layout_are_refused(raw: dict[str, int], message:
     assert "\n" not in str(err.value)
 
 
-def test_any_m_is_accepted() -> None:
+def test_any_m_and_n_are_accepted() -> None:
     assert SPEC.parse_problem("M=33,N=7168,K=18432") == {"M": 33, "N": 7168, "K": 18432}
+    assert SPEC.parse_problem("M=1,N=2112,K=7168") == {"M": 1, "N": 2112, "K": 7168}
+    assert SPEC.parse_problem("M=5,N=1,K=128") == {"M": 5, "N": 1, "K": 128}
 
 
 @pytest.mark.parametrize(("name", "arch"), [("A100", "sm_80"), ("MI250X", "gfx90a")])
@@ -230,10 +255,15 @@ def test_cost_model_counts_fp8_bytes_and_scales() -> None:
     assert SPEC.bytes_moved(problem) == 128 * 512 + 256 * 512 + scales + 128 * 256 * 2
     features = SPEC.features(problem, cfg(64, 128, split=2))
     assert features == {"log2_programs": 3.0, "log2_k_steps": 1.0, "tile_fill": 1.0}
+    # N=200: two blocks of B's scales (the last partial), B's 200 rows, 200 columns of C.
+    partial: Problem = {"M": 128, "N": 200, "K": 512}
+    assert SPEC.bytes_moved(partial) == 128 * 512 + 200 * 512 + scales + 128 * 200 * 2
+    assert SPEC.features(partial, cfg(64, 128))["tile_fill"] == 200 / 256
 
 
-def test_dequant_vendor_path_runs_on_the_cpu() -> None:
-    problem: Problem = {"M": 33, "N": 256, "K": 256}
+@pytest.mark.parametrize("n", [256, 200])
+def test_dequant_vendor_path_runs_on_the_cpu(n: int) -> None:
+    problem: Problem = {"M": 33, "N": n, "K": 256}
     assert SPEC.vendor_paths(problem) == (VENDOR_SCALED_MM, VENDOR_DEQUANT)
     inputs = SPEC.build_inputs(problem, "cpu")
     inputs["out"].fill_(float("nan"))
@@ -254,6 +284,14 @@ def test_launchers_refuse_a_wrong_layout() -> None:
     inputs = SPEC.build_inputs(SPEC.example, "cpu")
     with pytest.raises(SpecError, match=r"b_scale \[2, 2\]"):
         SPEC.make_launcher({**inputs, "b_scale": inputs["b_scale"][:1]}, DEFAULT)
+    partial = SPEC.build_inputs({"M": 16, "N": 200, "K": 256}, "cpu")
+    with pytest.raises(SpecError, match=r"b_scale \[2, 2\]"):
+        SPEC.make_launcher({**partial, "b_scale": partial["b_scale"][:1]}, DEFAULT)
+    # K=192: every shape consistent with one scale group, but K is no whole number of groups.
+    cut = {"a": inputs["a"][:, :192], "b": inputs["b"][:, :192]}
+    cut |= {"a_scale": inputs["a_scale"][:, :1], "b_scale": inputs["b_scale"][:, :1]}
+    with pytest.raises(SpecError, match="K=192 a multiple of 128"):
+        SPEC.make_launcher({**inputs, **cut}, DEFAULT)
     with pytest.raises(SpecError, match=r"contiguous out \[16, 256\]"):
         SPEC.make_vendor_launcher({**inputs, "out": inputs["out"].t()}, VENDOR_DEQUANT)
 
@@ -294,16 +332,38 @@ def test_split_k_gives_the_same_bits_on_every_launch_on_gpu() -> None:
         assert torch.equal(inputs["out"], first)
 
 
+#: (M, N, K) where torch._scaled_mm ran blockwise scaling on an H100 (sm_90), observed on torch
+#: 2.11+cu130; M=1 at N=7168, K=2048 (and M=33, N=384, K=256) got CUBLAS_STATUS_NOT_SUPPORTED.
+SCALED_MM_RAN_ON_SM90 = {(16, 7168, 2048), (128, 7168, 2048), (1000, 7168, 2048)}
+
+
 @needs_gpu
-@pytest.mark.parametrize("m", [1, 128, 1000])
-def test_vendor_paths_on_gpu(m: int) -> None:
-    problem = SPEC.validate_problem({"M": m, "N": 7168, "K": 2048})
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(1, 7168, 2048), (16, 7168, 2048), (128, 7168, 2048), (1000, 7168, 2048),
+                      (16, 2112, 7168), (33, 200, 256)],
+)  # fmt: skip
+def test_vendor_paths_on_gpu(m: int, n: int, k: int) -> None:
+    """The dequant path runs and is correct everywhere; torch._scaled_mm is correct or raises a
+    one-line SpecError naming the problem and torch's reason, and runs where it was seen to."""
+    problem = SPEC.validate_problem({"M": m, "N": n, "K": k})
     inputs = SPEC.build_inputs(problem, "cuda")
     ref = SPEC.reference(inputs)
-    names = [VENDOR_DEQUANT]
-    if torch.cuda.get_device_capability()[0] == 9 and not torch.version.hip:
-        names.append(VENDOR_SCALED_MM)
-    for name in names:
-        inputs["out"].fill_(float("nan"))
-        SPEC.make_vendor_launcher(inputs, name)()
-        assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem), name
+    inputs["out"].fill_(float("nan"))
+    SPEC.make_vendor_launcher(inputs, VENDOR_DEQUANT)()
+    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem)
+    inputs["out"].fill_(float("nan"))
+    try:
+        launch = SPEC.make_vendor_launcher(inputs, VENDOR_SCALED_MM)
+    except SpecError as exc:
+        why = str(exc)
+        assert "\n" not in why and why.startswith(VENDOR_SCALED_MM)
+        sm90 = torch.cuda.get_device_capability()[0] == 9 and not torch.version.hip
+        if sm90:
+            assert f"M={m}, N={n}, K={k} here: " in why, why
+            assert why.split(" here: ", 1)[1].strip(), why  # torch's reason follows
+            assert (m, n, k) not in SCALED_MM_RAN_ON_SM90, why
+        else:
+            assert "runs on CUDA sm_90 only" in why
+        return
+    launch()
+    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem)
