@@ -14,11 +14,12 @@ those that have times); with none, ``noise(fastest, runner-up)``; None with one 
 pair.
 
 Tie rule. The fastest candidate by median wins unless a defender *holds*: the fastest is not
-faster than it by more than the floor, ``(d - fastest) / d <= noise``. The first defender that
-holds wins, in this order: the incumbent (the key's stored best: re-tuning does not flip a
-winner inside the noise), then the vendor path (with no incumbent, what the deployment runs
-already wins ties: a bundle never makes it slower). Exact ties in median go to the incumbent,
-then the vendor path, then the candidate listed first.
+faster than it by more than the floor, ``(d - fastest) / d <= noise``. The defenders are asked
+in this order, the first that holds winning (the fastest, if it is a defender, stands in its own
+place): the incumbent (the key's stored best: re-tuning does not flip a winner inside the
+noise), then the vendor path (with no incumbent, what the deployment runs already wins ties: a
+bundle never makes it slower). Exact ties in median go to the incumbent, then the vendor path,
+then the candidate listed first.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def decide(
     spreads = [n for n in (pair_noise(fastest, d, rounds) for d in pairs) if n is not None]
     noise = max(spreads) if spreads else None
     floor = noise or 0.0
-    for d in others:
-        if (d.time_ms - fastest.time_ms) / d.time_ms <= floor:
+    for d in defenders:  # in priority order; the fastest itself ends the search
+        if d.key == fastest.key or (d.time_ms - fastest.time_ms) / d.time_ms <= floor:
             return Decision(d.key, fastest.key, noise)
     return Decision(fastest.key, fastest.key, noise)

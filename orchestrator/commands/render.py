@@ -134,6 +134,9 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
         table.add_column("outcomes")
         table.add_column("best ms", justify="right")
         table.add_column("best config", overflow="fold")
+        table.add_column("backend")
+        table.add_column("vs default", justify="right")
+        table.add_column("vs vendor", justify="right")
         for st in detail.studies:
             table.add_row(
                 st.label,
@@ -142,6 +145,9 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 ", ".join(f"{k} {v}" for k, v in st.outcomes.items()) or "-",
                 _fmt_ms(st.best_ms),
                 _pairs(st.best_config) if st.best_config else "-",
+                st.backend or "-",
+                _speedup(st.speedup_vs_default),
+                _speedup(st.speedup_vs_vendor),
             )
         c.print(table)
     elif j.status.value == "queued":
@@ -177,7 +183,18 @@ def best_row(b: BestView) -> dict[str, Any]:
         "roofline_pct": b.roofline_pct,
         "updated_at": b.updated_at.isoformat(timespec="seconds"),
         "revalidation": b.revalidation,
+        "backend": b.backend,
+        "vendor": b.vendor,
+        "vendor_ms": b.vendor_ms,
+        "default_ms": b.default_ms,
+        "noise": b.noise,
+        "speedup_vs_default": b.speedup_vs_default,
+        "speedup_vs_vendor": b.speedup_vs_vendor,
     }
+
+
+def _speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def _revalidated(mark: dict[str, Any] | None) -> str:
@@ -214,6 +231,9 @@ def show_best(
         Column("triton", essential=False),
         Column("config"),
         Column("time (ms)", justify="right"),
+        Column("backend"),
+        Column("vs default", justify="right"),
+        Column("vs vendor", justify="right"),
         Column("job", justify="right"),
         Column("team", essential=False),
         # Essential once any row was revalidated; a column of "-" otherwise.
@@ -227,6 +247,9 @@ def show_best(
             b.triton,
             _pairs(b.config, ", "),
             f"{b.time_ms:.4g}",
+            b.backend if b.vendor is None or b.backend == "triton" else f"vendor ({b.vendor})",
+            _speedup(b.speedup_vs_default),
+            _speedup(b.speedup_vs_vendor),
             f"{b.job_id}{CANCELLED_MARK if b.cancelled_job else ''}",
             b.team or "-",
             _revalidated(b.revalidation),
