@@ -14,8 +14,10 @@ The key's best row is upserted with the decision (:class:`db.repository.BestDeci
 backend (``triton`` or ``vendor``, the path's name), ``config`` the fastest Triton candidate (the
 winner, or the best Triton config when the vendor path wins; the spec's default when no Triton
 config ran ``ok``), ``time_ms`` the winner's time, ``triton_ms`` that config's time, ``vendor_ms``
-and ``default_ms`` the vendor path's and the default's, ``noise`` the floor. An incumbent that
-holds keeps its trial and job and takes the fresh times (``promoted`` stays False); a challenger
+and ``default_ms`` the vendor path's and the default's, ``noise`` the floor. An incumbent Triton
+config that holds keeps its trial and job and takes the fresh times; an incumbent vendor path that
+holds is written again with this job's best Triton config beside it (``promoted`` stays False
+for both); a challenger
 replaces the row it was timed against (a row that someone else wrote meanwhile is replaced only
 if slower). Speedups over the default, the median config and the vendor path come from that one
 re-timing only, never from an earlier trial: a reference or a winner whose re-timing failed has
