@@ -134,9 +134,6 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
         table.add_column("outcomes")
         table.add_column("best ms", justify="right")
         table.add_column("best config", overflow="fold")
-        table.add_column("backend")
-        table.add_column("vs default", justify="right")
-        table.add_column("vs vendor", justify="right")
         for st in detail.studies:
             table.add_row(
                 st.label,
@@ -145,11 +142,24 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 ", ".join(f"{k} {v}" for k, v in st.outcomes.items()) or "-",
                 _fmt_ms(st.best_ms),
                 _pairs(st.best_config) if st.best_config else "-",
-                st.backend or "-",
-                _speedup(st.speedup_vs_default),
-                _speedup(st.speedup_vs_vendor),
             )
         c.print(table)
+        decided = [st for st in detail.studies if st.backend]
+        if decided:
+            keys = Table()
+            keys.add_column("study", overflow="fold")
+            keys.add_column("backend")
+            keys.add_column("vs default", justify="right")
+            keys.add_column("vs vendor", justify="right")
+            for st in decided:
+                backend = f"vendor ({st.vendor})" if st.backend == "vendor" else st.backend
+                keys.add_row(
+                    st.label,
+                    backend or "-",
+                    _speedup(st.speedup_vs_default),
+                    _speedup(st.speedup_vs_vendor),
+                )
+            c.print(keys)
     elif j.status.value == "queued":
         c.print("waiting for a scheduler or `tunefleet resume` to run it")
     if j.error:
@@ -231,9 +241,9 @@ def show_best(
         Column("triton", essential=False),
         Column("config"),
         Column("time (ms)", justify="right"),
-        Column("backend"),
-        Column("vs default", justify="right"),
-        Column("vs vendor", justify="right"),
+        Column("backend", essential=False),
+        Column("vs default", justify="right", essential=False),
+        Column("vs vendor", justify="right", essential=False),
         Column("job", justify="right"),
         Column("team", essential=False),
         # Essential once any row was revalidated; a column of "-" otherwise.
