@@ -43,6 +43,7 @@ from db.models import (
     TokenScope,
     Trial,
     TrialOutcome,
+    VendorTrial,
     utcnow,
 )
 from db.states import STALE_STATES, BestBackend, RevalidationState
@@ -228,6 +229,30 @@ class MeasuredRecord:
     config_key: str
     median_ms: float | None
     outcome: TrialOutcome
+
+
+@dataclass(frozen=True)
+class VendorTrialRecord:
+    """A vendor trial row: one measurement of a spec's vendor path ``vendor`` (times in ms)."""
+
+    id: int
+    job_id: int | None
+    study_id: int | None
+    kernel_name: str
+    problem_key: str
+    device_class_id: int
+    environment_id: int | None
+    objective: Objective
+    vendor: str
+    outcome: TrialOutcome
+    samples_ms: list[float] | None
+    median_ms: float | None
+    iqr_ms: float | None
+    max_rel_error: float | None
+    error: str | None
+    worker: str | None
+    host: str | None
+    created_at: datetime
 
 
 def _record(record_type: type[_R], row: object, **extra: Any) -> _R:
@@ -1062,6 +1087,35 @@ def outcome_counts(s: Session, study_id: int) -> dict[str, int]:
 _BEST = cast(sa.Table, BestConfig.__table__)
 
 
+@dataclass(frozen=True)
+class BestDecision:
+    """How a final paired re-timing decided a best-config key (see :class:`BestRecord`):
+    ``backend`` and ``vendor`` the winner, ``triton_ms`` the stored config's time,
+    ``vendor_ms``/``default_ms`` the vendor path's and the spec default's, ``noise`` the
+    relative noise floor; ``over``: the ``updated_at`` of the stored row it was timed against
+    (None: none, or not timed)."""
+
+    backend: BestBackend = BestBackend.TRITON
+    vendor: str | None = None
+    triton_ms: float | None = None
+    vendor_ms: float | None = None
+    default_ms: float | None = None
+    noise: float | None = None
+    over: datetime | None = None
+
+    def columns(self) -> dict[str, Any]:
+        if self.backend is BestBackend.VENDOR and not self.vendor:
+            raise InvalidRecord("a vendor win must name its vendor path")
+        return {
+            "backend": BestBackend(self.backend).value,
+            "vendor": self.vendor,
+            "triton_ms": self.triton_ms,
+            "vendor_ms": self.vendor_ms,
+            "default_ms": self.default_ms,
+            "noise": self.noise,
+        }
+
+
 def upsert_best(
     s: Session,
     kernel_name: str,
@@ -1075,18 +1129,24 @@ def upsert_best(
     job_id: int | None,
     environment_id: int | None,
     objective: Objective = Objective.KERNEL,
+    *,
+    decision: BestDecision | None = None,
 ) -> bool:
     """Store ``config`` as the best for its key (``objective`` included) if the key is new or
     ``time_ms`` is strictly faster: than the stored time, or, for a row that revalidation marked
     regressed or failed, than its re-timed time (none when it failed), which is what the stored
-    config takes now. A written row is no longer marked.
+    config takes now; or, with a ``decision`` whose ``over`` is the stored row's ``updated_at``
+    (the caller timed the stored best side by side and decided against it, and nobody wrote the
+    row since), whatever its time. A written row is no longer marked; it takes the
+    ``decision``'s backend and times (without one: ``triton``, none).
 
-    One atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE stored > new, so concurrent writers can
-    never replace a faster time with a slower one. Returns True if the row was written.
-    Raises InvalidRecord unless ``time_ms`` is a finite positive number.
+    One atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE, so concurrent writers can never
+    replace a faster time with a slower one they did not time. Returns True if the row was
+    written. Raises InvalidRecord unless ``time_ms`` is a finite positive number.
     """
     if not (isinstance(time_ms, int | float) and math.isfinite(time_ms) and time_ms > 0):
         raise InvalidRecord(f"best time must be a finite positive number of ms, got {time_ms!r}")
+    decision = decision or BestDecision()
     values = {
         "kernel_name": kernel_name,
         "kernel_version": kernel_version,
@@ -1101,6 +1161,7 @@ def upsert_best(
         "environment_id": environment_id,
         "updated_at": utcnow(),
         **_UNMARKED,
+        **decision.columns(),
     }
     dialect = s.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
@@ -1110,10 +1171,13 @@ def upsert_best(
     retimed_slower = sa.or_(
         _BEST.c.revalidated_ms.is_(None), _BEST.c.revalidated_ms > new.excluded.time_ms
     )
+    decided = sa.false() if decision.over is None else _BEST.c.updated_at == decision.over
     upsert = new.on_conflict_do_update(
         index_elements=list(BEST_KEY),
         set_=updated,
-        where=sa.or_(_BEST.c.time_ms > new.excluded.time_ms, sa.and_(stale, retimed_slower)),
+        where=sa.or_(
+            _BEST.c.time_ms > new.excluded.time_ms, sa.and_(stale, retimed_slower), decided
+        ),
     ).returning(_BEST.c.id)
     return s.execute(upsert).first() is not None
 
@@ -1124,6 +1188,93 @@ _UNMARKED: dict[str, Any] = {
     "revalidated_ms": None,
     "revalidated_environment_id": None,
 }
+
+
+class VendorTrialFields(TypedDict, total=False):
+    """One vendor trial row's fields (see :class:`VendorTrialRecord`); the key, ``vendor`` and
+    ``outcome`` are required."""
+
+    job_id: int | None
+    study_id: int | None
+    kernel_name: str
+    problem_key: str
+    device_class_id: int
+    environment_id: int | None
+    objective: Objective | str
+    vendor: str
+    outcome: TrialOutcome | str
+    samples_ms: list[float] | None
+    median_ms: float | None
+    iqr_ms: float | None
+    max_rel_error: float | None
+    error: str | None
+    worker: str | None
+    host: str | None
+
+
+_VENDOR_REQUIRED = ("kernel_name", "problem_key", "device_class_id", "vendor", "outcome")
+
+
+def record_vendor_trials(s: Session, rows: Sequence[VendorTrialFields]) -> list[int]:
+    """Write measurements of vendor paths (each: :class:`VendorTrialFields`); their ids, in
+    order. Raises InvalidRecord for a missing key field, an unknown outcome or objective, or a
+    non-finite sample."""
+    added = []
+    for f in rows:
+        missing = [name for name in _VENDOR_REQUIRED if not f.get(name)]
+        if missing:
+            raise InvalidRecord(f"a vendor trial needs {', '.join(missing)}")
+        samples = f.get("samples_ms")
+        if samples is not None and not all(math.isfinite(x) for x in samples):
+            raise InvalidRecord(f"vendor samples must be finite numbers of ms, got {samples!r}")
+        values: dict[str, Any] = {
+            **f,
+            "outcome": _coerce(TrialOutcome, f["outcome"], "trial outcome"),
+            "objective": _coerce(Objective, f.get("objective", Objective.KERNEL), "objective"),
+            "samples_ms": list(samples) if samples is not None else None,
+        }
+        row = VendorTrial(**values)
+        s.add(row)
+        added.append(row)
+    s.flush()
+    return [row.id for row in added]
+
+
+def measured_vendor(
+    s: Session,
+    kernel_name: str,
+    problem_key: str,
+    device_class_id: int,
+    environment_id: int | None,
+    objective: Objective = Objective.KERNEL,
+) -> dict[str, VendorTrialRecord]:
+    """Per vendor path, its newest ``ok`` measurement on this key, in this environment, under
+    ``objective``: what a study answers from the database instead of measuring again, and what
+    promotion re-times."""
+    rows = s.scalars(
+        sa.select(VendorTrial)
+        .where(
+            VendorTrial.kernel_name == kernel_name,
+            VendorTrial.problem_key == problem_key,
+            VendorTrial.device_class_id == device_class_id,
+            VendorTrial.objective == objective,
+            VendorTrial.outcome == TrialOutcome.OK,
+            VendorTrial.median_ms.is_not(None),
+            VendorTrial.environment_id.is_(None)
+            if environment_id is None
+            else VendorTrial.environment_id == environment_id,
+        )
+        .order_by(VendorTrial.id)
+    )
+    return {row.vendor: _record(VendorTrialRecord, row) for row in rows}
+
+
+def vendor_trials_for_study(s: Session, study_id: int) -> list[VendorTrialRecord]:
+    """Every vendor measurement study ``study_id`` made, oldest first."""
+    rows = s.scalars(
+        sa.select(VendorTrial).where(VendorTrial.study_id == study_id).order_by(VendorTrial.id)
+    )
+    return [_record(VendorTrialRecord, row) for row in rows]
 
 
 def mark_revalidation(

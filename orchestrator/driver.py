@@ -11,6 +11,14 @@ configs answered, configs measured for the same key by any job reused, warm star
 stuck-sampler draw). ``resume`` runs the job again: each study is rebuilt from the trial rows
 already in the database (which count against the budget).
 
+Vendor paths: at the start, each study's ``spec.vendor_paths(problem)`` that has no ``ok``
+measurement on its key in its class's environment (nor one by this study) is measured once on a
+worker of the class, with the job's objective, dispatched before any trial; the result goes to
+the vendor trials (``Ledger.record_vendor``), never to the study: it is neither counted against
+the budget nor told to the sampler. A path that does not end ``ok`` (or a ``vendor_paths`` that
+raises) is reported in one line and the study goes on without it. Promotion compares the key's
+winner with the fastest ``ok`` one (orchestrator.promotion).
+
 The loop: while a class has free slots (for up to ``DISPATCH_S`` a pass), retried trials go
 first, then the class's studies propose in turn; the results each ``wait`` drains are recorded together, then told. A trial whose worker was lost is
 recorded ``infra`` and dispatched again, ``MAX_ATTEMPTS`` times in all. A retryable verdict
@@ -96,6 +104,14 @@ class _Ticket:
     attempt: int = 0
 
 
+@dataclass(frozen=True)
+class _VendorTicket:
+    """What the driver tags a vendor-path measurement with: its study, how often it was lost."""
+
+    running: _Running
+    attempt: int = 0
+
+
 @dataclass
 class JobResult:
     """How the driver left the job, and per study its winner (none if none ran ok, or the job
@@ -143,9 +159,11 @@ class Driver:
         self._cancelled = cancelled
         self._studies: list[_Running] = []
         self._retries: dict[str, list[tuple[TrialRequest, _Ticket]]] = {}
+        self._vendor: dict[str, list[tuple[TrialRequest, _VendorTicket]]] = {}
         self._rr: dict[str, int] = {}
         self._passes = 0
         self._ledger: Ledger | None = None
+        self._job: OpenJob | None = None
         self._kernel_name = ""
         self._sharing = False  # the sampler takes the siblings' trials
 
@@ -194,7 +212,34 @@ class Driver:
                 )
             self._studies.append(running)
             self.reporter.add(rows.plan.label, spec.trials, min(study.counted, spec.trials))
+        self._job = job
+        self._queue_vendor_paths(job)
         return job
+
+    def _queue_vendor_paths(self, job: OpenJob) -> None:
+        """Queue each study's vendor paths that the database cannot answer (see the module
+        docstring)."""
+        named: list[tuple[StudyRows, tuple[str, ...]]] = []
+        for r in self._studies:
+            try:
+                names: tuple[str, ...] = tuple(job.kernel.vendor_paths(r.plan.problem))
+            except Exception as exc:
+                self._vendor_failed(r, None, f"{type(exc).__name__}: {exc}")
+                names = ()
+            named.append((r.rows, names))
+        todo = self._ledger_of_job().vendor_todo(job, named) if named else []
+        for r, missing in zip(self._studies, todo, strict=True):
+            for name in missing:
+                request = TrialRequest(job.spec.kernel, dict(r.plan.problem), {}, vendor=name)
+                self._vendor.setdefault(r.plan.class_key, []).append((request, _VendorTicket(r)))
+
+    def _vendor_failed(self, r: _Running, name: str | None, why: str) -> None:
+        what = "its vendor paths" if name is None else f"vendor path {name!r}"
+        first = why.splitlines()[0] if why else "no reason given"
+        self.reporter.note(
+            f"{r.plan.label}: kernel {self._kernel_name!r}: {what} failed: {first}; "
+            "the study goes on without it"
+        )
 
     def _ledger_of_job(self) -> Ledger:
         if self._ledger is None:
@@ -268,7 +313,11 @@ class Driver:
                 stopping = early is not None or now >= deadline
             cut = not stopping and self._dispatch()
             if self.pool.in_flight == 0 and (
-                stopping or all(r.study.finished() for r in self._studies)
+                stopping
+                or (
+                    all(r.study.finished() for r in self._studies)
+                    and not any(self._vendor.values())
+                )
             ):
                 return early
             # A pass cut short left free slots: collect what is ready and go on proposing.
@@ -287,15 +336,21 @@ class Driver:
         for class_key, studies in order[first:] + order[:first]:
             if time.monotonic() >= deadline:
                 return True
-            if not self.pool.workers(class_key) and not all(r.study.finished() for r in studies):
+            if not self.pool.workers(class_key) and not (
+                all(r.study.finished() for r in studies) and not self._vendor.get(class_key)
+            ):
                 raise NoWorkersError(
                     f"every worker of class {class_key!r} was lost; classes left: "
                     f"{', '.join(sorted(self.pool.classes())) or 'none'}"
                 )
             retries = self._retries.setdefault(class_key, [])
+            vendor = self._vendor.setdefault(class_key, [])
             while self.pool.free_slots(class_key) > 0:
                 if time.monotonic() >= deadline:
                     return True
+                if vendor:
+                    self.pool.submit(class_key, *vendor.pop(0))
+                    continue
                 if retries:
                     self.pool.submit(class_key, *retries.pop(0))
                     continue
@@ -327,8 +382,13 @@ class Driver:
     def _handle(self, batch: list[Done]) -> None:
         """Record what one ``wait`` drained in one transaction, then tell, retry or drop each."""
         ledger = self._ledger_of_job()
+        vendor = [done for done in batch if isinstance(done.tag, _VendorTicket)]
+        if vendor:
+            self._handle_vendor(vendor)
         results: list[Result] = []
         for done in batch:
+            if isinstance(done.tag, _VendorTicket):
+                continue
             ticket = cast(_Ticket, done.tag)
             r, key = ticket.running, ticket.key
             retryable = not done.lost and done.measurement.outcome.value in _RETRYABLE
@@ -338,6 +398,28 @@ class Driver:
             results.append(Result(r.rows, done, provisional, key))
         for result, answer in zip(results, ledger.record(results), strict=True):
             self._settle(result, answer)
+
+    def _handle_vendor(self, batch: list[Done]) -> None:
+        """Record vendor-path measurements (a lost one is dispatched again, ``MAX_ATTEMPTS``
+        times in all); report each that did not end ``ok``."""
+        job = self._job
+        if job is None:
+            raise JobStateError("the driver has no job loaded")
+        recorded: list[tuple[_Running, Done]] = []
+        for done in batch:
+            ticket = cast(_VendorTicket, done.tag)
+            r = ticket.running
+            if done.lost and ticket.attempt + 1 < MAX_ATTEMPTS:
+                again = _VendorTicket(r, ticket.attempt + 1)
+                self._vendor.setdefault(r.plan.class_key, []).append((done.request, again))
+                continue
+            recorded.append((r, done))
+        self._ledger_of_job().record_vendor(job, [(r.rows, done) for r, done in recorded])
+        for r, done in recorded:
+            m = done.measurement
+            if m.outcome is not Outcome.OK:
+                why = f"{m.outcome.value}: {m.error}" if m.error else m.outcome.value
+                self._vendor_failed(r, done.request.vendor, why)
 
     def _settle(self, result: Result, answer: Answer) -> None:
         """What a recorded trial means for its study (see the module docstring)."""

@@ -1,6 +1,7 @@
 """The ledger: every database call one job makes, and the only writer of its rows.
 
-The results one ``Pool.wait`` drained are committed in one transaction (:meth:`Ledger.record`)
+The results one ``Pool.wait`` drained are committed in one transaction (:meth:`Ledger.record`,
+the studies' vendor-path measurements by :meth:`Ledger.record_vendor`)
 before the driver dispatches again, so a driver killed at any point loses at most the trials in
 flight and those it had not yet committed, none of whose slots it had reused. Every call runs in
 :meth:`db.Database.run_with_retry`: a transient database error (a connection reset, a writer
@@ -427,13 +428,115 @@ class Ledger:
         a driver's poll is one transaction, not two."""
         return self.database.run_with_retry(lambda s: repository.cancel_requested(s, self.job_id))
 
+    def vendor_todo(
+        self, job: OpenJob, studies: Sequence[tuple[StudyRows, Sequence[str]]]
+    ) -> list[list[str]]:
+        """Per study, those of its vendor paths to measure: each that has neither an ``ok``
+        measurement on the study's key in the environment of its class's worker (answered
+        from the database) nor a measurement by this study (a resumed job measures nothing
+        twice)."""
+
+        envs = [self._env_id(rows.plan.info, rows.class_id) for rows, _ in studies]
+
+        def read(s: Session) -> list[list[str]]:
+            out = []
+            for (rows, names), env in zip(studies, envs, strict=True):
+                known = set(self._vendor_times(s, job, rows, env))
+                known |= {v.vendor for v in repository.vendor_trials_for_study(s, rows.study_id)}
+                out.append([name for name in names if name not in known])
+            return out
+
+        return self.database.run_with_retry(read, readonly=True)
+
+    def vendor_times(self, job: OpenJob, rows: StudyRows) -> dict[str, float]:
+        """The study's vendor paths measured ``ok`` on its key in its class's environment:
+        name -> median ms."""
+        env = self._env_id(rows.plan.info, rows.class_id)
+        return self.database.run_with_retry(
+            lambda s: self._vendor_times(s, job, rows, env), readonly=True
+        )
+
+    def _vendor_times(
+        self, s: Session, job: OpenJob, rows: StudyRows, env: int
+    ) -> dict[str, float]:
+        found = repository.measured_vendor(
+            s, job.kernel.name, rows.plan.problem_key, rows.class_id, env, self._objective
+        )
+        return {name: v.median_ms for name, v in found.items() if v.median_ms}
+
+    def record_vendor(self, job: OpenJob, results: Sequence[tuple[StudyRows, Done]]) -> None:
+        """Commit measurements of vendor paths (``Done.request.vendor``) in one transaction."""
+
+        envs = [self._env_id(done.worker, rows.class_id) for rows, done in results]
+
+        def write(s: Session) -> None:
+            fields: list[repository.VendorTrialFields] = []
+            for (rows, done), env in zip(results, envs, strict=True):
+                m = done.measurement
+                fields.append(
+                    {
+                        "job_id": self.job_id,
+                        "study_id": rows.study_id,
+                        "kernel_name": job.kernel.name,
+                        "problem_key": rows.plan.problem_key,
+                        "device_class_id": rows.class_id,
+                        "environment_id": env,
+                        "objective": self._objective,
+                        "vendor": done.request.vendor or "",
+                        "outcome": m.outcome.value,
+                        "samples_ms": list(m.samples_ms) or None,
+                        "median_ms": m.median_ms,
+                        "iqr_ms": m.iqr_ms,
+                        "max_rel_error": _finite(m.max_rel_error),
+                        "error": m.error,
+                        "worker": m.worker,
+                        "host": m.host,
+                    }
+                )
+            repository.record_vendor_trials(s, fields)
+
+        if results:
+            self.database.run_with_retry(write)
+
+    def incumbent(self, job: OpenJob, rows: StudyRows) -> repository.BestRecord | None:
+        """The stored best of the study's key, if any."""
+        plan = rows.plan
+
+        def read(s: Session) -> list[repository.BestRecord]:
+            return repository.get_best(
+                s,
+                job.kernel.name,
+                plan.problem_key,
+                plan.class_key,
+                job.version,
+                triton_minor(plan.info.fingerprint.triton),
+                self._objective,
+            )
+
+        found = self.database.run_with_retry(read, readonly=True)
+        return found[0] if found else None
+
     def promote(
-        self, job: OpenJob, rows: StudyRows, config: Config, time_ms: float, row: int
+        self,
+        job: OpenJob,
+        rows: StudyRows,
+        config: Config,
+        time_ms: float,
+        row: int | None,
+        decision: repository.BestDecision | None = None,
+        producer: repository.BestRecord | None = None,
     ) -> bool:
-        """Upsert ``config`` as the best of the study's key if faster than the stored best."""
+        """Upsert ``config`` as the best of the study's key if faster than the stored best, or
+        as ``decision`` decided over it (see :func:`db.repository.upsert_best`); as this job's
+        result, or kept as ``producer``'s (the incumbent that held: its trial, job and
+        environment stay)."""
         info = rows.plan.info
 
         def write(s: Session) -> bool:
+            if producer is not None:
+                made = (producer.trial_id, producer.job_id, producer.environment_id)
+            else:
+                made = (row, self.job_id, self._environment(s, info, rows.class_id))
             return repository.upsert_best(
                 s,
                 job.kernel.name,
@@ -443,10 +546,9 @@ class Ledger:
                 triton_minor(info.fingerprint.triton),
                 config,
                 time_ms,
-                row,
-                self.job_id,
-                self._environment(s, info, rows.class_id),
+                *made,
                 self._objective,
+                decision=decision,
             )
 
         return self.database.run_with_retry(write)
@@ -468,6 +570,16 @@ class Ledger:
         self.database.run_with_retry(write)
 
     # ----- ids
+    def _env_id(self, info: WorkerInfo, class_id: int) -> int:
+        """The environment row of ``info``'s worker, written in a transaction of its own if
+        new, and cached."""
+        key = _env_key(info, class_id)
+        env = self._envs.get(key)
+        if env is None:
+            env = self.database.run_with_retry(lambda s: repository.ensure_environment(s, *key))
+            self._envs[key] = env
+        return env
+
     def _environment(self, s: Session, info: WorkerInfo, class_id: int) -> int:
         """The environment row of ``info``'s worker (cached by :meth:`record` once committed)."""
         key = _env_key(info, class_id)

@@ -16,8 +16,25 @@ from workers.device import Fingerprint
 from workers.measurement import Measurement
 from workers.trial import TrialRequest
 
-#: One re-timing job: (device class, kernel, problem, configs).
-RetimeJob = tuple[str, str, dict[str, Any], list[Config]]
+
+@dataclass(frozen=True)
+class VendorPath:
+    """A re-timing candidate that is the kernel spec's vendor path ``name``, not a config."""
+
+    name: str
+
+
+#: What a re-timing times: a config, or a vendor path.
+Candidate = Config | VendorPath
+#: One re-timing job: (device class, kernel, problem, candidates).
+RetimeJob = tuple[str, str, dict[str, Any], list[Candidate]]
+
+
+def retime_request(kernel: str, problem: dict[str, Any], candidate: Candidate) -> TrialRequest:
+    """The trial request that times ``candidate`` of ``kernel`` on ``problem``."""
+    if isinstance(candidate, VendorPath):
+        return TrialRequest(kernel, dict(problem), {}, vendor=candidate.name)
+    return TrialRequest(kernel, dict(problem), dict(candidate))
 
 
 @dataclass(frozen=True)
@@ -91,8 +108,8 @@ class Pool(Protocol):
     def retime(
         self, jobs: Sequence[RetimeJob], rounds: int, timeout_s: float = 600.0
     ) -> list[list[list[float]] | None]:
-        """Per job, each config's medians (one per round that ended ``ok``), timed again in a
-        fresh process, a job's configs interleaved; None when the job had no configs or its
+        """Per job, each candidate's medians (one per round that ended ``ok``), timed again in a
+        fresh process, a job's candidates interleaved (:func:`retime_request`); None when the job had no configs or its
         worker was lost or took longer than ``timeout_s``."""
         ...
 

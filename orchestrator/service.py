@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
     from db import Database
-    from db.repository import JobRecord, StudyRecord
+    from db.repository import BestRecord, JobRecord, StudyRecord
     from orchestrator.dispatch import PoolOptions, WorkerPool
     from orchestrator.driver import JobResult
     from orchestrator.lease import LeaseKeeper
@@ -147,7 +147,9 @@ class JobView(View):
 
 @dataclasses.dataclass(frozen=True)
 class StudyProgress(View):
-    """One study of a job: ``done`` of ``budget`` trials, trials by outcome, the best so far."""
+    """One study of a job: ``done`` of ``budget`` trials, trials by outcome, the best so far;
+    once its key is decided, which backend holds it and the speedups of its best row over the
+    default config and the vendor path (times of one re-timing; None: not measured)."""
 
     id: int
     label: str
@@ -161,6 +163,10 @@ class StudyProgress(View):
     reused: int
     best_ms: float | None
     best_config: dict[str, Any] | None
+    backend: str | None = None
+    vendor: str | None = None
+    speedup_vs_default: float | None = None
+    speedup_vs_vendor: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +255,22 @@ class BestView(View):
     #: The last ``tunefleet revalidate`` of it (state, at, ms, ratio); None: never, or tuned since.
     revalidation: dict[str, Any] | None = None
     cancelled_job: bool = False
+    #: Which backend holds the key (``triton``: ``config``; ``vendor``: the path ``vendor``,
+    #: ``time_ms`` its time), the vendor path's and the default config's times in the re-timing
+    #: that decided it, and its relative noise floor (None: not measured).
+    backend: str = "triton"
+    vendor: str | None = None
+    vendor_ms: float | None = None
+    default_ms: float | None = None
+    noise: float | None = None
+
+    @property
+    def speedup_vs_default(self) -> float | None:
+        return self.default_ms / self.time_ms if self.default_ms else None
+
+    @property
+    def speedup_vs_vendor(self) -> float | None:
+        return self.vendor_ms / self.time_ms if self.vendor_ms else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -747,9 +769,17 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
         studies = repository.studies_for_job(s, job_id)
         counts = _study_counts(s, [job_id]).get(job_id, {})
         budget = _budget(job)
+        decided: dict[tuple[str, str], repository.BestRecord] = {}
+        for b in repository.get_best(
+            s, job.kernel_name, kernel_version=job.kernel_version, objective=job.objective
+        ):
+            key = (b.problem_key, b.device_class_key)
+            if key not in decided or b.job_id == job_id:
+                decided[key] = b
         progress = []
         for study in studies:
             c = counts.get(study.id, _Counts())
+            best = decided.get((study.problem_key, study.device_class.key))
             best_config = None
             if c.best_ms is not None:
                 best_config = s.scalar(
@@ -775,9 +805,18 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
                     reused=c.reused,
                     best_ms=c.best_ms,
                     best_config=dict(best_config) if best_config is not None else None,
+                    backend=best.backend.value if best else None,
+                    vendor=best.vendor if best else None,
+                    speedup_vs_default=_ratio(best.default_ms, best) if best else None,
+                    speedup_vs_vendor=_ratio(best.vendor_ms, best) if best else None,
                 )
             )
     return JobDetail(_job_view(job, counts), tuple(progress))
+
+
+def _ratio(base: float | None, best: BestRecord) -> float | None:
+    """``base`` over the best row's time (None without ``base``)."""
+    return base / best.time_ms if base else None
 
 
 def _kernel(name: str) -> KernelSpec:
@@ -842,6 +881,11 @@ def best_configs(
                 updated_at=_aware(r.updated_at),
                 revalidation=revalidation_mark(r),
                 cancelled_job=r.job_id in cancelled,
+                backend=r.backend.value,
+                vendor=r.vendor,
+                vendor_ms=r.vendor_ms,
+                default_ms=r.default_ms,
+                noise=r.noise,
             )
         )
     return out

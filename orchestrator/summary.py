@@ -4,9 +4,11 @@ Per study (problem, device class): the best config for the key (the promoted row
 one this job wrote), its time, TFLOP/s and GB/s, % of the device's roofline when the class's peak
 numbers are known (never for ``cpu``), and trials by outcome, measured and reused. Given the
 job's winners (orchestrator.promotion), also this job's winner and its speedups over the default
-config and the study's median config, all three timed side by side in the one final re-timing;
-never a re-timed time over an earlier trial's (a study not re-timed, as in a cancelled job, has no
-speedups; one whose only config was the default has 1.00x, one measurement on both sides).
+config, the study's median config and the vendor path, all timed side by side in the one final
+re-timing; never a re-timed time over an earlier trial's (a study not re-timed, as in a cancelled
+job, has no speedups; one whose only config was the default has 1.00x, one measurement on both
+sides). ``backend`` says which backend holds the key (``triton`` or ``vendor``), with the vendor
+path's name and its time from the best row.
 """
 
 from __future__ import annotations
@@ -58,9 +60,17 @@ def collect(
             best_cfg: dict[str, Any] | None = None
             best_ms: float | None = None
             best_job: int | None = None
+            decided: dict[str, Any] = {}
             if bests:
                 chosen = min(bests, key=lambda b: (b.job_id != job_id, b.time_ms))
                 best_cfg, best_ms, best_job = chosen.config, chosen.time_ms, chosen.job_id
+                decided = {
+                    "backend": chosen.backend.value,
+                    "vendor": chosen.vendor,
+                    "triton_ms": chosen.triton_ms,
+                    "vendor_ms": chosen.vendor_ms,
+                    "noise": chosen.noise,
+                }
             elif ok:
                 fastest = min(ok.values(), key=lambda t: t.median_ms or 0.0)
                 best_cfg, best_ms, best_job = fastest.config, fastest.median_ms, job_id
@@ -70,7 +80,8 @@ def collect(
                 "device_class": cls.key,
                 "best": None
                 if best_cfg is None
-                else {"config": best_cfg, "time_ms": best_ms, "job": best_job},
+                else {"config": best_cfg, "time_ms": best_ms, "job": best_job, **decided},
+                "backend": decided.get("backend", "triton") if best_cfg is not None else None,
                 "trials": repository.outcome_counts(s, study.id),
                 "measured": sum(
                     1 for t in trials if not t.reused and t.outcome is not TrialOutcome.INFRA
@@ -84,6 +95,7 @@ def collect(
             # Speedups compare like with like: times of one re-timing, never a trial's.
             entry["speedup_vs_default"] = winner.speedup_vs_default if winner else None
             entry["speedup_vs_median"] = winner.speedup_vs_median if winner else None
+            entry["speedup_vs_vendor"] = winner.speedup_vs_vendor if winner else None
             if best_ms:
                 r = rates(kernel, problem, best_ms, cls.name)
                 entry.update(tflops=r.tflops, gbs=r.gbs, roofline_pct=r.roofline_pct)
@@ -108,7 +120,29 @@ def _retimed(winner: Winner) -> dict[str, Any]:
         "promoted": winner.promoted,
         "default_ms": winner.default_ms,
         "median_ms": winner.median_ms,
+        "backend": winner.backend.value,
+        "vendor": winner.vendor,
+        "vendor_ms": winner.vendor_ms,
+        "noise": winner.noise,
+        "held": winner.held,
     }
+
+
+def _backend(best: dict[str, Any]) -> str:
+    """``triton`` or ``vendor (name)``."""
+    backend = str(best.get("backend") or "triton")
+    return (
+        f"{backend} ({best['vendor']})" if backend == "vendor" and best.get("vendor") else backend
+    )
+
+
+def _vendor(retimed: dict[str, Any]) -> str:
+    ms = retimed.get("vendor_ms")
+    return "-" if ms is None else f"{ms:.4g} ms ({retimed.get('vendor')})"
+
+
+def _pct(fraction: float | None) -> float | None:
+    return None if fraction is None else 100 * fraction
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -133,21 +167,27 @@ def render(summary: dict[str, Any], console: Console) -> None:
         if retimed and not retimed["retimed"]:
             winner = ("winner", _fmt(retimed["time_ms"], ".4g", " ms (its trial, not re-timed)"))
         rows = [
+            ("backend", _backend(best) if best else "-"),
             ("best config", config or "-"),
             ("time", _fmt(best.get("time_ms"), ".4g", " ms")),
             ("TFLOP/s", _fmt(st.get("tflops"), ".3g")),
             ("GB/s", _fmt(st.get("gbs"), ".3g")),
             ("% of roofline", _fmt(st.get("roofline_pct"), ".0f", "%")),
         ]
-        if retimed and not retimed["promoted"]:
+        if retimed.get("held"):
+            rows.append(("this job's winner", "the stored best holds (inside the noise floor)"))
+        elif retimed and not retimed["promoted"]:
             mine = ", ".join(f"{k}={v}" for k, v in retimed["config"].items())
             rows.append(("this job's winner", f"{mine} (not faster than the stored best)"))
         rows += [
             winner,
             ("default, same timing", _fmt(retimed.get("default_ms"), ".4g", " ms")),
             ("median config, same timing", _fmt(retimed.get("median_ms"), ".4g", " ms")),
+            ("vendor path, same timing", _vendor(retimed)),
+            ("noise floor", _fmt(_pct(retimed.get("noise")), ".2g", "%")),
             ("vs default config", _fmt(st.get("speedup_vs_default"), ".2f", "x")),
             ("vs median config", _fmt(st.get("speedup_vs_median"), ".2f", "x")),
+            ("vs vendor", _fmt(st.get("speedup_vs_vendor"), ".2f", "x")),
             ("trials", f"{counts or 'none'} (measured {st['measured']}, reused {st['reused']})"),
         ]
         for name, value in rows:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.jobs import SourceKind
-from orchestrator.pool import WorkerInfo
+from orchestrator.pool import Candidate, WorkerInfo, retime_request
 from search_spaces.problem import problem_key
-from search_spaces.space import Config, config_key
+from search_spaces.space import config_key
 from workers.device import Fingerprint
 from workers.measurement import Measurement, Outcome
 from workers.trial import TrialRequest
@@ -134,33 +134,35 @@ class TrialWorker:
         return self._info
 
     def run(self, request: TrialRequest) -> Measurement:
-        """Measure one trial; the result names this worker."""
-        self._log.append(
-            f"{request.kernel}|{problem_key(request.problem)}|{config_key(request.config)}"
-        )
+        """Measure one trial (a config, or a vendor path: not in ``call_log``); the result names
+        this worker."""
+        if request.vendor is None:
+            self._log.append(
+                f"{request.kernel}|{problem_key(request.problem)}|{config_key(request.config)}"
+            )
         m: Measurement = self._runner.run(request)
         m.worker, m.host = self._info.worker, self._info.host
         return m
 
     def retime(
-        self, jobs: Sequence[tuple[str, dict[str, Any], list[Config]]], rounds: int
+        self, jobs: Sequence[tuple[str, dict[str, Any], list[Candidate]]], rounds: int
     ) -> list[list[list[float]]]:
-        """Time each (kernel, problem, configs) job again in one fresh runner, one job after
-        another, a job's configs interleaved (A B C A B C ...). The runner has no compile pool, as
+        """Time each (kernel, problem, candidates) job again in one fresh runner, one job after
+        another, a job's candidates (configs and vendor paths) interleaved (A B C A B C ...). The runner has no compile pool, as
         the trials that chose the configs compiled them into this node's cache.
 
         One call per actor: its GPU measures one config at a time (concurrent calls would time
         in several processes at once and slow each other down).
-        Returns, per job, each config's medians, one per round that ended ``ok``.
+        Returns, per job, each candidate's medians, one per round that ended ``ok``.
         """
         runner = self._new_runner(compile_ahead=False)
         out: list[list[list[float]]] = []
         try:
-            for kernel, problem, configs in jobs:
-                medians: list[list[float]] = [[] for _ in configs]
+            for kernel, problem, candidates in jobs:
+                medians: list[list[float]] = [[] for _ in candidates]
                 for _ in range(rounds):
-                    for i, config in enumerate(configs):
-                        m = runner.run(TrialRequest(kernel, dict(problem), dict(config)))
+                    for i, candidate in enumerate(candidates):
+                        m = runner.run(retime_request(kernel, problem, candidate))
                         if m.outcome is Outcome.OK and m.median_ms is not None:
                             medians[i].append(m.median_ms)
                 out.append(medians)
@@ -169,8 +171,8 @@ class TrialWorker:
         return out
 
     def call_log(self) -> list[str]:
-        """``kernel|problem key|config key`` of the trials this actor was asked to run (the last
-        CALL_LOG_LENGTH)."""
+        """``kernel|problem key|config key`` of the config trials this actor was asked to run
+        (the last CALL_LOG_LENGTH)."""
         return list(self._log)
 
     def close(self) -> None:

@@ -6,7 +6,8 @@ stores the binary in Triton's disk cache without launching), and calls the launc
 process then finds every kernel in the shared disk cache and only loads it. The pool never decides
 an outcome: a config whose compile fails, hangs or crashes a pool process is left to the trial
 process, which classifies it as usual. What is measured does not change, only when compiling
-happens.
+happens. A vendor path (``TrialRequest.vendor``) has nothing of ours to compile: the runner
+never submits one.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ Format (JSON, optionally gzip-compressed when the name ends in ``.gz``)::
      "problem": {"M": 4096, ...}, "device": {fingerprint fields, at least "name"},
      "results": [{"config": {...}, "outcome": "ok" | "invalid" | ..., "time_ms": float | null}]}
 
-``time_ms`` is set exactly when ``outcome`` is ``ok``. Reading never imports torch or triton.
+``time_ms`` is set exactly when ``outcome`` is ``ok``. An optional ``"vendor"`` list holds the
+spec's vendor paths timed on the same device, ``[{"name": "torch.matmul", "outcome": "ok",
+"time_ms": float | null}]`` (read into :attr:`Landscape.vendor`). Reading never imports torch or
+triton.
 
 :func:`read_landscape` also reads Kernel Tuner's T4 results JSON (``schema_version`` and
 ``results``, see :func:`landscape_from_t4`), as ``tunefleet record --format t4`` writes it.
@@ -53,6 +56,8 @@ class Landscape:
     problem: dict[str, Any]
     device: dict[str, Any]
     results: list[LandscapeResult] = field(default_factory=list)
+    #: Vendor path name -> its recorded result (``config`` empty).
+    vendor: dict[str, LandscapeResult] = field(default_factory=dict)
 
     @property
     def device_name(self) -> str:
@@ -82,6 +87,16 @@ class Landscape:
                 {"config": dict(r.config), "outcome": r.outcome.value, "time_ms": r.time_ms}
                 for r in self.results
             ],
+            **(
+                {
+                    "vendor": [
+                        {"name": name, "outcome": r.outcome.value, "time_ms": r.time_ms}
+                        for name, r in self.vendor.items()
+                    ]
+                }
+                if self.vendor
+                else {}
+            ),
         }
 
 
@@ -116,7 +131,22 @@ def landscape_from_dict(data: object, where: str = "landscape") -> Landscape:
     for name, kind in _HEAD_FIELDS:
         if not isinstance(data.get(name), kind):
             raise LandscapeError(f"{where}: field {name!r} is missing or has the wrong type")
-    return _landscape(data, data.get("results"), _result, where)
+    landscape = _landscape(data, data.get("results"), _result, where)
+    landscape.vendor = _vendor(data.get("vendor", []), where)
+    return landscape
+
+
+def _vendor(raw: object, where: str) -> dict[str, LandscapeResult]:
+    """The optional ``vendor`` list: name -> recorded result."""
+    if not isinstance(raw, list):
+        raise LandscapeError(f"{where}: field 'vendor' must be a list")
+    out: dict[str, LandscapeResult] = {}
+    for i, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise LandscapeError(f"{where}: vendor[{i}] needs a 'name' string")
+        out[name] = _result({**item, "config": {}}, f"{where}: vendor[{i}]")
+    return out
 
 
 _HEAD_FIELDS: tuple[tuple[str, type], ...] = (

@@ -4,7 +4,8 @@
 ``close()``). It returns each config's recorded outcome and time, optionally with seeded
 multiplicative noise; a config absent from the landscape is ``invalid``. A parameter that the
 kernel's space gained after the recording is answered for its default value only (the recording
-ran with the default). Its device class is ``replay:<recorded device name>`` so a replayed time is
+ran with the default). A vendor path (``TrialRequest.vendor``) is answered from the landscape's
+vendor times, else ``invalid`` ("no vendor time recorded in the landscape"). Its device class is ``replay:<recorded device name>`` so a replayed time is
 never stored as a real measurement.
 """
 
@@ -47,6 +48,9 @@ class TrialLike(Protocol):
 
     @property
     def config(self) -> Mapping[str, Any]: ...
+
+    @property
+    def vendor(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -123,9 +127,11 @@ class ReplayRunner:
         self.device_class: DeviceClass = self.fingerprint.device_class
         self._table: dict[tuple[str, str], dict[str, LandscapeResult]] = {}
         self._names: dict[tuple[str, str], set[str]] = {}
+        self._vendor: dict[tuple[str, str], dict[str, LandscapeResult]] = {}
         for ls in self.landscapes:
             key = (ls.kernel, ls.problem_key)
             self._table.setdefault(key, {}).update(ls.by_config())
+            self._vendor.setdefault(key, {}).update(ls.vendor)
             self._names.setdefault(key, set()).update(n for r in ls.results for n in r.config)
         self._defaults: dict[str, Config | None] = {}
         # (kernel, problem items, config items) of a request the landscapes answer -> its
@@ -182,6 +188,8 @@ class ReplayRunner:
         started = time.perf_counter()
         if self.options.delay_s:
             time.sleep(self.options.delay_s)
+        if request.vendor is not None:
+            return self._run_vendor(request, request.vendor, started)
         memo = (request.kernel, *request.problem.items(), None, *request.config.items())
         found: _Resolved | None
         try:
@@ -197,14 +205,24 @@ class ReplayRunner:
         self.calls.append((request.kernel, pkey, ckey))
         if recorded is None:
             return Measurement(Outcome.INVALID, error=invalid)
+        return self._measured(recorded, f"{request.kernel}|{pkey}|{ckey}", started)
+
+    def _run_vendor(self, request: TrialLike, name: str, started: float) -> Measurement:
+        """The landscape's recorded time of the vendor path ``name`` (not counted in
+        ``calls``: those are configs)."""
+        pkey = problem_key(request.problem)
+        recorded = self._vendor.get((request.kernel, pkey), {}).get(name)
+        if recorded is None:
+            return Measurement(Outcome.INVALID, error="no vendor time recorded in the landscape")
+        return self._measured(recorded, f"{request.kernel}|{pkey}|vendor={name}", started)
+
+    def _measured(self, recorded: LandscapeResult, what: str, started: float) -> Measurement:
+        """``recorded`` as a measurement, with seeded noise per (seed, stream, ``what``, call
+        number): repeatable runs, fresh noise per call and per stream."""
         if recorded.outcome is not Outcome.OK or recorded.time_ms is None:
             return Measurement(recorded.outcome, error="recorded outcome (replay)")
-        # Seeded per (seed, stream, key, config, call number): repeatable runs, fresh noise per
-        # call and per stream.
         stream = f"{self.options.stream}|" if self.options.stream else ""
-        rng = random.Random(
-            f"{self.options.seed}|{stream}{request.kernel}|{pkey}|{ckey}|{len(self.calls)}"
-        )
+        rng = random.Random(f"{self.options.seed}|{stream}{what}|{len(self.calls)}")
         samples = [
             recorded.time_ms * max(0.01, 1.0 + rng.gauss(0.0, self.options.noise))
             if self.options.noise

@@ -123,7 +123,8 @@ class TrialRunner:
     what happened, and the next ``run`` works. It raises RegistryError / ProblemError (from
     search_spaces) for an unknown kernel or a bad problem. A config that breaks the space's rules
     on this device, or a problem whose inputs and outputs exceed its memory, returns INVALID
-    without reaching the child. Thread-safe: concurrent ``run``
+    without reaching the child. A request for a vendor path (``TrialRequest.vendor``) has no
+    config to check: only the memory check applies, and it skips the compile pool. Thread-safe: concurrent ``run``
     calls compile ahead in the compile pool (when ``compile_workers`` > 0) and take turns on the
     device, so what is measured never overlaps.
     """
@@ -187,9 +188,13 @@ class TrialRunner:
         """
         spec = self._spec(request.kernel)
         problem: Problem = spec.validate_problem(request.problem)
-        job = TrialRequest(request.kernel, problem, dict(request.config))
-        violation = spec.space.violation(request.config, self.limits)
-        error = str(violation) if violation is not None else self._too_big(spec, problem)
+        if request.vendor is not None:
+            job = TrialRequest(request.kernel, problem, {}, request.vendor)
+            error = self._too_big(spec, problem)
+        else:
+            job = TrialRequest(request.kernel, problem, dict(request.config))
+            violation = spec.space.violation(request.config, self.limits)
+            error = str(violation) if violation is not None else self._too_big(spec, problem)
         if error is None:
             return job, None
         return job, self._stamp(Measurement(Outcome.INVALID, error=error), os.getpid())
@@ -210,7 +215,7 @@ class TrialRunner:
         """Start compiling ``request`` in the compile pool (no-op without one or when invalid),
         and the trial process if none runs."""
         self.start()
-        if self._pool is None:
+        if self._pool is None or request.vendor is not None:
             return
         job, invalid = self.check(request)
         if invalid is None:
@@ -221,7 +226,7 @@ class TrialRunner:
         job, invalid = self.check(request)
         if invalid is not None:
             return invalid
-        if self._pool is not None:
+        if self._pool is not None and job.vendor is None:
             self._pool.submit(job.kernel, job.problem, job.config)
             self._pool.wait(job.kernel, job.problem, job.config)
         with self._device_lock:

@@ -1,4 +1,5 @@
-"""The trial process: loads a spec, compiles, checks and times one config per request.
+"""The trial process: loads a spec, compiles, checks and times one config (or one of the spec's
+vendor paths) per request.
 
 ``child_main`` is the entry point of the process TrialRunner spawns. Messages to the parent:
 ``Ready`` once torch/triton are loaded, then per job ``PhaseMsg(COMPILING)``,
@@ -106,11 +107,20 @@ class Result:
 class _InputSet:
     """Random inputs of one problem and, once computed before its first launch, their reference
     output; a kept
-    set also holds copies of its tensors other than ``out`` to tell whether a kernel wrote them."""
+    set also holds copies of its tensors other than ``out`` to tell whether a kernel wrote them,
+    and ``out`` as built (a vendor launcher may rebind ``inputs["out"]`` to its own result)."""
 
     inputs: Inputs
     reference: Any | None = None
     pristine: dict[str, Any] = field(default_factory=dict)
+    out: Any = None
+
+    def __post_init__(self) -> None:
+        self.out = self.inputs.get("out")
+
+    def restore_out(self) -> None:
+        """Put the ``out`` tensor built with the set back in place of a rebound one."""
+        self.inputs["out"] = self.out
 
     def keep(self) -> None:
         self.pristine = {
@@ -226,6 +236,13 @@ def _input_sets(
     return sets
 
 
+def _restore_outs(state: _State) -> None:
+    """The kept sets' ``out`` tensors as built, whatever a vendor launcher rebound."""
+    if state.sets is not None:
+        for kept in state.sets[1:]:
+            kept.restore_out()
+
+
 def _drop_written_sets(state: _State) -> bool:
     """Forget the kept sets when a launch wrote into their inputs (or they cannot be compared);
     True if it did."""
@@ -240,13 +257,22 @@ def _drop_written_sets(state: _State) -> bool:
     return written
 
 
-def _launch_on(spec: KernelSpec, chosen: _InputSet, config: Config, backend: Backend) -> Any:
-    """Fill the set's output with NaN (so unwritten elements fail the check), launch ``config``
-    once and wait; the launcher."""
+def _make(spec: KernelSpec, inputs: Inputs, job: TrialRequest) -> Any:
+    """The launcher of ``job`` on ``inputs``: its vendor path's when it names one, else its
+    config's."""
+    if job.vendor is not None:
+        return spec.make_vendor_launcher(inputs, job.vendor)
+    return spec.make_launcher(inputs, job.config)
+
+
+def _launch_on(spec: KernelSpec, chosen: _InputSet, job: TrialRequest, backend: Backend) -> Any:
+    """Fill the set's output with NaN (so unwritten elements fail the check), launch ``job``
+    once and wait; the launcher. The check reads ``inputs["out"]`` again afterwards: a vendor
+    launcher may rebind it to its result."""
     out = chosen.inputs["out"]
     if out.is_floating_point():
         out.fill_(float("nan"))
-    launcher = spec.make_launcher(chosen.inputs, config)
+    launcher = _make(spec, chosen.inputs, job)
     launcher()
     synchronize(backend)
     return launcher
@@ -255,9 +281,9 @@ def _launch_on(spec: KernelSpec, chosen: _InputSet, config: Config, backend: Bac
 def _more_launchers(
     spec: KernelSpec, job: TrialRequest, timed: _InputSet, device: str
 ) -> list[Any]:
-    """Launchers of ``job``'s config on fresh input sets, one fewer than ``graph_sets`` asks for."""
+    """Launchers of ``job`` on fresh input sets, one fewer than ``graph_sets`` asks for."""
     return [
-        spec.make_launcher(_fresh(spec, job.problem, device).inputs, job.config)
+        _make(spec, _fresh(spec, job.problem, device).inputs, job)
         for _ in range(graph_sets(_nbytes(timed.inputs)) - 1)
     ]
 
@@ -275,7 +301,12 @@ def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float
 
     from search_spaces.accuracy import max_rel_error
 
-    out = chosen.inputs["out"]
+    out, ref = chosen.inputs["out"], chosen.reference
+    assert ref is not None  # computed by _reference before the set's first launch
+    if tuple(out.shape) != tuple(ref.shape):
+        return math.inf, (
+            f"the output has shape {tuple(out.shape)}, the reference {tuple(ref.shape)}"
+        )
     if out.is_floating_point():
         nans = int(torch.isnan(out).sum())
         if nans:
@@ -283,7 +314,7 @@ def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float
                 f"{nans} of {out.numel()} output elements are NaN "
                 "(not written by the kernel, or NaN computed)"
             )
-    err = max_rel_error(out, chosen.reference)
+    err = max_rel_error(out, ref)
     tol = spec.tolerance(problem)
     if err > tol:
         return err, f"max_rel_error {err:.3g} exceeds the tolerance {tol:.3g}"
@@ -291,7 +322,8 @@ def _check(spec: KernelSpec, problem: Problem, chosen: _InputSet) -> tuple[float
 
 
 def run_job(conn: Connection, job: TrialRequest, state: _State) -> Result:
-    """Compile, check (on two input sets: the timed one and a second one) and time one config.
+    """Compile, check (on two input sets: the timed one and a second one) and time one config,
+    or the vendor path ``job.vendor`` the same way.
 
     The two sets and their references are kept for the next trial of the same problem (see
     CACHED_SET_BYTES), so a trial on kept sets sees exactly what fresh sets of the same values
@@ -301,12 +333,14 @@ def run_job(conn: Connection, job: TrialRequest, state: _State) -> Result:
     """
     kept = state.sets is not None and state.sets[0] == _set_key(job)
     result = _run_job(conn, job, state, reuse=True)
+    _restore_outs(state)
     if result.replace:  # the GPU context is broken: this process ends, nothing more runs in it
         return result
     written = _drop_written_sets(state)
     if kept and (written or result.measurement.outcome in (Outcome.WRONG, Outcome.INVALID)):
         state.sets = None  # also frees the kept sets' memory before an out-of-memory retry
         again = _run_job(conn, job, state, reuse=False)
+        _restore_outs(state)
         _drop_written_sets(state)
         again.measurement.compile_s = result.measurement.compile_s
         return again
@@ -328,14 +362,14 @@ def _run_job(conn: Connection, job: TrialRequest, state: _State, reuse: bool) ->
         _reference(spec, timed)
         _reference(spec, second)
         start = time.perf_counter()
-        launcher = _launch_on(spec, timed, job.config, backend)
+        launcher = _launch_on(spec, timed, job, backend)
         compile_s = time.perf_counter() - start
         phase = Phase.RUNNING
         conn.send(PhaseMsg(phase, compile_s))
         run_start = time.perf_counter()
         err, wrong = _check(spec, job.problem, timed)
         if wrong is None:
-            _launch_on(spec, second, job.config, backend)
+            _launch_on(spec, second, job, backend)
             err_second, wrong_second = _check(spec, job.problem, second)
             err = max(err, err_second)
             wrong = None if wrong_second is None else f"on other inputs: {wrong_second}"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import NoWorkersError
-from orchestrator.pool import Done, RetimeJob, WorkerInfo
+from orchestrator.pool import Done, RetimeJob, WorkerInfo, retime_request
 from search_spaces.space import Config, DeviceLimits, Space
 from workers.replay import ReplayOptions, ReplayRunner
 from workers.trial import TrialRequest
@@ -183,8 +183,8 @@ class SimPool:
                 out.append(None)
                 continue
             medians = []
-            for config in configs:
-                m = live[0].runner.run(TrialRequest(kernel, dict(problem), dict(config)))
+            for candidate in configs:
+                m = live[0].runner.run(retime_request(kernel, problem, candidate))
                 medians.append([m.median_ms] * rounds if m.median_ms is not None else [])
             out.append(medians)
         return out

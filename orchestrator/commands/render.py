@@ -144,6 +144,22 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 _pairs(st.best_config) if st.best_config else "-",
             )
         c.print(table)
+        decided = [st for st in detail.studies if st.backend]
+        if decided:
+            keys = Table()
+            keys.add_column("study", overflow="fold")
+            keys.add_column("backend")
+            keys.add_column("vs default", justify="right")
+            keys.add_column("vs vendor", justify="right")
+            for st in decided:
+                backend = f"vendor ({st.vendor})" if st.backend == "vendor" else st.backend
+                keys.add_row(
+                    st.label,
+                    backend or "-",
+                    _speedup(st.speedup_vs_default),
+                    _speedup(st.speedup_vs_vendor),
+                )
+            c.print(keys)
     elif j.status.value == "queued":
         c.print("waiting for a scheduler or `tunefleet resume` to run it")
     if j.error:
@@ -177,7 +193,18 @@ def best_row(b: BestView) -> dict[str, Any]:
         "roofline_pct": b.roofline_pct,
         "updated_at": b.updated_at.isoformat(timespec="seconds"),
         "revalidation": b.revalidation,
+        "backend": b.backend,
+        "vendor": b.vendor,
+        "vendor_ms": b.vendor_ms,
+        "default_ms": b.default_ms,
+        "noise": b.noise,
+        "speedup_vs_default": b.speedup_vs_default,
+        "speedup_vs_vendor": b.speedup_vs_vendor,
     }
+
+
+def _speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def _revalidated(mark: dict[str, Any] | None) -> str:
@@ -214,6 +241,9 @@ def show_best(
         Column("triton", essential=False),
         Column("config"),
         Column("time (ms)", justify="right"),
+        Column("backend", essential=False),
+        Column("vs default", justify="right", essential=False),
+        Column("vs vendor", justify="right", essential=False),
         Column("job", justify="right"),
         Column("team", essential=False),
         # Essential once any row was revalidated; a column of "-" otherwise.
@@ -227,6 +257,9 @@ def show_best(
             b.triton,
             _pairs(b.config, ", "),
             f"{b.time_ms:.4g}",
+            b.backend if b.vendor is None or b.backend == "triton" else f"vendor ({b.vendor})",
+            _speedup(b.speedup_vs_default),
+            _speedup(b.speedup_vs_vendor),
             f"{b.job_id}{CANCELLED_MARK if b.cancelled_job else ''}",
             b.team or "-",
             _revalidated(b.revalidation),

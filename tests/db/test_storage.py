@@ -31,7 +31,7 @@ from db import (
 from db import repository as repo
 from db.models import Base, Trial
 from db.session import VERSION_TABLE
-from db.states import RevalidationState
+from db.states import BestBackend, RevalidationState
 from tests.db._upsert_worker import KEY, hammer
 
 HEAD = "0006"
@@ -813,6 +813,95 @@ class TestStorage:
                 '{"M":64}',
                 5.0,
             )
+
+    def test_a_decided_upsert_replaces_the_row_it_was_timed_against_and_no_other(
+        self, db: Database
+    ) -> None:
+        with db.session() as s:
+            assert _best(s, 2.0, {"v": "incumbent"}) is True
+            (stored,) = repo.get_best(s, "matmul")
+            assert (stored.backend, stored.vendor, stored.noise) == (BestBackend.TRITON, None, None)
+        vendor_win = repo.BestDecision(
+            BestBackend.VENDOR, "torch.matmul", 2.1, 2.05, 3.0, 0.01, over=stored.updated_at
+        )
+        with db.session() as s:
+            # Slower than the stored time, but decided against that very row: written.
+            written = repo.upsert_best(
+                s, **KEY, config={"v": "best triton"}, time_ms=2.05, trial_id=None,
+                job_id=None, environment_id=None, decision=vendor_win,
+            )  # fmt: skip
+            assert written is True
+        with db.session() as s:
+            (now,) = repo.get_best(s, "matmul")
+            assert (now.backend, now.vendor, now.time_ms, now.config) == (
+                BestBackend.VENDOR, "torch.matmul", 2.05, {"v": "best triton"},
+            )  # fmt: skip
+            assert (now.triton_ms, now.vendor_ms, now.default_ms, now.noise) == (
+                2.1, 2.05, 3.0, 0.01,
+            )  # fmt: skip
+            # Decided against the row as it was before: someone wrote it since, not written.
+            assert not repo.upsert_best(
+                s, **KEY, config={"v": "late"}, time_ms=2.5, trial_id=None, job_id=None,
+                environment_id=None, decision=repo.BestDecision(over=stored.updated_at),
+            )  # fmt: skip
+        with pytest.raises(InvalidRecord, match="name its vendor path"), db.session() as s:
+            repo.upsert_best(
+                s, **KEY, config={}, time_ms=1.0, trial_id=None, job_id=None,
+                environment_id=None, decision=repo.BestDecision(BestBackend.VENDOR),
+            )  # fmt: skip
+
+    def test_vendor_trials_round_trip_and_the_newest_ok_per_path_answers(
+        self, db: Database
+    ) -> None:
+        ids = _setup(db)
+        key = {"kernel_name": "matmul", "problem_key": '{"M":64}', "device_class_id": ids["dc"]}
+
+        def row(vendor: str, outcome: str, median: float | None, **extra: Any) -> Any:
+            return {
+                **key, "vendor": vendor, "outcome": outcome, "median_ms": median,
+                "samples_ms": None if median is None else [median], "job_id": ids["job"],
+                "study_id": ids["study"], "environment_id": ids["env"], **extra,
+            }  # fmt: skip
+
+        with db.session() as s:
+            written = repo.record_vendor_trials(
+                s,
+                [
+                    row("torch.matmul", "ok", 2.0),
+                    row("torch.matmul", "ok", 1.9),
+                    row("cublaslt", "compile_error", None, error="RuntimeError: no"),
+                    row("torch.matmul", "ok", 9.0, objective=Objective.GRAPH),
+                    row("torch.matmul", "ok", 8.0, environment_id=None),
+                ],
+            )
+            assert len(written) == 5 and written == sorted(written)
+        with db.session(readonly=True) as s:
+            found = repo.measured_vendor(s, "matmul", '{"M":64}', ids["dc"], ids["env"])
+            assert list(found) == ["torch.matmul"] and found["torch.matmul"].median_ms == 1.9
+            graph = repo.measured_vendor(
+                s, "matmul", '{"M":64}', ids["dc"], ids["env"], Objective.GRAPH
+            )
+            assert graph["torch.matmul"].median_ms == 9.0
+            assert (
+                repo.measured_vendor(s, "matmul", '{"M":64}', ids["dc"], None)[
+                    "torch.matmul"
+                ].median_ms
+                == 8.0
+            )
+            assert repo.measured_vendor(s, "rmsnorm", '{"M":64}', ids["dc"], ids["env"]) == {}
+            mine = repo.vendor_trials_for_study(s, ids["study"])
+            assert [(v.vendor, v.outcome) for v in mine][2] == (
+                "cublaslt",
+                TrialOutcome.COMPILE_ERROR,
+            )
+            assert mine[2].error == "RuntimeError: no" and mine[0].samples_ms == [2.0]
+        for bad, message in [
+            ({"outcome": "meh"}, "unknown trial outcome"),
+            ({"vendor": ""}, "needs vendor"),
+            ({"samples_ms": [math.inf]}, "finite"),
+        ]:
+            with pytest.raises(InvalidRecord, match=message), db.session() as s:
+                repo.record_vendor_trials(s, [{**row("torch.matmul", "ok", 1.0), **bad}])
 
     def test_revalidation_marks_a_best_until_a_retune_replaces_it(self, db: Database) -> None:
         ids = _setup(db)

@@ -32,7 +32,8 @@ Fault = Callable[[Done, int], Done]
 
 class FaultPool:
     """A :class:`orchestrator.pool.Pool` that passes every call to ``inner`` and lets ``fault``
-    see (and change) each result before the driver does; ``seen`` counts results."""
+    see (and change) each config trial's result before the driver does; ``seen`` counts them (a
+    vendor path's measurement passes untouched and uncounted)."""
 
     def __init__(self, inner: Any, fault: Fault) -> None:
         self.inner, self.fault, self.seen = inner, fault, 0
@@ -57,6 +58,9 @@ class FaultPool:
     def wait(self, timeout: float) -> list[Done]:
         out = []
         for done in self.inner.wait(timeout):
+            if done.request.vendor is not None:
+                out.append(done)
+                continue
             self.seen += 1
             out.append(self.fault(done, self.seen))
         return out

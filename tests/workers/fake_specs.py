@@ -216,3 +216,43 @@ class InputWriterSpec(_TorchSpec):
                 x.fill_(7.0)
 
         return launch
+
+
+class VendorSpec(DoubleSpec):
+    """DoubleSpec with vendor paths in torch: ``torch.mul`` writes ``out`` in place, ``rebind``
+    rebinds ``inputs["out"]`` to its result, ``raises`` raises, ``wrong_shape`` rebinds a tensor
+    of another shape, ``unlisted`` is none of its paths."""
+
+    def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
+        return ("torch.mul", "rebind", "raises", "wrong_shape")
+
+    def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
+        import torch
+
+        x = inputs["x"]
+        if name == "torch.mul":
+            out = inputs["out"]
+
+            def in_place() -> None:
+                torch.mul(x, 2, out=out)
+
+            return in_place
+        if name == "rebind":
+
+            def rebind() -> None:
+                inputs["out"] = x * 2
+
+            return rebind
+        if name == "raises":
+
+            def raises() -> None:
+                raise RuntimeError("the library has no kernel for this problem")
+
+            return raises
+        if name == "wrong_shape":
+
+            def wrong_shape() -> None:
+                inputs["out"] = torch.cat([x, x]) * 2
+
+            return wrong_shape
+        return super().make_vendor_launcher(inputs, name)

@@ -31,6 +31,7 @@ class Req:
     kernel: str
     problem: dict[str, Any]
     config: dict[str, Any] = field(default_factory=dict)
+    vendor: str | None = None
 
 
 def _landscape(name: str = "NVIDIA H200") -> Landscape:
@@ -139,3 +140,19 @@ def test_answers_repeat_whatever_the_key_order_and_values(tmp_path: Path) -> Non
         config_key({**FAST, "TMA": True}),
         config_key({**FAST, "extra": [1, 2]}),
     ]
+
+
+def test_replay_answers_a_vendor_path_from_the_landscapes_vendor_times(tmp_path: Path) -> None:
+    recorded = _landscape()
+    recorded.vendor = {"torch.matmul": LandscapeResult({}, Outcome.OK, 0.6)}
+    path = write_landscape(tmp_path / "l.json", recorded)
+    assert read_landscape(path).to_dict() == recorded.to_dict()
+    runner = ReplayRunner([path])
+    found = runner.run(Req("matmul", PROBLEM, vendor="torch.matmul"))
+    assert found.outcome is Outcome.OK and found.median_ms == 0.6
+    missing = runner.run(Req("matmul", PROBLEM, vendor="cublaslt"))
+    assert missing.outcome is Outcome.INVALID
+    assert missing.error == "no vendor time recorded in the landscape"
+    assert runner.calls == []  # configs only
+    bare = ReplayRunner([write_landscape(tmp_path / "bare.json", _landscape())])
+    assert bare.run(Req("matmul", PROBLEM, vendor="torch.matmul")).outcome is Outcome.INVALID

@@ -281,3 +281,47 @@ def test_graph_sets_exceed_l2_together_within_a_cap() -> None:
     # the fewest sets whose bytes together reach GRAPH_BYTES
     assert graph_sets(GRAPH_BYTES // 4) == 4 and graph_sets(GRAPH_BYTES // 4 - 1) == 5
     assert graph_sets(1024) == graph_sets(0) == GRAPH_MAX_SETS
+
+
+VENDOR = ref("VendorSpec")
+
+
+def vendor(name: str) -> TrialRequest:
+    return TrialRequest(VENDOR, PROBLEM, {}, vendor=name)
+
+
+@pytest.mark.parametrize("name", ["torch.mul", "rebind"])
+def test_a_vendor_path_is_checked_and_timed_like_a_config(runner: TrialRunner, name: str) -> None:
+    m = runner.run(vendor(name))
+    assert m.outcome is Outcome.OK, m.error
+    assert len(m.samples_ms) == runner.options.reps and m.median_ms and m.median_ms > 0
+    assert m.max_rel_error is not None and m.max_rel_error <= 1e-6
+    # The config after it, on the same kept inputs, writes the output tensor built for them.
+    after = runner.run(TrialRequest(VENDOR, PROBLEM, {"BLOCK": 16}))
+    assert after.outcome is Outcome.OK, after.error
+
+
+def test_a_vendor_path_skips_the_space_check_but_not_the_memory_check(
+    runner: TrialRunner,
+) -> None:
+    # BLOCK=32 breaks the space's rule: a vendor request's config is ignored.
+    job, invalid = runner.check(TrialRequest(VENDOR, PROBLEM, {"BLOCK": 32}, vendor="torch.mul"))
+    assert invalid is None and job.config == {} and job.vendor == "torch.mul"
+    huge = {"N": 2**62}
+    _, too_big = runner.check(TrialRequest(VENDOR, huge, {}, vendor="torch.mul"))
+    assert too_big is not None and too_big.outcome is Outcome.INVALID
+
+
+def test_a_failing_vendor_path_is_recorded_and_the_next_trial_works(runner: TrialRunner) -> None:
+    raised = runner.run(vendor("raises"))
+    assert raised.outcome is Outcome.COMPILE_ERROR
+    assert raised.error == "RuntimeError: the library has no kernel for this problem"
+    shaped = runner.run(vendor("wrong_shape"))
+    assert shaped.outcome is Outcome.WRONG
+    assert shaped.error is not None and "shape (80,)" in shaped.error
+    unknown = runner.run(vendor("unlisted"))
+    assert unknown.outcome is Outcome.COMPILE_ERROR and "no vendor path 'unlisted'" in (
+        unknown.error or ""
+    )
+    after = runner.run(TrialRequest(VENDOR, PROBLEM, {"BLOCK": 16}))
+    assert after.outcome is Outcome.OK, after.error

@@ -14,6 +14,14 @@
     return parts.join(" · ") || "rate unknown for this class";
   }
 
+  // Which backend holds the key, and its speedups over the default config and the vendor path
+  // (times of the re-timing that decided it).
+  function decided(b) {
+    const vs = (base) => (base ? `${(base / b.time_ms).toFixed(2)}x` : "–");
+    const backend = b.backend === "vendor" ? `vendor (${b.vendor})` : b.backend || "triton";
+    return `${backend} · vs default ${vs(b.default_ms)} · vs vendor ${vs(b.vendor_ms)}`;
+  }
+
   function cell(b) {
     if (!b) return el("td", { class: "nodata", text: "no best config" });
     const who = el("span", { class: "muted small" }, `team ${b.team || "–"} · `,
@@ -21,6 +29,7 @@
       ` · ${fmt.when(b.updated_at)}`);
     return el("td", { class: "best-cell", title: JSON.stringify(b.config) },
       el("strong", { text: `${fmt.ms(b.time_ms)} ms` }), el("br"), el("span", { text: rate(b) }), el("br"),
+      el("span", { class: "small", text: decided(b) }), el("br"),
       el("code", { class: "small", text: fmt.config(b.config) }), el("br"), who);
   }
 
