@@ -14,7 +14,9 @@ those that have times); with none, ``noise(fastest, runner-up)``; None with one 
 pair.
 
 Tie rule. The fastest candidate by median wins unless a defender *holds*: the fastest is not
-faster than it by more than the floor, ``(d - fastest) / d <= noise``. The defenders are asked
+faster than it by more than the band, ``(d - fastest) / d <= max(noise, TIE_BAND)`` (the stored
+floor is the measured spread; TIE_BAND, 2%, is the least difference that counts, since timings of
+one config drift 1-4% between windows and runs: a flip inside it buys nothing). The defenders are asked
 in this order, the first that holds winning (the fastest, if it is a defender, stands in its own
 place): the incumbent (the key's stored best: re-tuning does not flip a winner inside the
 noise), then the vendor path (with no incumbent, what the deployment runs already wins ties: a
@@ -27,6 +29,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+
+#: The least relative difference that decides against a defender, whatever the measured floor.
+TIE_BAND = 0.02
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def decide(
     pairs = others or [c for _, c in ranked[1:2]]
     spreads = [n for n in (pair_noise(fastest, d, rounds) for d in pairs) if n is not None]
     noise = max(spreads) if spreads else None
-    floor = noise or 0.0
+    floor = max(noise or 0.0, TIE_BAND)
     for d in defenders:  # in priority order; the fastest itself ends the search
         if d.key == fastest.key or (d.time_ms - fastest.time_ms) / d.time_ms <= floor:
             return Decision(d.key, fastest.key, noise)

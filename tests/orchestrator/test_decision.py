@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.decision import Timed, decide, pair_noise
+from orchestrator.decision import TIE_BAND, Timed, decide, pair_noise
 
 
 def timed(key: str, *rounds: float) -> Timed:
@@ -62,3 +62,14 @@ def test_without_defenders_the_fastest_wins_and_the_noise_is_against_the_runner_
     assert decide([Timed("only", 1.0)], 3).noise is None
     with pytest.raises(ValueError, match="at least one"):
         decide([], 3)
+
+
+def test_a_difference_inside_the_tie_band_never_flips_a_defender_even_with_no_noise() -> None:
+    # The rounds agree exactly (measured floor 0), yet 1.5% is inside TIE_BAND: the vendor holds;
+    # 3% is outside it: the Triton config wins.
+    vendor = timed("vendor:torch.matmul", 1.0, 1.0, 1.0)
+    close = timed("a", 0.985, 0.985, 0.985)
+    decision = decide([close, vendor], 3, vendor=vendor.key)
+    assert TIE_BAND == 0.02
+    assert decision.winner == vendor.key and decision.noise == 0.0
+    assert decide([timed("b", 0.97, 0.97, 0.97), vendor], 3, vendor=vendor.key).winner == "b"
