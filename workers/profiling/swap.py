@@ -187,18 +187,18 @@ def _linear(swap: Swap, module: nn.Linear) -> None:
     k, n = weight_kn.shape
     dtype = DTYPE_NAMES[weight_kn.dtype]
     cpu_bf16 = weight_kn.device.type == "cpu" and weight_kn.dtype == torch.bfloat16
-    plans: dict[int, Launch | None] = {}  # None: the decision keeps torch's op
+    # Keyed by the call's shape, so a call that keeps torch's op costs one dict access.
+    plans: dict[torch.Size, Launch | None] = {}  # None: the decision keeps torch's op
 
     def forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         if not swap.on:
             return original(x)
-        a = x.reshape(-1, k)
-        m = a.shape[0]
         try:
-            plan = plans[m]
+            plan = plans[x.shape]
         except KeyError:
+            m = x.numel() // k
             decision = swap.decision("matmul", (m, n, k, dtype))
-            plan = plans[m] = (
+            plan = plans[x.shape] = (
                 (
                     _matmul_plan(decision.config, m, n, k, cpu_bf16)
                     or _generic_matmul(decision.config)
@@ -208,6 +208,8 @@ def _linear(swap: Swap, module: nn.Linear) -> None:
             )
         if plan is None:
             return original(x)
+        a = x.reshape(-1, k)
+        m = a.shape[0]
         out = torch.empty(m, n, dtype=x.dtype, device=x.device)
         plan(a, weight_kn, out)
         if self.bias is not None:
@@ -244,22 +246,23 @@ def _rmsnorm(swap: Swap, module: RMSNorm) -> None:
     original = module.forward
     n = module.weight.shape[0]
     dtype = DTYPE_NAMES[module.weight.dtype]
-    plans: dict[int, Launch | None] = {}  # None: the decision keeps torch's rms_norm
+    # Keyed by the call's shape, so a call that keeps torch's op costs one dict access.
+    plans: dict[torch.Size, Launch | None] = {}  # None: the decision keeps torch's rms_norm
 
     def forward(self: RMSNorm, x: torch.Tensor) -> torch.Tensor:
         if not swap.on:
             return original(x)
-        rows = x.reshape(-1, n)
-        m = rows.shape[0]
         try:
-            plan = plans[m]
+            plan = plans[x.shape]
         except KeyError:
+            m = x.numel() // n
             decision = swap.decision("rmsnorm", (m, n, dtype))
-            plan = plans[m] = (
+            plan = plans[x.shape] = (
                 _rmsnorm_plan(decision.config, m, n, self.eps) if decision.triton else None
             )
         if plan is None:
             return original(x)
+        rows = x.reshape(-1, n)
         out = torch.empty_like(rows)
         plan(rows, self.weight, out)
         return out.view(x.shape)
