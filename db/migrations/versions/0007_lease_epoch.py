@@ -24,11 +24,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("tf_jobs") as batch:
-        batch.add_column(sa.Column("lease_epoch", sa.Integer(), nullable=False, server_default="0"))
+    # A plain ADD/DROP COLUMN on both backends: a batch copy of tf_jobs on SQLite would drop a
+    # table that studies and trials refer to.
+    op.add_column(
+        "tf_jobs", sa.Column("lease_epoch", sa.Integer(), nullable=False, server_default="0")
+    )
 
 
 def downgrade() -> None:
     """Drops the epochs: the older schema fences nothing."""
-    with op.batch_alter_table("tf_jobs") as batch:
-        batch.drop_column("lease_epoch")
+    op.drop_column("tf_jobs", "lease_epoch")
