@@ -48,3 +48,8 @@ class InvalidRecord(DatabaseError, ValueError):
 
 class NotFound(DatabaseError, LookupError):
     """The row asked for does not exist."""
+
+
+class LeaseLost(DatabaseError):
+    """A job's lease is no longer the writer's (taken over after it expired, or released): the
+    write was rolled back, and its driver stops without touching the job further."""

@@ -11,7 +11,8 @@ backends (NUL and lone surrogates escaped, cut to the column's length).
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+import os
+from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -44,8 +45,24 @@ NAMING_CONVENTION = {
 }
 
 
+#: Seconds added to this host's clock as :func:`utcnow` reads it; fault tests set it to play a
+#: host whose clock is off. Leases never read the host's clock (``repository.db_now``).
+CLOCK_OFFSET_ENV = "TUNEFLEET_CLOCK_OFFSET_S"
+
+
+def _clock_offset() -> timedelta:
+    try:
+        return timedelta(seconds=float(os.environ.get(CLOCK_OFFSET_ENV) or 0))
+    except (ValueError, OverflowError):
+        return timedelta()
+
+
+_OFFSET = _clock_offset()
+
+
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    """This host's clock, in UTC (timestamps of rows: created, updated, finished)."""
+    return datetime.now(timezone.utc) + _OFFSET
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -168,10 +185,13 @@ class Job(Base):
     cancel_requested: Mapped[bool] = mapped_column(default=False)
     #: Higher runs first; among equals the older job.
     priority: Mapped[int] = mapped_column(default=0, server_default="0")
-    #: Who runs the job now (a driver or scheduler id) and until when, unless renewed.
+    #: Who runs the job now (a driver or scheduler id) and until when (the database's clock),
+    #: unless renewed; the epoch is raised by every acquisition, and every write of the owner
+    #: checks that owner and epoch are still its own (db.repository.check_lease).
     lease_owner: Mapped[str | None] = mapped_column(StoredString(200))
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
+    lease_epoch: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class Study(Base):

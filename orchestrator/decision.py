@@ -30,7 +30,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-
 #: The least relative difference that decides against a defender, whatever the measured floor.
 TIE_BAND = 0.02
 

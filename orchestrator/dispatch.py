@@ -21,7 +21,9 @@ Ray's token authentication as configured; a ``--ray-address`` that does not answ
 
 Faults: a call that fails with a RayActorError means the actor (or its node) is gone: every trial
 in flight on it comes back as ``lost`` (the driver records ``infra`` and re-dispatches it once
-more on another actor of the class). An actor whose trials crash ``max_crashes`` times in a row is
+more on another actor of the class), and a fresh actor of its plan replaces it
+(orchestrator.healing: capped, with backoff; a class left without live workers waits in ``wait``
+for its replacement, and :meth:`WorkerPool.health` reports it meanwhile). An actor whose trials crash ``max_crashes`` times in a row is
 retired: it gets no new trials, is killed once its queue drains, and a fresh actor of the same
 plan takes its place at once (a one-worker job goes on).
 """
@@ -45,6 +47,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.errors import NoWorkersError, OrchestratorError, WorkerFailure
+from orchestrator.healing import Healer
 from orchestrator.jobs import DeviceSource, SourceKind
 from orchestrator.pool import Done, RetimeJob, WorkerInfo
 from orchestrator.worker import PoolOptions, TrialWorker, WorkerPlan
@@ -238,6 +241,8 @@ class WorkerPool:
             for a, i, plan in zip(actors, infos, plans, strict=True)
         ]
         self._by_ref: dict[Any, _Handle] = {}
+        self._known = {i.class_key for i in infos}
+        self._healer = Healer(lambda plan: self._actor(plan, None), self.options.start_timeout_s)
 
     def _actor(self, plan: WorkerPlan, name: str | None) -> Any:
         """Start (or, named, find) the actor of ``plan``; a named one is a detached kept worker."""
@@ -270,6 +275,22 @@ class WorkerPool:
         self._handles.append(_Handle(actor, info, old.slots, old.plan))
 
     # ----- what the pool has
+    def heal(self, wait: bool = False) -> None:
+        """Take on the lost workers' replacements that have started (``wait``: for a class left
+        with no live worker, wait until its replacement starts or times out)."""
+        live = {h.info.class_key for h in self._handles if not h.dead and not h.retired}
+        for new in self._healer.poll(self._known - live if wait else ()):
+            self._handles.append(_Handle(new.actor, new.info, new.slots, new.plan))
+
+    def health(self) -> list[str]:
+        """Why a device class of the pool cannot measure now, one line each ([]: every class
+        has a live worker)."""
+        live = {h.info.class_key for h in list(self._handles) if not h.dead and not h.retired}
+        return [
+            f"device class {k} has no live worker ({self._healer.state(k)})"
+            for k in sorted(self._known - live)
+        ]
+
     def classes(self) -> dict[str, WorkerInfo]:
         """Device class key -> one live worker of it (its limits and fingerprint stand for all)."""
         out: dict[str, WorkerInfo] = {}
@@ -331,10 +352,16 @@ class WorkerPool:
         h.in_flight.clear()
         with contextlib.suppress(Exception):  # already gone: nothing left to release
             ray.kill(h.actor)
+        self._healer.lost(h.plan, h.slots, h.info.class_key)
         return out
 
     def wait(self, timeout: float) -> list[Done]:
-        """Results that are ready within ``timeout`` seconds (maybe none)."""
+        """Results that are ready within ``timeout`` seconds (maybe none); then :meth:`heal`."""
+        out = self._collect(timeout)
+        self.heal(wait=True)
+        return out
+
+    def _collect(self, timeout: float) -> list[Done]:
         refs = list(self._by_ref)
         if not refs:
             time.sleep(min(timeout, 0.05))
@@ -411,6 +438,7 @@ class WorkerPool:
     def shutdown(self, grace_s: float = 10.0) -> None:
         """Close every runner (ending its child process, waiting up to ``grace_s``; none at
         0), then stop the actors; kept workers are left running."""
+        self._healer.close()
         if self.options.keep:
             for h in self._handles:
                 h.dead = True

@@ -29,7 +29,9 @@ runner replaces a crashed or timed-out one); that second verdict stands. A resum
 the provisional configs that have no final row yet. The database is checked every poll
 (the cancel flag is read in a write transaction: ``Ledger.cancel_requested``, or for every job of a
 server at once by its scheduler); once it is lost (``DatabaseLost``: the SQLite file deleted, replaced
-or read-only) the driver dispatches and records nothing more and the error leaves ``run``.
+or read-only) the driver dispatches and records nothing more and the error leaves ``run``; so
+does ``LeaseLost``, raised by any write once another owner took the job over (the ledger fences
+every write on the driver's ``lease``): the job is the new owner's, untouched.
 Every write is retried on transient errors (orchestrator.ledger). The job ends when every
 study is finished (budget spent or every valid config known) or the time budget is spent, then
 re-times and promotes (orchestrator.promotion); or it ends early: the database's cancel flag
@@ -52,7 +54,7 @@ from typing import cast
 
 import optuna
 
-from db import RETRYABLE_OUTCOMES, Database, DatabaseLost, JobStatus
+from db import RETRYABLE_OUTCOMES, Database, DatabaseLost, JobStatus, Lease, LeaseLost
 from orchestrator import samplers
 from orchestrator.errors import JobStateError, NoWorkersError, Terminated
 from orchestrator.jobs import JobSpec
@@ -146,10 +148,12 @@ class Driver:
         poll_s: float = 1.0,
         stop: Callable[[], bool] | None = None,
         cancelled: Callable[[], bool] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         """``cancelled``: whether a cancel of the job was asked for, as the caller reads it
         (a server's scheduler reads its jobs' flags in one query per poll); without it the
-        driver reads the flag itself every ``poll_s``."""
+        driver reads the flag itself every ``poll_s``. ``lease``: the caller's lease on the
+        job, which every write is fenced on (see :class:`~orchestrator.ledger.Ledger`)."""
         self.database = database
         self.pool = pool
         self.reporter: Reporter = reporter or SilentReporter()
@@ -157,6 +161,7 @@ class Driver:
         self.poll_s = poll_s
         self._stop = stop
         self._cancelled = cancelled
+        self._lease = lease
         self._studies: list[_Running] = []
         self._retries: dict[str, list[tuple[TrialRequest, _Ticket]]] = {}
         self._vendor: dict[str, list[tuple[TrialRequest, _VendorTicket]]] = {}
@@ -169,7 +174,7 @@ class Driver:
 
     # ----- setup
     def _setup(self, job_id: int) -> OpenJob:
-        ledger = Ledger(self.database, job_id)
+        ledger = Ledger(self.database, job_id, self._lease)
         job = ledger.open()
         plans = plan_job(job.spec, job.kernel, self.pool)
         self._ledger, self._kernel_name = ledger, job.spec.kernel
@@ -267,8 +272,8 @@ class Driver:
                 result = JobResult(job_id, early)
             ledger.close(result.status, None, rows)
             return result
-        except DatabaseLost:
-            raise  # nothing more can be recorded, not even the job's end
+        except (DatabaseLost, LeaseLost):
+            raise  # nothing more can be recorded (or is ours to), not even the job's end
         except KeyboardInterrupt:
             try:
                 promote_trials(job, studies, ledger)

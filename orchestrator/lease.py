@@ -2,9 +2,13 @@
 
 :class:`LeaseKeeper` takes the lease on entry (refusing a live one of another owner with
 :class:`JobLeased`), renews it from a daemon thread every third of its time to live, and releases
-it on exit. If a renewal finds the lease gone (another owner took it over after it expired) or the
-database stays unreachable past the time to live, :meth:`LeaseKeeper.lost` turns True: pass it as
-the driver's ``stop`` hook so the driver stops dispatching and leaves the job to its new owner.
+it on exit. Its times are the database's clock (``repository.db_now``), so hosts whose clocks
+differ agree on when it expires. Each acquisition raises the lease's epoch: give
+:attr:`LeaseKeeper.lease` to the driver, whose ledger checks owner and epoch in every write
+transaction (``repository.check_lease``) and raises LeaseLost once another owner took the job
+over, the write discarded. If a renewal finds the lease gone or the database stays unreachable
+past the time to live, :meth:`LeaseKeeper.lost` turns True: pass it as the driver's ``stop``
+hook so the driver stops dispatching at once.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import threading
 import time
 from types import TracebackType
 
-from db import Database, repository
+from db import Database, Lease, repository
 from db.errors import DatabaseError
 from orchestrator.errors import JobLeased
 
@@ -50,6 +54,7 @@ class LeaseKeeper:
         self.job_id = job_id
         self.owner = owner
         self.ttl_s = ttl_s
+        self._lease: Lease | None = None
         self._lost = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -57,13 +62,21 @@ class LeaseKeeper:
     def __enter__(self) -> LeaseKeeper:
         with self.database.session() as s:
             taken = repository.acquire_lease(s, self.job_id, self.owner, self.ttl_s)
-        if not taken:
+        if taken is None:
             raise JobLeased(leased_message(self.database, self.job_id))
+        self._lease = taken
         self._thread = threading.Thread(
             target=self._renew, name=f"lease-{self.job_id}", daemon=True
         )
         self._thread.start()
         return self
+
+    @property
+    def lease(self) -> Lease:
+        """The lease taken on entry (owner and epoch: what the driver's writes are fenced on)."""
+        if self._lease is None:
+            raise RuntimeError("the lease keeper was not entered")
+        return self._lease
 
     def lost(self) -> bool:
         """True once the lease is no longer ours (taken over, or not renewable for a ttl)."""
@@ -71,10 +84,11 @@ class LeaseKeeper:
 
     def _renew(self) -> None:
         renewed = time.monotonic()
+        lease = self.lease
         while not self._done.wait(self.ttl_s / 3):
             try:
                 held = self.database.write_one(
-                    lambda c: repository.renew_lease(c, self.job_id, self.owner, self.ttl_s)
+                    lambda c: repository.renew_lease(c, lease, self.ttl_s)
                 )
             except DatabaseError:
                 if time.monotonic() - renewed > self.ttl_s:
@@ -95,9 +109,11 @@ class LeaseKeeper:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
+        if self._lease is None:
+            return
         try:
             with self.database.session() as s:
-                repository.release_lease(s, self.job_id, self.owner)
+                repository.release_lease(s, self._lease)
         except DatabaseError:
             if exc is None:
                 raise

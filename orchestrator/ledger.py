@@ -6,7 +6,9 @@ before the driver dispatches again, so a driver killed at any point loses at mos
 flight and those it had not yet committed, none of whose slots it had reused. Every call runs in
 :meth:`db.Database.run_with_retry`: a transient database error (a connection reset, a writer
 holding the lock) is retried in a new transaction instead of failing the job; ``DatabaseLost``
-is not retried and leaves to the caller.
+is not retried and leaves to the caller. Given the driver's lease, every write transaction first
+checks that the lease is still the driver's (``repository.check_lease``, :meth:`Ledger._fenced`):
+once another owner took the job over, the write is rolled back and LeaseLost raised.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from db import Database, JobStatus, Objective, StudyStatus, TrialOutcome, repository
+from db import Database, JobStatus, Lease, Objective, StudyStatus, TrialOutcome, repository
 from orchestrator.errors import JobStateError
 from orchestrator.jobs import JobSpec
 from orchestrator.planning import StudyPlan
@@ -37,6 +38,8 @@ from workers.measurement import Outcome
 
 if TYPE_CHECKING:
     from orchestrator.samplers.learned import PriorTrial
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,9 @@ class OpenJob:
 class StudyRows:
     """A study's rows: ids, its Optuna name, its final results so far ``(config, answer,
     reused)`` (a resumed job's, oldest first), its warm-start configs, the keys of its
-    provisional rows and the configs among them with no final row yet (their re-measurement
-    was in flight when the job stopped)."""
+    provisional rows, and the configs with rows but no final row yet (a provisional one's
+    re-measurement, or a trial whose worker was lost, ``infra``, not yet measured again when
+    the job stopped or failed): the driver measures those first."""
 
     plan: StudyPlan
     study_id: int
@@ -215,9 +219,12 @@ def _env_key(info: WorkerInfo, class_id: int) -> _EnvKey:
 class Ledger:
     """The repository calls of job ``job_id`` (see the module docstring)."""
 
-    def __init__(self, database: Database, job_id: int) -> None:
+    def __init__(self, database: Database, job_id: int, lease: Lease | None = None) -> None:
+        """``lease``: the driver's lease on the job, checked by every write (None: unfenced,
+        for a caller that owns the job otherwise, e.g. a test)."""
         self.database = database
         self.job_id = job_id
+        self.lease = lease
         self._envs: dict[_EnvKey, int] = {}
         self._objective = Objective.KERNEL
         self._kernel_id = 0
@@ -248,7 +255,7 @@ class Ledger:
     def start(self, job: OpenJob, plans: list[StudyPlan]) -> list[StudyRows]:
         """Ensure each plan's study row, read its results so far and its warm start, and mark
         the job ``running`` (one transaction)."""
-        return self.database.run_with_retry(lambda s: self._start(s, job, plans))
+        return self.database.run_with_retry(self._fenced(lambda s: self._start(s, job, plans)))
 
     def _start(self, s: Session, job: OpenJob, plans: list[StudyPlan]) -> list[StudyRows]:
         out = []
@@ -280,8 +287,9 @@ class Ledger:
                 for row in final
             ]
             done = {t.config_key for t in final}
-            provisional = {t.config_key: dict(t.config) for t in trials if t.provisional}
-            unfinished = tuple(c for k, c in provisional.items() if k not in done)
+            provisional = {t.config_key for t in trials if t.provisional}
+            left = {t.config_key: dict(t.config) for t in trials if t.config_key not in done}
+            unfinished = tuple(left.values())
             warm = warm_configs(
                 s,
                 job.kernel,
@@ -316,7 +324,7 @@ class Ledger:
         config among the key's measured keys (read at most every ``REUSE_REFRESH_S``) is looked
         up. The study key's set is kept (:class:`MeasuredKeys`) while the hook lives."""
 
-        def write(s: Connection, config: Config, key: str) -> repository.ReusedVerdict | None:
+        def write(s: Session, config: Config, key: str) -> repository.ReusedVerdict | None:
             plan = rows.plan
             return repository.reuse_measured(
                 s,
@@ -337,7 +345,7 @@ class Ledger:
         def answer(config: Config, key: str) -> Answer | None:
             if not measured.may_hold(study_key, key):
                 return None
-            found = self.database.write_one(lambda s: write(s, config, key))
+            found = self.database.run_with_retry(self._fenced(lambda s: write(s, config, key)))
             if found is None:
                 return None
             if found.outcome is TrialOutcome.OK:
@@ -386,7 +394,7 @@ class Ledger:
 
         if not results:
             return []
-        ids, envs = self.database.run_with_retry(write)
+        ids, envs = self.database.run_with_retry(self._fenced(write))
         self._envs = envs  # cached once committed
         out = []
         for result, row_id in zip(results, ids, strict=True):
@@ -425,8 +433,11 @@ class Ledger:
         """Whether a cancel of the job was asked for, read in a write transaction that writes
         nothing, so that it checks what :meth:`db.Database.check_alive` checks (the database
         is there and takes writes: on SQLite the same file, writable, its write lock taken):
-        a driver's poll is one transaction, not two."""
-        return self.database.run_with_retry(lambda s: repository.cancel_requested(s, self.job_id))
+        a driver's poll is one transaction, not two. Fenced like a write: a driver whose lease
+        was taken over learns it at its next poll (LeaseLost)."""
+        return self.database.run_with_retry(
+            self._fenced(lambda s: repository.cancel_requested(s, self.job_id))
+        )
 
     def vendor_todo(
         self, job: OpenJob, studies: Sequence[tuple[StudyRows, Sequence[str]]]
@@ -551,7 +562,7 @@ class Ledger:
                 decision=decision,
             )
 
-        return self.database.run_with_retry(write)
+        return self.database.run_with_retry(self._fenced(write))
 
     def close(self, status: JobStatus, error: str | None, studies: list[StudyRows]) -> None:
         """Move the job to ``status``; its studies follow, except when it goes back to
@@ -567,7 +578,20 @@ class Ledger:
                     repository.set_study_status(s, rows.study_id, study_status)
             repository.set_job_status(s, self.job_id, status, error)
 
-        self.database.run_with_retry(write)
+        self.database.run_with_retry(self._fenced(write))
+
+    def _fenced(self, fn: Callable[[Session], _T]) -> Callable[[Session], _T]:
+        """``fn`` after the lease check in its transaction (LeaseLost once the lease is not the
+        driver's: nothing of ``fn`` is written). Every write method wraps its work in it."""
+        if self.lease is None:
+            return fn
+        lease = self.lease
+
+        def fenced(s: Session) -> _T:
+            repository.check_lease(s, lease)
+            return fn(s)
+
+        return fenced
 
     # ----- ids
     def _env_id(self, info: WorkerInfo, class_id: int) -> int:

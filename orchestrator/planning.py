@@ -72,7 +72,8 @@ def plan_job(spec: JobSpec, kernel: KernelSpec, pool: Pool) -> list[StudyPlan]:
     class is missing, the kernel refuses a problem on a class (``KernelSpec.check_device``: no
     FP8 hardware, say), a problem's inputs exceed a class's memory, a space is empty on a class or
     the sampler does not fit it, a replay device
-    lacks a problem, or the graph objective meets a class without a GPU."""
+    lacks a problem, the graph objective meets a class without a GPU, or there is no study to
+    run (no live worker of any class: a job never ends ``done`` with nothing measured)."""
     present = pool.classes()
     names = sorted(present)
     if spec.all_classes:
@@ -122,4 +123,9 @@ def plan_job(spec: JobSpec, kernel: KernelSpec, pool: Pool) -> list[StudyPlan]:
                     f"{problem_key(problem)}; record one with `tunefleet record`"
                 )
             plans.append(StudyPlan(problem, class_key, info, valid))
+    if not plans:
+        raise NoWorkersError(
+            f"job of {spec.kernel} would run no study: "
+            + ("the pool has no live worker of any class" if not names else "it names no problem")
+        )
     return plans

@@ -453,16 +453,6 @@ def _job_view(job: JobRecord, studies: Mapping[int, _Counts]) -> JobView:
     )
 
 
-def _lease_live(job: JobRecord) -> bool:
-    from db.models import utcnow
-
-    return (
-        job.lease_owner is not None
-        and job.lease_expires_at is not None
-        and _aware(job.lease_expires_at) > utcnow()
-    )
-
-
 # ----------------------------------------------------------------------------- jobs
 
 
@@ -568,7 +558,8 @@ def drive(
     cancelled: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Run job ``job_id`` on ``pool`` under ``keeper``'s lease until done, cancelled, failed or
-    stopped (``stop()`` True, or the lease lost: the job is left ``queued`` for a new owner); the
+    stopped (``stop()`` True: the job is left ``queued`` for a new owner; or the lease lost:
+    LeaseLost, the job left to the owner that took it over, untouched); the
     driver's result (its status, and the winners that give the summary's speedups).
     ``cancelled``: the cancel flag as the caller reads it (see :class:`Driver`)."""
     from orchestrator.driver import Driver
@@ -576,7 +567,10 @@ def drive(
     def stopping() -> bool:
         return keeper.lost() or (stop is not None and bool(stop()))
 
-    return Driver(database, pool, reporter=reporter, stop=stopping, cancelled=cancelled).run(job_id)
+    driver = Driver(
+        database, pool, reporter=reporter, stop=stopping, cancelled=cancelled, lease=keeper.lease
+    )
+    return driver.run(job_id)
 
 
 def _announce(reporter: Reporter, job_id: int, spec: JobSpec) -> None:
@@ -710,7 +704,7 @@ def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> J
             repository.request_cancel(s, job_id)  # locks the row until this session ends
         except InvalidTransition as exc:
             raise Conflict(str(exc)) from None
-        if not _lease_live(repository.get_job(s, job_id)):
+        if not repository.lease_live(s, job_id):  # on the database's clock
             mark_cancelled(s, job_id)
         job = repository.get_job(s, job_id)
         counts = _study_counts(s, [job_id])

@@ -242,13 +242,13 @@ def serve(
     if not no_scheduler:
         from orchestrator.server.scheduler import Scheduler
 
-        # A stable owner: restarted on this host and port, the server resumes its jobs at once.
-        owner = f"{socket.gethostname()}:{sock.getsockname()[1]}"
+        # Its owner id is unique per process (orchestrator.lease.default_owner): two servers
+        # of one host and port never share a lease; a restarted one takes its jobs over once
+        # their leases expire.
         scheduler = Scheduler(
             database,
             ray_address=ray_address,
             devices=sources,
-            owner=owner,
             kernel_modules=modules,
             jobs_per_class=jobs_per_class,
             max_jobs=max_jobs,

@@ -1,8 +1,12 @@
 """The scheduler of ``tunefleet serve``: claims queued jobs from the database and runs them.
 
 One background thread claims jobs under a lease (``repository.claim_next_job``: priority, then
-age; a running job whose lease expired is taken over and resumed from its trial rows) and starts
-each in a thread of its own that drives it with the same driver as ``tunefleet tune``.
+age; a running job whose lease expired, on the database's clock, is taken over and resumed from
+its trial rows) and starts each in a thread of its own that drives it with the same driver as
+``tunefleet tune``. Its owner id is unique per process (``lease.default_owner``), and every write
+it or a driver makes for a job is fenced on the job's lease (owner and epoch): a scheduler that
+was frozen past its leases and woke after another took its jobs over writes nothing more to
+them (LeaseLost) and lets them go.
 
 Workers: the scheduler's ``--device`` sources become Ray worker actors, grouped into one pool per
 device class (per accelerator type for ``auto``, one per replay file, one for the interpreter) and
@@ -17,9 +21,13 @@ schedulers serving one class take turns at the queue and its jobs spread over th
 (the trials in flight are waited for and recorded; the job goes back to ``queued``), releases every
 lease and the workers (a driver that has not stopped within the timeout keeps its pool, and its
 job's lease expires with the process). A job the scheduler held when it died is taken over by any
-scheduler once its lease expires; a scheduler started with the same ``owner`` resumes it at once. On
-SQLite one scheduler serves a database file (a file lock beside it): a second one raises
-SchedulerConflict.
+scheduler once its lease expires; a scheduler given the same explicit ``owner`` resumes it at once
+(taking the lease raises its epoch, fencing out any other holder of that owner id). On SQLite one
+scheduler serves a database file (a file lock beside it): a second one raises SchedulerConflict.
+
+Health: a lost worker actor is replaced by its pool (orchestrator.healing); the claiming thread
+also takes on the replacements of idle pools. :meth:`Scheduler.health` says why the scheduler
+cannot run jobs now (its workers did not start, its thread ended, a class has no live worker).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from db import Database, JobStatus, repository
-from db.errors import DatabaseError
+from db.errors import DatabaseError, LeaseLost
 from orchestrator import service
 from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
 from orchestrator.jobs import DeviceSource, JobSpec, SourceKind
@@ -305,26 +313,26 @@ class Scheduler:
             "error": self.error,
         }
 
-    def problem(self) -> str | None:
-        """Why this scheduler cannot run jobs now (one line naming no path), or None while it
-        can: its workers did not start, its claiming thread ended while it was not stopping, or
-        a device class it serves has no live worker."""
+    def health(self) -> list[str]:
+        """Why this scheduler cannot run jobs now, one line each naming no path ([]: it can):
+        its workers did not start, its claiming thread ended, or a device class it serves has no
+        live worker (a replacement is on its way or waits for its backoff)."""
+        reasons = []
         if self.error is not None:
-            return "the scheduler's workers did not start (the server log has why)"
-        thread = self._thread
-        if thread is not None and not thread.is_alive() and not self._stopping.is_set():
-            return "the scheduler stopped (the server log has why)"
+            reasons.append("the scheduler's workers did not start (the server log has why)")
+        elif (
+            self._thread is not None and not self._thread.is_alive() and not self._stopping.is_set()
+        ):
+            reasons.append("the scheduler's claiming thread ended; restart the server")
         with self._lock:
-            empty = sorted(
-                cls
-                for group in self._groups
-                if group.pool is not None  # None: being restarted with a job's options
-                for cls in group.classes
-                if not any(w.class_key == cls for w in group.pool.workers())
-            )
-        if empty:
-            return f"no live worker of device class {', '.join(empty)}"
-        return None
+            pools = [g.pool for g in self._groups if g.pool is not None]
+        for pool in pools:
+            reasons.extend(pool.health())
+        return reasons
+
+    def problem(self) -> str | None:
+        """:meth:`health`'s reasons in one line, or None while the scheduler can run jobs."""
+        return "; ".join(self.health()) or None
 
     def device_classes(self) -> list[DeviceClassView]:
         """Each class the workers measure: live workers, how many a job uses now, idle ones."""
@@ -360,6 +368,7 @@ class Scheduler:
         for job_id in mine:
             self._take(job_id)
         while not self._stopping.is_set():
+            self._heal_idle()
             try:
                 self._read_cancels()
                 self._step()
@@ -388,6 +397,14 @@ class Scheduler:
             self.owner,
             ", ".join(sorted({c for g in self._groups for c in g.classes})),
         )
+
+    def _heal_idle(self) -> None:
+        """Take on the started replacements of lost workers in the pools no job uses now (a
+        pool in use heals in its drivers' ``wait``)."""
+        with self._lock:
+            idle = [g.pool for g in self._groups if g.pool is not None and not g.jobs]
+        for pool in idle:
+            pool.heal()
 
     def _take(self, job_id: int) -> bool:
         """Hold job ``job_id``'s lease from now on (False if another owner has it)."""
@@ -481,6 +498,7 @@ class Scheduler:
             record = repository.get_job(s, job.id)
             cancelled = record.cancel_requested
             if cancelled:
+                repository.check_lease(s, job.keeper.lease)
                 service.mark_cancelled(s, job.id)
         if cancelled:
             self._release(job)
@@ -555,6 +573,8 @@ class Scheduler:
                 cancelled=lambda: job.id in self._cancels,
             ).status
             log.info("job %d: %s", job.id, status.value)
+        except LeaseLost as exc:
+            log.warning("job %d: left to its new owner: %s", job.id, exc)
         except JOB_ERRORS as exc:
             self._fail(job, str(exc).splitlines()[0] if str(exc) else repr(exc))
         except Exception as exc:
@@ -570,18 +590,19 @@ class Scheduler:
             self._wake.set()
 
     def _fail(self, job: _Job, error: str) -> None:
-        """Mark ``job`` failed with ``error`` unless its driver ended it already; let it go."""
+        """Mark ``job`` failed with ``error`` unless its driver ended it already or its lease is
+        no longer ours; let it go."""
         log.warning("job %d: failed: %s", job.id, error)
         try:
             with self.database.session() as s:
+                repository.check_lease(s, job.keeper.lease)
                 record = repository.get_job(s, job.id)
-                if record.lease_owner == self.owner and record.status in (
-                    JobStatus.QUEUED,
-                    JobStatus.RUNNING,
-                ):
+                if record.status in (JobStatus.QUEUED, JobStatus.RUNNING):
                     if record.status is JobStatus.QUEUED:
                         repository.set_job_status(s, job.id, JobStatus.RUNNING)
                     repository.set_job_status(s, job.id, JobStatus.FAILED, error)
+        except LeaseLost as exc:
+            log.warning("job %d: its failure is not recorded: %s", job.id, exc)
         except DatabaseError as exc:
             log.warning("job %d: cannot record its failure: %s", job.id, exc)
         if job.thread is None:

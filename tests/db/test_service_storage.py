@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from db import Database, InvalidRecord, JobStatus, NotFound, TokenScope
+from db import Database, InvalidRecord, JobStatus, LeaseLost, NotFound, TokenScope
 from db import repository as repo
 from db.models import Job, Token, utcnow
 
@@ -34,50 +34,96 @@ def _expire(db: Database, job_id: int) -> None:
         )
 
 
+def _held(db: Database, job_id: int) -> repo.Lease:
+    """The lease job ``job_id`` has now, as its holder knows it."""
+    with db.session(readonly=True) as s:
+        record = repo.get_job(s, job_id)
+    assert record.lease_owner is not None
+    return repo.Lease(job_id, record.lease_owner, record.lease_epoch)
+
+
 class TestLeases:
     def test_live_lease_is_refused_expired_one_taken_over(self, db: Database) -> None:
         (job,) = _jobs(db, 1)
         with db.session() as s:
-            assert repo.acquire_lease(s, job, "a", 30) is True
-            assert repo.acquire_lease(s, job, "a", 30) is True  # its own lease: renewed
-            assert repo.acquire_lease(s, job, "b", 30) is False
+            first = repo.acquire_lease(s, job, "a", 30)
+            again = repo.acquire_lease(s, job, "a", 30)  # its own lease: renewed, epoch raised
+            assert first == repo.Lease(job, "a", 1) and again == repo.Lease(job, "a", 2)
+            assert repo.acquire_lease(s, job, "b", 30) is None
+        a = _held(db, job)
         with db.session() as s:
             record = repo.get_job(s, job)
             assert record.lease_owner == "a"
             assert record.lease_expires_at is not None and record.lease_expires_at > utcnow()
-            assert repo.renew_lease(s, job, "b", 30) is False
-            assert repo.renew_lease(s, job, "a", 30) is True
+            assert repo.renew_lease(s, repo.Lease(job, "b", a.epoch), 30) is False
+            assert repo.renew_lease(s, first, 30) is False  # an older epoch of the same owner
+            assert repo.renew_lease(s, a, 30) is True
             assert repo.jobs_leased_by(s, "a") == [job]
         _expire(db, job)
         with db.session() as s:
-            assert repo.acquire_lease(s, job, "b", 30) is True
-            assert repo.renew_lease(s, job, "a", 30) is False  # taken over: a lost it
+            b = repo.acquire_lease(s, job, "b", 30)
+            assert b is not None and b.epoch == a.epoch + 1
+            assert repo.renew_lease(s, a, 30) is False  # taken over: a lost it
             assert repo.jobs_leased_by(s, "a") == []
-            repo.release_lease(s, job, "a")  # not a's: nothing happens
+            repo.release_lease(s, a)  # not a's: nothing happens
             assert repo.get_job(s, job).lease_owner == "b"
-            repo.release_lease(s, job, "b")
+            repo.release_lease(s, b)
             record = repo.get_job(s, job)
             assert (record.lease_owner, record.lease_expires_at, record.heartbeat_at) == (
                 None,
                 None,
                 None,
             )
-            assert repo.acquire_lease(s, job, "c", 30) is True
+            assert repo.acquire_lease(s, job, "c", 30) is not None
+
+    def test_a_write_fenced_on_a_lost_lease_is_discarded(self, db: Database) -> None:
+        """check_lease passes for the holder's owner and epoch only; a write after a failed
+        check is rolled back with its transaction."""
+        (job,) = _jobs(db, 1)
+        with db.session() as s:
+            a = repo.acquire_lease(s, job, "a", 30)
+            assert a is not None
+            repo.check_lease(s, a)
+        _expire(db, job)
+        with db.session() as s:
+            b = repo.acquire_lease(s, job, "a", 30)  # the same owner id, taken again
+            assert b is not None
+        with pytest.raises(LeaseLost, match="no longer a's"), db.session() as s:
+            repo.set_job_status(s, job, JobStatus.RUNNING)
+            repo.check_lease(s, a)
+        with db.session() as s:
+            assert repo.get_job(s, job).status is JobStatus.QUEUED
+            repo.check_lease(s, b)
+
+    def test_lease_times_are_the_databases_clock(self, db: Database) -> None:
+        (job,) = _jobs(db, 1)
+        with db.session() as s:
+            before = repo.db_now(s)
+            assert repo.acquire_lease(s, job, "a", 30) is not None
+            record = repo.get_job(s, job)
+            assert record.heartbeat_at is not None and record.lease_expires_at is not None
+            assert record.lease_expires_at - record.heartbeat_at == timedelta(seconds=30)
+            assert before <= record.heartbeat_at <= repo.db_now(s)
+            assert repo.lease_live(s, job)
+        _expire(db, job)
+        with db.session() as s:
+            assert not repo.lease_live(s, job)
 
     def test_renewal_is_one_statement_on_a_connection_too(self, db: Database) -> None:
         (job,) = _jobs(db, 1)
         with db.session() as s:
-            assert repo.acquire_lease(s, job, "a", 5) is True
+            a = repo.acquire_lease(s, job, "a", 5)
+            assert a is not None
             before = repo.get_job(s, job).lease_expires_at
-        assert db.write_one(lambda c: repo.renew_lease(c, job, "a", 300)) is True
-        assert db.write_one(lambda c: repo.renew_lease(c, job, "b", 300)) is False
+        assert db.write_one(lambda c: repo.renew_lease(c, a, 300)) is True
+        assert db.write_one(lambda c: repo.renew_lease(c, repo.Lease(job, "b", 1), 300)) is False
         with db.session(readonly=True) as s:
             after = repo.get_job(s, job)
         assert before is not None and after.lease_expires_at is not None
         assert after.lease_expires_at - before > timedelta(seconds=200)
         assert after.lease_owner == "a"
         with pytest.raises(NotFound, match="no job"):
-            db.write_one(lambda c: repo.renew_lease(c, job + 1000, "a", 30))
+            db.write_one(lambda c: repo.renew_lease(c, repo.Lease(job + 1000, "a", 1), 30))
 
     def test_stopped_job_goes_back_to_the_queue_and_is_claimed_again(self, db: Database) -> None:
         (job,) = _jobs(db, 1)
@@ -85,7 +131,8 @@ class TestLeases:
             assert repo.claim_next_job(s, "a", 30) == job
             repo.set_job_status(s, job, JobStatus.RUNNING)
             repo.set_job_status(s, job, JobStatus.QUEUED)  # its driver was told to stop
-            repo.release_lease(s, job, "a")
+        with db.session() as s:
+            repo.release_lease(s, _held(db, job))
             record = repo.get_job(s, job)
             assert (record.status, record.finished_at) == (JobStatus.QUEUED, None)
             assert record.started_at is not None
@@ -135,8 +182,9 @@ class TestLeases:
             # Priority first; then b (no lease held) before a (one); then a's oldest.
             claimed = [repo.claim_next_job(s, "x", 30) for _ in range(4)]
             assert claimed == [urgent, late, flood[0], flood[1]]
-            repo.release_lease(s, late, "x")
-            repo.release_lease(s, flood[0], "x")
+            for job in (late, flood[0]):
+                record = repo.get_job(s, job)
+                repo.release_lease(s, repo.Lease(job, "x", record.lease_epoch))
             # a holds two leases, b none: b's job again before a's older one.
             assert [repo.claim_next_job(s, "x", 30) for _ in range(2)] == [late, flood[0]]
 

@@ -1,17 +1,20 @@
 """Scheduler.stop with drivers that do not stop at once (real threads, no Ray): every driver is
-told at once and all are waited for against one deadline, not one timeout each."""
+told at once and all are waited for against one deadline, not one timeout each. Scheduler.health
+names what keeps a scheduler from running jobs."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from typing import cast
 
 import pytest
 
 from db import Database, repository
+from orchestrator.dispatch import WorkerPool
 from orchestrator.lease import LeaseKeeper
-from orchestrator.server.scheduler import Scheduler, _Job
+from orchestrator.server.scheduler import Scheduler, _Group, _Job
 
 
 def driver(stopping: threading.Event, after_stop_s: float) -> threading.Thread:
@@ -64,3 +67,28 @@ def test_stop_releases_a_claimed_job_that_never_started(database: Database) -> N
     with database.session(readonly=True) as s:
         record = repository.get_job(s, job_id)
     assert record.lease_owner is None and scheduler._claimed == {}
+
+
+class _Pool:
+    """A pool that lost its only worker of class ``cpu``."""
+
+    def health(self) -> list[str]:
+        return ["device class cpu has no live worker (a replacement is starting)"]
+
+
+def test_health_names_dead_workers_a_dead_thread_and_classes_without_workers(
+    database: Database,
+) -> None:
+    scheduler = Scheduler(database, owner="health-test")
+    assert scheduler.health() == []
+    scheduler.error = "cannot read the replay file x.json"
+    assert scheduler.health() == ["the scheduler's workers did not start (the server log has why)"]
+    scheduler.error = None
+    scheduler._thread = threading.Thread(target=lambda: None)
+    scheduler._thread.start()
+    scheduler._thread.join()
+    scheduler._groups.append(_Group("interpreter", [], {"cpu"}, cast(WorkerPool, _Pool())))
+    assert scheduler.health() == [
+        "the scheduler's claiming thread ended; restart the server",
+        "device class cpu has no live worker (a replacement is starting)",
+    ]

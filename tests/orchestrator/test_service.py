@@ -221,8 +221,9 @@ def test_lease_keeper_renews_refuses_notices_loss_and_releases(db: Database) -> 
             job = repository.get_job(s, job_id)
         assert job.lease_owner == "me:1:a" and not keeper.lost()
         with db.session() as s:  # an operator (or a bug) releases it under us
-            repository.release_lease(s, job_id, "me:1:a")
-            assert repository.acquire_lease(s, job_id, "you:2:b", 60.0)
+            repository.release_lease(s, keeper.lease)
+            theirs = repository.acquire_lease(s, job_id, "you:2:b", 60.0)
+            assert theirs is not None
         deadline = time.monotonic() + 5
         while not keeper.lost():
             assert time.monotonic() < deadline
@@ -230,7 +231,7 @@ def test_lease_keeper_renews_refuses_notices_loss_and_releases(db: Database) -> 
     with db.session(readonly=True) as s:
         assert repository.get_job(s, job_id).lease_owner == "you:2:b"  # not ours to release
     with db.session() as s:
-        repository.release_lease(s, job_id, "you:2:b")
+        repository.release_lease(s, theirs)
     with LeaseKeeper(db, job_id, "me:1:a", ttl_s=5):
         pass
     with db.session(readonly=True) as s:

@@ -59,11 +59,14 @@ def test_healthz_and_submit_follow_the_scheduler(serve: ServerFactory) -> None:
 def test_a_class_without_a_live_worker_is_a_problem(db: Database) -> None:
     scheduler = Scheduler(db, devices=[DeviceSource(SourceKind.INTERPRETER)])
     workers: list[object] = [SimpleNamespace(class_key="cpu")]
-    pool = SimpleNamespace(workers=lambda: workers)
+    pool = SimpleNamespace(
+        workers=lambda: workers,
+        health=lambda: [] if workers else ["device class cpu has no live worker (starting)"],
+    )
     scheduler._groups.append(_Group("interpreter", [], {"cpu"}, pool))  # type: ignore[arg-type]
     assert scheduler.problem() is None
     workers.clear()  # the only worker was lost
-    assert scheduler.problem() == "no live worker of device class cpu"
+    assert scheduler.problem() == "device class cpu has no live worker (starting)"
 
 
 def test_a_scheduler_whose_workers_did_not_start_is_unhealthy(
