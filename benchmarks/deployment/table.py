@@ -63,7 +63,7 @@ def model_table(folder: Path) -> list[str]:
                 f"## {data['model']}{layers} ({data['dtype']}, {data['device']})",
                 "",
                 "| phase | seq | batch | mode | baseline ms | swapped ms | change | bound "
-                "(measured) | swapped share | err base | err swap | refused |",
+                "(measured) | swapped share | err base | err swap | refused / policy |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
         for r in wb.get("rows", []):
@@ -74,12 +74,19 @@ def model_table(folder: Path) -> list[str]:
                 f"| {_num(bound.get('change'), '+.1%')} ({_num(bound.get('measured_share'), '.0%')}) "
                 f"| {_num(bound.get('swapped_share'), '.0%')} "
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "
-                f"| {r['refused'] or ''} |"
+                f"| {r['refused'] or _policy(r)} |"
             )
         lines.append(f"| {phase}: swapped (Triton/kept vendor) | {_swapped(wb.get('used', {}))} |")
     if lines:
         lines += ["", *(f"* {n}" for n in notes), ""]
     return lines
+
+
+def _policy(row: dict[str, Any]) -> str:
+    """The launch-bound policy's note, with the all-swapped time it avoided."""
+    if not row.get("policy"):
+        return ""
+    return f"kept vendor (launch-bound eager; all swapped: {_num(row.get('swapped_all_ms'), '.3f')} ms)"
 
 
 def main(argv: list[str]) -> int:

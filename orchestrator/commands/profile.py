@@ -241,7 +241,7 @@ def render_swap(tuned: dict[str, Any]) -> None:
     t = Table(title="tuned kernels swapped in (change of end-to-end latency; + is slower)")
     for column in (
         "phase", "batch", "mode", "baseline ms", "tuned ms", "change", "bound",
-        "err base/fp32", "err swap/fp32", "refused",
+        "err base/fp32", "err swap/fp32", "refused / policy",
     ):  # fmt: skip
         t.add_column(column)
     for r in tuned["rows"]:
@@ -250,7 +250,7 @@ def render_swap(tuned: dict[str, Any]) -> None:
             r["phase"], str(r["batch"]), r["mode"], f"{r['baseline_ms']:.3f}",
             _num(r["tuned_ms"], ".3f"), _num(r["change"], "+.1%"), _num(bound, "+.1%"),
             _num(r.get("baseline_error"), ".2g"), _num(r.get("swapped_error"), ".2g"),
-            r["refused"] or "",
+            r["refused"] or ("kept vendor: launch-bound eager" if r.get("policy") else ""),
         )  # fmt: skip
     con.print(t)
     con.print(f"same-function check: {tuned['error_rule']}")

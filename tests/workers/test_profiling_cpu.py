@@ -282,6 +282,20 @@ def test_the_error_rule_refuses_a_swap_beyond_the_stated_factor() -> None:
     assert refusal(0.01, float("inf")) is not None
 
 
+def test_a_launch_bound_eager_forward_keeps_the_vendor_path() -> None:
+    from workers.profiling.run import launch_bound
+    from workers.profiling.trace import GRAPH_PAYS_RATIO, Mode
+
+    # An eager forward whose graph runs in 20% of its time is set by launches: nothing swaps.
+    assert launch_bound(Mode.EAGER, 0.2)
+    assert launch_bound(Mode.EAGER, GRAPH_PAYS_RATIO - 0.01)
+    # A GPU-bound eager forward, any graph forward, and an eager one with no graph timed swap.
+    assert not launch_bound(Mode.EAGER, GRAPH_PAYS_RATIO)
+    assert not launch_bound(Mode.EAGER, 0.97)
+    assert not launch_bound(Mode.GRAPH, 0.2)
+    assert not launch_bound(Mode.EAGER, None)
+
+
 def test_with_bundle_reports_the_end_to_end_change(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,7 +5,9 @@ analysed by workers.profiling.trace, the eager trace's hot shapes; per phase the
 transition; optionally (``bundle``) the same forwards with tuned kernels swapped in where the
 bundle decides ``triton``, timed in the same rounds as the baseline, after the same-function check
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
-workers.profiling.bound where the eager trace gives the swapped problems' share. Traces land under
+workers.profiling.bound where the eager trace gives the swapped problems' share. An eager point
+that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op: its swapped
+latency is the baseline's, and the row keeps the measured all-swapped time beside the policy. Traces land under
 ``out/traces``, plots and ``report.json`` in ``out``.
 """
 
@@ -33,6 +35,22 @@ from workers.profiling.trace import (
     parse_trace,
     transition_batch,
 )
+
+#: What a with-bundle row says where the policy keeps every op on the vendor path.
+LAUNCH_BOUND_POLICY = (
+    "kept vendor: the eager forward is launch-bound (graph/eager {ratio:.2f}), so a tuned "
+    "kernel's launch costs more host time than its kernel saves"
+)
+
+
+def launch_bound(mode: Mode, graph_over_eager: float | None) -> bool:
+    """Whether the deployment policy keeps every op of an ``mode`` forward on the vendor path:
+    an eager forward whose CUDA graph runs under GRAPH_PAYS_RATIO of its time is set by its
+    launches (the seed's CPU-bound regime), where a Triton launch's larger host cost shows and
+    a faster kernel cannot. Graph forwards, and eager ones with no graph measured, swap."""
+    return (
+        mode is Mode.EAGER and graph_over_eager is not None and graph_over_eager < GRAPH_PAYS_RATIO
+    )
 
 
 @dataclass(frozen=True)
@@ -226,20 +244,24 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     if ("base", mode) not in by:
                         continue
                     base, new = by[("base", mode)], by.get(("tuned", mode))
+                    kept = launch_bound(mode, ratio)
                     bound = amdahl(
                         [(s.kernel, s.problem, s.weight_us) for s in found],
-                        swap.runs_triton,
+                        (lambda k, p: False) if kept else swap.runs_triton,
                         lambda k, p: speedup(swap.bundles[k], FIELDS[k], p),
                         base * 1e3,
                     )
+                    chosen = base if kept and new is not None else new
                     tuned_rows.append(
                         {
                             "phase": phase.value,
                             "batch": batch,
                             "mode": mode.value,
                             "baseline_ms": base,
-                            "tuned_ms": new,
-                            "change": None if new is None else new / base - 1.0,
+                            "tuned_ms": chosen,
+                            "change": None if chosen is None else chosen / base - 1.0,
+                            "policy": LAUNCH_BOUND_POLICY.format(ratio=ratio) if kept else None,
+                            "swapped_all_ms": new,
                             **check,
                             "amdahl": None if bound is None else bound.to_dict(),
                         }
