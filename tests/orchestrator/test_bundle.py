@@ -221,6 +221,22 @@ def test_export_triton_format_is_loadable(database: Database, tmp_path: Path) ->
     assert chosen.kwargs["BLOCK_M"] == 128 and chosen.num_warps == 8 and chosen.num_stages == 4
 
 
+def _run_exported(code: str, path: Path, cwd: Path) -> str:
+    """The stdout of ``code`` run by a fresh interpreter in ``cwd`` with the exported module
+    ``path`` as its argument; asserts that it succeeded and that running the module ran
+    nothing else (no PWNED file)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+    assert not (cwd / "PWNED").exists()  # importing the file ran nothing
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 HOSTILE_CLASS = 'H200"""\n__import__("os").system("touch PWNED")\n"""'
 
 
@@ -242,17 +258,9 @@ def test_export_triton_writes_database_text_as_literals_only(
         "import runpy, sys; ns = runpy.run_path(sys.argv[1]); "
         "print(repr(ns['DEVICE_CLASS'])); print(sorted(ns['CONFIGS'][0].kwargs))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert not (tmp_path / "PWNED").exists()  # importing the file ran nothing
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == repr(HOSTILE_CLASS)
-    assert "x'): __import__('os').system('touch PWNED') #" in done.stdout
+    printed = _run_exported(code, path, tmp_path)
+    assert printed.splitlines()[0] == repr(HOSTILE_CLASS)
+    assert "x'): __import__('os').system('touch PWNED') #" in printed
 
 
 def test_export_triton_refuses_values_that_are_not_plain_data(
@@ -354,16 +362,7 @@ def test_triton_module_names_vendor_wins_as_literals(database: Database, tmp_pat
         "print(json.dumps([[list(k), v] for k, v in ns['VENDOR'].items()])); "
         "print(c.kwargs['BLOCK_M'])"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert not (tmp_path / "PWNED").exists()
-    assert done.returncode == 0, done.stderr
-    vendor, block_m = done.stdout.splitlines()
+    vendor, block_m = _run_exported(code, path, tmp_path).splitlines()
     assert json.loads(vendor) == [[[256, 256, 256, "float16"], HOSTILE_VENDOR]]
     assert block_m == "64"  # BEST still names the vendor-won problem's fastest Triton config
 
