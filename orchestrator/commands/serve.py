@@ -106,11 +106,11 @@ def _stop_gracefully(server: uvicorn.Server, scheduler: Any) -> None:
         signal.signal(sig, lambda *_: None)
 
 
-def _env_option(flag: str, help: str, **bounds: float) -> Any:
+def _env_option(flag: str, help: str, min: float, max: float | None = None) -> Any:
     """A typer option ``flag`` that also reads ``TUNEFLEET_<FLAG>`` (``--max-trials``:
-    ``TUNEFLEET_MAX_TRIALS``), within ``bounds`` (``min``, ``max``)."""
+    ``TUNEFLEET_MAX_TRIALS``), from ``min`` to ``max`` (None: no bound)."""
     envvar = "TUNEFLEET_" + flag.removeprefix("--").upper().replace("-", "_")
-    return typer.Option(flag, envvar=envvar, help=help, **bounds)
+    return typer.Option(flag, envvar=envvar, help=help, min=min, max=max)
 
 
 def serve(
