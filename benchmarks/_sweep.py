@@ -8,16 +8,40 @@ the sweeps without wheels.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+
+def sweep_parser(
+    grids: Mapping[str, Any], *, grid: str = "issue", rounds: int = 2
+) -> argparse.ArgumentParser:
+    """The options every sweep takes: ``--out`` (JSON), ``--grid`` (one of ``grids``, default
+    ``grid``), ``--rounds`` (default ``rounds``) and ``--jobs`` (compile processes at once); a
+    sweep adds its own."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", choices=sorted(grids), default=grid)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--jobs", type=int, default=16)
+    return parser
+
+
+def start_sweep() -> float:
+    """Give the compile processes a fresh Triton cache to share (unless TRITON_CACHE_DIR is set);
+    the start time for ``finish``."""
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
+    return time.perf_counter()
 
 
 def on_gpu() -> bool:
@@ -185,6 +209,18 @@ def winner_on_fresh(spec: Any, problem: dict[str, Any], config: dict[str, Any]) 
     fresh["out"].fill_(float("nan"))
     spec.make_launcher(fresh, config)()
     return fresh
+
+
+def checked_winner(
+    spec: Any, problem: dict[str, Any], med: dict[str, float], candidates: Sequence[dict[str, Any]]
+) -> tuple[str, float]:
+    """The fastest candidate's label among the medians and its max relative error against the
+    spec's reference on fresh inputs (``winner_on_fresh``)."""
+    from search_spaces.accuracy import max_rel_error
+
+    best = fastest_candidate(med)
+    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
+    return best, max_rel_error(fresh["out"], spec.reference(fresh))
 
 
 def winner_row(

@@ -17,11 +17,7 @@ row per problem and the geomeans of best-candidate time over the fastest backend
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +32,8 @@ from _sweep import (  # this folder
     interleaved,
     medians,
     on_gpu,
+    start_sweep,
+    sweep_parser,
     winner_on_fresh,
     winner_row,
 )
@@ -329,12 +327,8 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="explore")
+    parser = sweep_parser(GRIDS, grid="explore")
     parser.add_argument("--candidates", default="explore", help="a preset name or a JSON file")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=16)
     parser.add_argument("--only", help="keep problems whose text contains this")
     parser.add_argument(
         "--outside-space",
@@ -347,8 +341,7 @@ def main() -> None:
     else:
         candidates = json.loads(Path(args.candidates).read_text())
     grid = [t for t in GRIDS[args.grid] if not args.only or args.only in t]
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
-    start = time.perf_counter()
+    start = start_sweep()
     from search_spaces import get_spec
 
     spec = get_spec("flash_attention")

@@ -20,24 +20,20 @@ L2 flushed before each rep), all entries interleaved over ``--rounds`` rounds.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 from _sweep import (  # this folder
     candidate_launchers,
+    checked_winner,
     compile_all,
     device,
-    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
-    winner_on_fresh,
+    start_sweep,
+    sweep_parser,
     winner_row,
 )
 
@@ -115,7 +111,6 @@ def _checked_entries(spec: Any, inputs: dict[str, Any], entries: dict[str, Any])
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
             rounds: int) -> dict[str, Any]:  # fmt: skip
     from search_spaces import SpecError, get_spec
-    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("fp8_matmul")
     problem = spec.validate_problem(problem)
@@ -131,10 +126,8 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     if not any(label[0] == "c" for label in entries):
         raise SystemExit(f"no candidate is within tolerance on {problem}: {wrong}")
     med = medians(interleaved(entries, rounds))
-    best = fastest_candidate(med)
-    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
-    err = max_rel_error(fresh["out"], spec.reference(fresh))
-    del inputs, fresh, entries
+    best, err = checked_winner(spec, problem, med, candidates)
+    del inputs, entries
     row: dict[str, Any] = {
         **winner_row(spec, problem, med, candidates, best, err),
         "tflops": spec.flops(problem) / med[best] / 1e9,
@@ -149,16 +142,10 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=16)
-    args = parser.parse_args()
+    args = sweep_parser(GRIDS, rounds=3).parse_args()
     candidates = CANDIDATES[args.grid]
     grid = GRIDS[args.grid]
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
-    start = time.perf_counter()
+    start = start_sweep()
     # M, N, K are runtime values: one small problem compiles every candidate (M=1 compiles its
     # own specialization at its first launch).
     broken = compile_all("fp8_matmul", {"any": {"M": 16, "N": 256, "K": 512}}, candidates,

@@ -13,24 +13,20 @@ reference.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 from _sweep import (
     candidate_launchers,
+    checked_winner,
     compile_all,
     device,
-    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
-    winner_on_fresh,
+    start_sweep,
+    sweep_parser,
     winner_row,
 )
 
@@ -306,7 +302,6 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     import torch
 
     from search_spaces import get_spec
-    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("matmul")
     problem = spec.validate_problem(problem)
@@ -315,13 +310,11 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     a, b, out = inputs["a"], inputs["b"], inputs["out"]
     entries["cublas"] = lambda: torch.matmul(a, b, out=out)
     med = medians(interleaved(entries, rounds))
-    best = fastest_candidate(med)
-    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
-    err = max_rel_error(fresh["out"], spec.reference(fresh))
+    best, err = checked_winner(spec, problem, med, candidates)
     tried = [k for k in med if k != "cublas"]
     split = [k for k in tried if not candidates[int(k[1:])]["STREAM_K"]]
     stream = [k for k in tried if candidates[int(k[1:])]["STREAM_K"]]
-    del inputs, fresh, entries
+    del inputs, entries
     best_split = min(split, key=med.__getitem__)
     best_stream = min(stream, key=med.__getitem__) if stream else None
     return {
@@ -338,11 +331,7 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=16)
+    parser = sweep_parser(GRIDS, rounds=3)
     parser.add_argument(
         "--outside-space",
         action="store_true",
@@ -351,8 +340,7 @@ def main() -> None:
     args = parser.parse_args()
     candidates = [_for_device(c) for c in CANDIDATES[args.grid]]
     grid = GRIDS[args.grid]
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
-    start = time.perf_counter()
+    start = start_sweep()
     # M, N, K are runtime values: one stand-in per dtype compiles every variant.
     small = {p["dtype"]: {**p, "M": 64, "N": 256, "K": 256} for p in grid}
     broken = compile_all("matmul", small, candidates, args.jobs, outside_space=args.outside_space)

@@ -23,24 +23,20 @@ best of the fixed list) is checked on fresh inputs against the float32 per-exper
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 from _sweep import (  # this folder
     candidate_launchers,
+    checked_winner,
     compile_all,
     device,
-    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
-    winner_on_fresh,
+    start_sweep,
+    sweep_parser,
     winner_row,
 )
 from _vendor import grouped_mm_path
@@ -126,10 +122,8 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         vendor_note = str(exc).splitlines()[0][:200]
         vendor_err = None
     med = medians(interleaved(entries, rounds))
-    best = fastest_candidate(med)
-    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
-    err = max_rel_error(fresh["out"], spec.reference(fresh))
-    del inputs, fresh, entries, vendor, gemm_only
+    best, err = checked_winner(spec, problem, med, candidates)
+    del inputs, entries, vendor, gemm_only
     row: dict[str, Any] = {
         **winner_row(spec, problem, med, candidates, best, err),
         "tflops": spec.flops(problem) / med[best] / 1e9,
@@ -146,16 +140,10 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=16)
-    args = parser.parse_args()
+    args = sweep_parser(GRIDS).parse_args()
     candidates = CANDIDATES[args.grid]
     grid = GRIDS[args.grid]
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
-    start = time.perf_counter()
+    start = start_sweep()
     # Compiled variants differ by topk and gemm (constexprs); M, N, K, E are runtime values.
     small = {
         f"topk={p['topk']},gemm={p['gemm']}": {**p, "M": 16, "E": 8, "N": 256, "K": 256}

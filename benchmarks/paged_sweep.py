@@ -14,27 +14,23 @@ attention_sweep.py; the fastest candidate is checked on fresh inputs against the
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 from _sweep import (
     add_runnable,
     candidate_launchers,
+    checked_winner,
     compile_all,
     copy_gbps,
     device,
-    fastest_candidate,
     finish,
     geomean,
     interleaved,
     medians,
     on_gpu,
-    winner_on_fresh,
+    start_sweep,
+    sweep_parser,
     winner_row,
 )
 from _vendor import BACKENDS, contiguous_sdpa
@@ -80,7 +76,6 @@ GRIDS: dict[str, list[str]] = {
 def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], rounds: int,
             copy: float) -> dict[str, Any]:  # fmt: skip
     from search_spaces import get_spec
-    from search_spaces.accuracy import max_rel_error
 
     spec = get_spec("paged_attention")
     problem = spec.parse_problem(text)
@@ -88,13 +83,11 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
     entries = candidate_launchers(spec, inputs, candidates, broken)
     not_run = add_runnable(entries, {b: contiguous_sdpa(inputs, problem, b) for b in BACKENDS})
     med = medians(interleaved(entries, rounds))
-    best = fastest_candidate(med)
+    best, err = checked_winner(spec, problem, med, candidates)
     ran = [b for b in BACKENDS if b in med]
     fastest = min(ran, key=med.__getitem__) if ran else None
-    fresh = winner_on_fresh(spec, problem, candidates[int(best[1:])])
-    err = max_rel_error(fresh["out"], spec.reference(fresh))
     nbytes = spec.bytes_moved(problem)
-    del inputs, fresh, entries
+    del inputs, entries
     row: dict[str, Any] = {
         **winner_row(spec, problem, med, candidates, best, err),
         "bytes": nbytes,
@@ -113,16 +106,10 @@ def measure(text: str, candidates: list[dict[str, Any]], broken: set[int], round
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=16)
-    args = parser.parse_args()
+    args = sweep_parser(GRIDS).parse_args()
     candidates = _candidates(args.grid)
     grid = GRIDS[args.grid]
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tf-sweep-cache-"))
-    start = time.perf_counter()
+    start = start_sweep()
     from search_spaces import get_spec
 
     spec = get_spec("paged_attention")

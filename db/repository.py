@@ -1164,10 +1164,11 @@ class BestDecision:
     over: datetime | None = None
 
     def columns(self) -> dict[str, Any]:
-        if self.backend is BestBackend.VENDOR and not self.vendor:
+        backend = _coerce(BestBackend, self.backend, "backend")
+        if backend is BestBackend.VENDOR and not self.vendor:
             raise InvalidRecord("a vendor win must name its vendor path")
         return {
-            "backend": BestBackend(self.backend).value,
+            "backend": backend.value,
             "vendor": self.vendor,
             "triton_ms": self.triton_ms,
             "vendor_ms": self.vendor_ms,
@@ -1360,49 +1361,6 @@ def mark_revalidation(
             revalidated_at=at or utcnow(),
             revalidated_ms=time_ms,
             revalidated_environment_id=environment_id,
-        )
-        .returning(_BEST.c.id)
-    ).first()
-    if done is None:
-        raise NotFound(f"no best config with id {best_id}")
-
-
-def set_best_backend(
-    s: Session,
-    best_id: int,
-    backend: BestBackend | str,
-    vendor: str | None,
-    triton_ms: float | None,
-    vendor_ms: float | None,
-    noise: float | None,
-    default_ms: float | None = None,
-) -> None:
-    """Record which backend won best config ``best_id`` in a paired re-timing, with its times
-    (ms; None: not measured) and relative noise floor. Raises NotFound for no such row,
-    InvalidRecord for an unknown backend, a vendor win naming no path, or a time that is not a
-    finite positive number (a noise floor that is not finite and non-negative)."""
-    chosen = _coerce(BestBackend, backend, "backend")
-    if chosen is BestBackend.VENDOR and not vendor:
-        raise InvalidRecord("a vendor win names its vendor path")
-    for name, value in (
-        ("triton_ms", triton_ms),
-        ("vendor_ms", vendor_ms),
-        ("default_ms", default_ms),
-    ):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise InvalidRecord(f"{name} must be a finite positive number of ms, got {value!r}")
-    if noise is not None and not (math.isfinite(noise) and noise >= 0):
-        raise InvalidRecord(f"noise must be a finite non-negative number, got {noise!r}")
-    done = s.execute(
-        sa.update(_BEST)
-        .where(_BEST.c.id == best_id)
-        .values(
-            backend=chosen.value,
-            vendor=vendor,
-            triton_ms=triton_ms,
-            vendor_ms=vendor_ms,
-            default_ms=default_ms,
-            noise=noise,
         )
         .returning(_BEST.c.id)
     ).first()

@@ -106,6 +106,13 @@ def _stop_gracefully(server: uvicorn.Server, scheduler: Any) -> None:
         signal.signal(sig, lambda *_: None)
 
 
+def _env_option(flag: str, help: str, min: float, max: float | None = None) -> Any:
+    """A typer option ``flag`` that also reads ``TUNEFLEET_<FLAG>`` (``--max-trials``:
+    ``TUNEFLEET_MAX_TRIALS``), from ``min`` to ``max`` (None: no bound)."""
+    envvar = "TUNEFLEET_" + flag.removeprefix("--").upper().replace("-", "_")
+    return typer.Option(flag, envvar=envvar, help=help, min=min, max=max)
+
+
 def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to bind (non-loopback needs a token first).")
@@ -156,57 +163,49 @@ def serve(
     ssl_keyfile: Annotated[str | None, typer.Option("--ssl-keyfile", help="TLS key (PEM).")] = None,
     max_connections: Annotated[
         int,
-        typer.Option(
+        _env_option(
             "--max-connections",
+            "Connections served at once; a request beyond them gets 503.",
             min=1,
-            envvar="TUNEFLEET_MAX_CONNECTIONS",
-            help="Connections served at once; a request beyond them gets 503.",
         ),
     ] = ConnectionLimits.max_connections,
     head_timeout: Annotated[
         float,
-        typer.Option(
+        _env_option(
             "--head-timeout",
+            "Seconds a client has to send a request's head before it is disconnected.",
             min=0.1,
-            envvar="TUNEFLEET_HEAD_TIMEOUT",
-            help="Seconds a client has to send a request's head before it is disconnected.",
         ),
     ] = ConnectionLimits.head_timeout_s,
     max_priority: Annotated[
         int,
-        typer.Option(
+        _env_option(
             "--max-priority",
+            "The largest |priority| a team's job may ask (admin tokens: any).",
             min=0,
             max=1000,
-            envvar="TUNEFLEET_MAX_PRIORITY",
-            help="The largest |priority| a team's job may ask (admin tokens: any).",
         ),
     ] = TeamCaps.priority,
     max_trials: Annotated[
         int,
-        typer.Option(
+        _env_option(
             "--max-trials",
+            "The most trials per study a team's job may ask (admin tokens: any).",
             min=1,
-            envvar="TUNEFLEET_MAX_TRIALS",
-            help="The most trials per study a team's job may ask (admin tokens: any).",
         ),
     ] = TeamCaps.trials,
     max_problems: Annotated[
         int,
-        typer.Option(
-            "--max-problems",
-            min=1,
-            envvar="TUNEFLEET_MAX_PROBLEMS",
-            help="The most problems a team's job may name (admin tokens: any).",
+        _env_option(
+            "--max-problems", "The most problems a team's job may name (admin tokens: any).", min=1
         ),
     ] = TeamCaps.problems,
     audit_refusals: Annotated[
         int,
-        typer.Option(
+        _env_option(
             "--audit-refusals",
+            "Audit rows of refused requests per token and minute (then one summary row).",
             min=0,
-            envvar="TUNEFLEET_AUDIT_REFUSALS",
-            help="Audit rows of refused requests per token and minute (then one summary row).",
         ),
     ] = 10,
     docs: Annotated[

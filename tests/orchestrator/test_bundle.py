@@ -8,11 +8,11 @@ import sys
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from db import Database, Objective, repository
+from db import BestBackend, Database, Objective, repository
 from orchestrator.bundle_export import BundleFormat, export
 from orchestrator.errors import BundleExportError
 from search_spaces.bundle import (
@@ -109,13 +109,33 @@ def test_bad_bundles(tmp_path: Path) -> None:
         bundle_from_dict({**_bundle(), "entries": [{"problem": {}}]})
 
 
+SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
+MID = {"M": 512, "N": 512, "K": 512, "dtype": "float16"}
+BIG = {"M": 2048, "N": 2048, "K": 2048, "dtype": "float16"}
+CFG = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 128,
+    "BLOCK_K": 64,
+    "GROUP_M": 8,
+    "SPLIT_K": 1,
+    "num_warps": 8,
+    "num_stages": 4,
+}
+SMALL_CFG = {**CFG, "BLOCK_M": 64}
+
+
 def _store_one(
     database: Database,
     class_key: str,
     config: Mapping[str, Any],
     problem: Mapping[str, Any] | None = None,
+    *,
+    time_ms: float = 1.0,
+    job: int | None = None,
+    decision: repository.BestDecision | None = None,
 ) -> None:
-    """A best config of the installed matmul for ``problem`` (default 64^3 float16) on a class."""
+    """A best config of the installed matmul for ``problem`` (default 64^3 float16) on a class,
+    produced by ``job`` and decided by ``decision`` (default: none, a Triton win)."""
     problem = problem or {"M": 64, "N": 64, "K": 64, "dtype": "float16"}
     with database.session() as s:
         repository.upsert_best(
@@ -126,28 +146,26 @@ def _store_one(
             class_key,
             "3.9",
             config,
-            1.0,
+            time_ms,
             None,
+            job,
             None,
-            None,
+            decision=decision,
         )
 
 
+def _jobs(database: Database, n: int) -> list[int]:
+    """Ids of ``n`` new jobs of team ml on the installed matmul."""
+    spec = get_spec("matmul")
+    with database.session() as s:
+        kernel_id = repository.ensure_kernel(s, "matmul", spec.version_hash(), spec.space.hash())
+        return [repository.create_job(s, kernel_id, {"kernel": "matmul"}, "ml") for _ in range(n)]
+
+
 def _store(database: Database) -> tuple[dict[str, Any], dict[str, Any]]:
-    small = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
-    big = {"M": 2048, "N": 2048, "K": 2048, "dtype": "float16"}
-    cfg = {
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "BLOCK_K": 64,
-        "GROUP_M": 8,
-        "SPLIT_K": 1,
-        "num_warps": 8,
-        "num_stages": 4,
-    }
-    for problem, config in ((small, {**cfg, "BLOCK_M": 64}), (big, cfg)):
+    for problem, config in ((SMALL, SMALL_CFG), (BIG, CFG)):
         _store_one(database, "NVIDIA H200", config, problem)
-    return small, big
+    return SMALL, BIG
 
 
 def test_export_native_round_trips_to_lookup(database: Database, tmp_path: Path) -> None:
@@ -203,6 +221,22 @@ def test_export_triton_format_is_loadable(database: Database, tmp_path: Path) ->
     assert chosen.kwargs["BLOCK_M"] == 128 and chosen.num_warps == 8 and chosen.num_stages == 4
 
 
+def _run_exported(code: str, path: Path, cwd: Path) -> str:
+    """The stdout of ``code`` run by a fresh interpreter in ``cwd`` with the exported module
+    ``path`` as its argument; asserts that it succeeded and that running the module ran
+    nothing else (no PWNED file)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+    assert not (cwd / "PWNED").exists()  # importing the file ran nothing
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 HOSTILE_CLASS = 'H200"""\n__import__("os").system("touch PWNED")\n"""'
 
 
@@ -224,17 +258,9 @@ def test_export_triton_writes_database_text_as_literals_only(
         "import runpy, sys; ns = runpy.run_path(sys.argv[1]); "
         "print(repr(ns['DEVICE_CLASS'])); print(sorted(ns['CONFIGS'][0].kwargs))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert not (tmp_path / "PWNED").exists()  # importing the file ran nothing
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == repr(HOSTILE_CLASS)
-    assert "x'): __import__('os').system('touch PWNED') #" in done.stdout
+    printed = _run_exported(code, path, tmp_path)
+    assert printed.splitlines()[0] == repr(HOSTILE_CLASS)
+    assert "x'): __import__('os').system('touch PWNED') #" in printed
 
 
 def test_export_triton_refuses_values_that_are_not_plain_data(
@@ -253,19 +279,6 @@ def test_export_nothing_is_an_error(database: Database, tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------- vendor entries
 
-SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
-MID = {"M": 512, "N": 512, "K": 512, "dtype": "float16"}
-BIG = {"M": 2048, "N": 2048, "K": 2048, "dtype": "float16"}
-CFG = {
-    "BLOCK_M": 128,
-    "BLOCK_N": 128,
-    "BLOCK_K": 64,
-    "GROUP_M": 8,
-    "SPLIT_K": 1,
-    "num_warps": 8,
-    "num_stages": 4,
-}
-SMALL_CFG = {**CFG, "BLOCK_M": 64}
 #: problem -> (config, backend, vendor, triton_ms, vendor_ms): the vendor path wins SMALL.
 WINS: list[tuple[dict[str, Any], dict[str, Any], str, float, float]] = [
     (SMALL, SMALL_CFG, "vendor", 1.2, 1.0),
@@ -275,32 +288,21 @@ WINS: list[tuple[dict[str, Any], dict[str, Any], str, float, float]] = [
 
 
 def _store_vendor_wins(database: Database, vendor: str = "torch.matmul") -> int:
-    """The WINS rows of the installed matmul on NVIDIA H200, produced by one job of team ml;
-    backends set through repository.set_best_backend. Returns the job id."""
-    spec = get_spec("matmul")
-    with database.session() as s:
-        kernel_id = repository.ensure_kernel(s, "matmul", spec.version_hash(), spec.space.hash())
-        job = repository.create_job(s, kernel_id, {"kernel": "matmul"}, "ml")
-        for problem, config, backend, triton_ms, vendor_ms in WINS:
-            chosen = vendor_ms if backend == "vendor" else triton_ms
-            repository.upsert_best(
-                s,
-                "matmul",
-                spec.version_hash(),
-                problem_key(problem),
-                "NVIDIA H200",
-                "3.9",
-                config,
-                chosen,
-                None,
-                job,
-                None,
-            )
-        for row in repository.get_best(s, "matmul"):
-            _, _, backend, triton_ms, vendor_ms = next(
-                w for w in WINS if problem_key(w[0]) == row.problem_key
-            )
-            repository.set_best_backend(s, row.id, backend, vendor, triton_ms, vendor_ms, 0.02)
+    """The WINS rows of the installed matmul on NVIDIA H200, produced by one job of team ml,
+    each written with its decision. Returns the job id."""
+    (job,) = _jobs(database, 1)
+    for problem, config, backend, triton_ms, vendor_ms in WINS:
+        _store_one(
+            database,
+            "NVIDIA H200",
+            config,
+            problem,
+            time_ms=vendor_ms if backend == "vendor" else triton_ms,
+            job=job,
+            decision=repository.BestDecision(
+                BestBackend(backend), vendor, triton_ms, vendor_ms, noise=0.02
+            ),
+        )
     return job
 
 
@@ -336,13 +338,14 @@ def test_export_round_trips_vendor_decisions(database: Database, tmp_path: Path)
 
 
 def test_export_refuses_a_vendor_win_without_a_path(database: Database, tmp_path: Path) -> None:
-    _store_vendor_wins(database)
-    with database.session() as s:
-        (row,) = repository.get_best(s, "matmul", problem_key=problem_key(SMALL))
-        with pytest.raises(repository.InvalidRecord, match="names its vendor path"):
-            repository.set_best_backend(s, row.id, "vendor", None, 1.2, 1.0, 0.02)
-        with pytest.raises(repository.InvalidRecord, match="unknown backend 'cudnn'"):
-            repository.set_best_backend(s, row.id, "cudnn", "x", 1.2, 1.0, 0.02)
+    for decision, refusal in (
+        (repository.BestDecision(BestBackend.VENDOR, None, 1.2, 1.0), "name its vendor path"),
+        (repository.BestDecision(cast(BestBackend, "cudnn"), "x"), "unknown backend 'cudnn'"),
+    ):
+        with pytest.raises(repository.InvalidRecord, match=refusal):
+            _store_one(database, "NVIDIA H200", SMALL_CFG, SMALL, decision=decision)
+    with pytest.raises(BundleExportError, match="run `tunefleet tune` first"):
+        export(database, "matmul", tmp_path / "out")
 
 
 HOSTILE_VENDOR = "'); __import__('os').system('touch PWNED'); ('"
@@ -359,16 +362,7 @@ def test_triton_module_names_vendor_wins_as_literals(database: Database, tmp_pat
         "print(json.dumps([[list(k), v] for k, v in ns['VENDOR'].items()])); "
         "print(c.kwargs['BLOCK_M'])"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert not (tmp_path / "PWNED").exists()
-    assert done.returncode == 0, done.stderr
-    vendor, block_m = done.stdout.splitlines()
+    vendor, block_m = _run_exported(code, path, tmp_path).splitlines()
     assert json.loads(vendor) == [[[256, 256, 256, "float16"], HOSTILE_VENDOR]]
     assert block_m == "64"  # BEST still names the vendor-won problem's fastest Triton config
 
@@ -450,26 +444,11 @@ def test_leave_one_out_follows_bundle_decide() -> None:
 def test_entries_of_a_cancelled_job_are_marked(database: Database, tmp_path: Path) -> None:
     from db import JobStatus
 
-    spec = get_spec("matmul")
+    done, cancelled = _jobs(database, 2)
     with database.session() as s:
-        kernel_id = repository.ensure_kernel(s, "matmul", spec.version_hash(), spec.space.hash())
-        done, cancelled = (repository.create_job(s, kernel_id, {}, "ml") for _ in range(2))
         repository.set_job_status(s, cancelled, JobStatus.CANCELLED)
-        for problem, job in ((SMALL, done), (BIG, cancelled)):
-            key = problem_key(problem)
-            repository.upsert_best(
-                s,
-                "matmul",
-                spec.version_hash(),
-                key,
-                "NVIDIA H200",
-                "3.9",
-                CFG,
-                1.0,
-                None,
-                job,
-                None,
-            )
+    for problem, job in ((SMALL, done), (BIG, cancelled)):
+        _store_one(database, "NVIDIA H200", CFG, problem, job=job)
     (path,) = export(database, "matmul", tmp_path)
     entries = {problem_key(e["problem"]): e for e in json.loads(path.read_text())["entries"]}
     assert entries[problem_key(BIG)]["cancelled"] is True

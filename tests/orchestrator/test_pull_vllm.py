@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from db import Database, repository
+from db import BestBackend, Database, repository
 from orchestrator.bundle_export import BundleFormat, export
 from orchestrator.errors import BundleExportError
 from search_spaces import get_spec, problem_key
@@ -22,7 +23,14 @@ CONFIG = {
 }
 
 
-def seeded(tmp_path: Path, class_key: str, replay: bool = False) -> Database:
+def seeded(
+    tmp_path: Path,
+    class_key: str,
+    replay: bool = False,
+    decide: Callable[[int], repository.BestDecision] | None = None,
+) -> Database:
+    """fused_moe best rows for M = 1, 64, 1024 on ``class_key``, each decided by ``decide(M)``
+    (default: none, a Triton win)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     database = Database(f"sqlite:///{tmp_path / 'best.db'}")
     database.ensure_schema()
@@ -43,6 +51,7 @@ def seeded(tmp_path: Path, class_key: str, replay: bool = False) -> Database:
                 None,
                 None,
                 None,
+                decision=decide(m) if decide else None,
             )
     return database
 
@@ -71,19 +80,17 @@ def test_vendor_won_rows_keep_their_triton_config(
 ) -> None:
     from orchestrator.cli import main
 
-    database = seeded(tmp_path, "NVIDIA H200")
-    with database.session() as s:
-        for row in repository.get_best(s, "fused_moe"):
-            won = json.loads(row.problem_key)["M"] == 64
-            repository.set_best_backend(
-                s,
-                row.id,
-                "vendor" if won else "triton",
-                "torch._grouped_mm",
-                0.5,
-                0.4 if won else 0.6,
-                0.01,
-            )
+    def decide(m: int) -> repository.BestDecision:
+        won = m == 64
+        return repository.BestDecision(
+            BestBackend.VENDOR if won else BestBackend.TRITON,
+            "torch._grouped_mm",
+            0.5,
+            0.4 if won else 0.6,
+            noise=0.01,
+        )
+
+    seeded(tmp_path, "NVIDIA H200", decide=decide)
     with pytest.raises(SystemExit) as done:
         main(
             ["pull", "fused_moe", "--format", "vllm", "--out", str(tmp_path / "out"), "--db",
