@@ -1,7 +1,7 @@
-"""Fault-injection table (issue 14): run every fault scenario's tests, count what held.
+"""Fault-injection table (issues 14 and 45): run every fault scenario's tests, count what held.
 
-``python benchmarks/faults.py [--out DIR] [--no-postgres]`` runs the tests of each scenario in one
-pytest process (tests/faults/ and the tests elsewhere that already cover a scenario), with
+``python benchmarks/faults.py [--out DIR] [--no-postgres] [--only PREFIX]`` runs the tests of each
+scenario (``--only 45.``: issue 45's) in one pytest process (tests/faults/ and the tests elsewhere that already cover a scenario), with
 ``TUNEFLEET_FAULTS_LOG`` set so that every check of tests/faults/checker.py is logged, and
 prints per scenario: tests tried / held, trials checked (final rows), lost, duplicated. Writes
 ``table.md``, ``checks.jsonl`` and ``junit.xml`` under ``--out``.
@@ -84,6 +84,31 @@ SCENARIOS: dict[str, list[str]] = {
     ],
     "corrupted landscapes": ["tests/workers/test_replay.py::test_bad_files"],
     "YAML tags that would run code": [F + "test_input_faults.py"],
+    "45.1 a driver frozen past its lease (SIGSTOP) writes nothing after the takeover": [
+        F + "test_lease_faults.py::test_a_frozen_driver_writes_nothing_once_its_job_is_taken_over"
+    ],
+    "45.2 two drivers of one host; a host clock an hour off": [
+        F
+        + "test_lease_faults.py::test_two_drivers_of_one_host_have_distinct_owners_and_one_runs_the_job",
+        F + "test_lease_faults.py::test_a_host_clock_off_by_an_hour_changes_no_lease",
+    ],
+    "45.3 killed worker process, zero studies: no false done": [
+        F
+        + "test_lease_faults.py::test_a_killed_worker_process_is_replaced_and_no_job_is_falsely_done",
+        F
+        + "test_lease_faults.py::test_a_job_with_no_study_to_run_fails_with_its_reason_never_done",
+        F
+        + "test_lease_faults.py::test_replacements_back_off_and_stop_at_their_cap_and_are_reported",
+    ],
+    "45.4 NUL and lone surrogates in a kernel's text": [
+        F + "test_text_faults.py",
+        "tests/db/test_text.py",
+    ],
+    "45.5 a sick scheduler is a 503": ["tests/server/test_health.py"],
+    "45.8 a config lost with the only worker: its final row on resume": [
+        F
+        + "test_lease_faults.py::test_a_config_lost_with_the_only_worker_gets_its_final_row_on_resume"
+    ],
 }
 
 
@@ -103,12 +128,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="Folder for table.md and logs.")
     parser.add_argument("--no-postgres", action="store_true", help="Leave out postgres tests.")
+    parser.add_argument(
+        "--only", default="", help="Run only the scenarios whose name starts with this."
+    )
     args = parser.parse_args()
+    scenarios = {k: v for k, v in SCENARIOS.items() if k.startswith(args.only)}
     out = args.out or Path(tempfile.mkdtemp(prefix="faults-"))
     out.mkdir(parents=True, exist_ok=True)
     log, junit = out / "checks.jsonl", out / "junit.xml"
     log.unlink(missing_ok=True)
-    selection = sorted({node for nodes in SCENARIOS.values() for node in nodes})
+    selection = sorted({node for nodes in scenarios.values() for node in nodes})
     keyword = []
     if args.no_postgres:
         keyword = ["-m", "not postgres"]
@@ -134,7 +163,7 @@ def main() -> None:
     ]
     totals = [0, 0, 0, 0, 0]
     scenarios_held = 0
-    for scenario, prefixes in SCENARIOS.items():
+    for scenario, prefixes in scenarios.items():
         tests = [t for t in results if any(t.startswith(p) for p in prefixes)]
         held = sum(results[t] for t in tests)
         entries = [e for t in tests for e in checks.get(t, [])]
@@ -147,7 +176,7 @@ def main() -> None:
             totals[i] += v
         scenarios_held += int(bool(tests) and held == len(tests))
     rows.append(
-        f"| **all: {scenarios_held} of {len(SCENARIOS)} scenarios held** | {totals[0]} | "
+        f"| **all: {scenarios_held} of {len(scenarios)} scenarios held** | {totals[0]} | "
         f"{totals[1]} | {totals[2]} | {totals[3]} | {totals[4]} |"
     )
     table = "\n".join(rows)

@@ -28,7 +28,9 @@ def _unwritable_folder(tmp_path: Path) -> Path:
 
 
 def _landscape() -> Landscape:
-    landscape = Landscape(kernel="matmul", kernel_version="v", problem={"M": 32}, device={})
+    landscape = Landscape(
+        kernel="matmul", kernel_version="v", problem={"M": 32}, device={"name": "NVIDIA H200"}
+    )
     landscape.results.append(LandscapeResult({"BLOCK_M": 16}, Outcome.OK, 0.5))
     return landscape
 
