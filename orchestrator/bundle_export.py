@@ -13,9 +13,11 @@ One file per (device class, triton major.minor) of the installed kernel version:
   (a list of ``triton.Config``, ready for ``@triton.autotune(configs=CONFIGS, key=KEY)``), ``BEST``
   (problem values in KEY order -> index into CONFIGS) for an exact pick without timing, and
   ``VENDOR`` (problem values -> vendor path) for the problems where the vendor path won;
-* ``vllm`` (``fused_moe``): ``E=<E>,N=<N/2>,device_name=<name>.json`` per (E, N, dtype), see
-  :mod:`orchestrator.vllm_export` (a vendor-won M keeps its fastest Triton config: vLLM cannot run
-  another path); replay classes are refused (they are not measurements).
+* ``vllm``: for ``fused_moe`` ``E=<E>,N=<N/2>,device_name=<name>.json`` per (E, N, dtype), for
+  ``fp8_matmul`` ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` per
+  (N, K), see :mod:`orchestrator.vllm_export` (a vendor-won M keeps its fastest Triton config: vLLM
+  cannot run another path; an M whose config vLLM's kernel cannot express is left out); replay and
+  interpreter (cpu) classes are refused (they are not GPU measurements).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from db import BestBackend, Database, JobStatus, NotFound, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
 from orchestrator.revalidate import revalidation_mark
-from orchestrator.vllm_export import vllm_files, write_files
+from orchestrator.vllm_export import VLLM_FILES, write_files
 from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
 
 class BundleFormat(str, enum.Enum):
     """What ``pull`` writes: our JSON bundle, a Python file of ``triton.Config`` entries, or
-    (``fused_moe`` only) vLLM's per-device fused-MoE config files."""
+    (``fused_moe``, ``fp8_matmul``) vLLM's per-device config files."""
 
     NATIVE = "native"
     TRITON = "triton"
@@ -267,11 +269,12 @@ def render(
 ) -> list[tuple[str, str]]:
     """The files (name, text) of one bundle per (class, triton minor) for the installed version
     of ``kernel_name``, from the best configs of ``objective`` (a file name says a non-kernel
-    objective); ``vllm`` gives vLLM's fused-MoE files instead."""
+    objective); ``vllm`` gives vLLM's files instead (fused_moe, fp8_matmul)."""
     kernel = get_spec(kernel_name)
-    if fmt is BundleFormat.VLLM and kernel.name != "fused_moe":
+    if fmt is BundleFormat.VLLM and kernel.name not in VLLM_FILES:
         raise BundleExportError(
-            f"--format vllm writes vLLM's fused-MoE files; {kernel.name} has none: use native"
+            f"--format vllm writes vLLM's {' and '.join(VLLM_FILES)} files; {kernel.name} has "
+            "none: use native"
         )
     version = kernel.version_hash()
     with database.session(readonly=True) as s:
@@ -298,6 +301,11 @@ def render(
                     f"{class_key} holds replayed results, not measurements; "
                     "pull vLLM files from a real device class (--device-class)"
                 )
+            if fmt is BundleFormat.VLLM and cls is not None and cls.vendor == Vendor.CPU.value:
+                raise BundleExportError(
+                    f"{class_key} holds Triton interpreter timings, not GPU measurements; "
+                    "pull vLLM files from a GPU device class (--device-class)"
+                )
             device_names[class_key] = cls.name if cls is not None else class_key
             env_id = next((r.environment_id for r in group if r.environment_id), None)
             env = repository.get_environment(s, env_id) if env_id is not None else None
@@ -320,7 +328,7 @@ def render(
             stem += f"-{objective.value}"
         if fmt is BundleFormat.VLLM:
             entries = [(e["problem"], e["config"]) for e in doc["entries"]]
-            files.extend(vllm_files(entries, device_names[doc["device_class"]]))
+            files.extend(VLLM_FILES[kernel.name](entries, device_names[doc["device_class"]]))
         elif fmt is BundleFormat.NATIVE:
             files.append((f"{stem}.json", json.dumps(doc, indent=1, sort_keys=False) + "\n"))
         else:

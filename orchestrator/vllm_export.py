@@ -1,9 +1,10 @@
-"""Write ``fused_moe`` results as vLLM's per-device fused-MoE config files.
+"""Write ``fused_moe`` and ``fp8_matmul`` results as vLLM's per-device Triton config files.
 
-vLLM (``vllm/model_executor/layers/fused_moe``: ``get_config_file_name``, ``get_moe_configs``)
-looks for ``E=<E>,N=<N>,device_name=<name>[,dtype=<d>].json`` in ``VLLM_TUNED_CONFIG_FOLDER`` first,
-then in its own ``configs/`` folder; the file maps a batch size M (string key) to the kernel config
-and vLLM takes the entry whose M is nearest to the batch it runs. Conventions copied from vLLM:
+fused_moe: vLLM (``vllm/model_executor/layers/fused_moe``: ``get_config_file_name``,
+``get_moe_configs``) looks for ``E=<E>,N=<N>,device_name=<name>[,dtype=<d>].json`` in
+``VLLM_TUNED_CONFIG_FOLDER`` first, then in its own ``configs/`` folder; the file maps a batch size
+M (string key) to the kernel config and vLLM takes the entry whose M is nearest to the batch it
+runs. Conventions copied from vLLM:
 
 * ``N`` in the name is ``w2.shape[2]``, the intermediate size after SiLU-and-mul: half the N of the
   first GEMM (whose weight ``w1`` is [E, 2*N, K], gate and up projections stacked). Our problem's
@@ -25,6 +26,20 @@ studies saw, a vendor-won M included, with the fastest Triton config measured fo
 that row would not bring the vendor path back, it would hand the M to the config of the nearest
 other M (vLLM's rule), tuned for another batch size. ``pull`` says how many rows that is
 (:data:`VENDOR_POLICY`) and its ``--json`` names them (``bundles[].shapes``).
+
+fp8_matmul: vLLM's block-FP8 linear (``w8a8_block_fp8_matmul``, ``get_w8a8_block_fp8_configs``)
+reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` from its
+``configs/`` folder beside that module: one file per (N, K) of the weight, M (string key) -> the
+six :data:`VLLM_KEYS` (and the AMD keys where the config has them), nearest M wins, and every key
+is passed to the Triton launch. ``device_name`` is the GPU name with spaces as ``_`` and no H200
+folding (that is the fused-MoE loader's). vLLM's kernel has neither ``SPLIT_K`` nor ``TMA``
+(:data:`FP8_NOT_IN_VLLM`), so an entry whose config needs another value than vLLM's is never
+written: as is, vLLM's launch would reject the extra key; stripped, vLLM would run a config nobody
+timed. A bundle holds one config per M, so such an M is left out of its file (vLLM then takes
+the nearest written M's config, or its default when none is left) and ``pull`` names it on
+stderr and in ``--json`` (``skipped``); with no entry left, ``pull`` refuses. A vendor-won M keeps
+its fastest Triton config, as for fused_moe (the file can only map an M to a config of vLLM's
+kernel), if that config is expressible.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from orchestrator.errors import BundleExportError
+from search_spaces.kernels.fp8_matmul import SCALE_BLOCK
 
 #: Config keys vLLM's files carry, in vLLM's order; the AMD keys only where the config has them
 #: (vLLM's ROCm files carry them and vLLM passes every key to the Triton launch).
@@ -63,23 +79,39 @@ VENDOR_POLICY = (
     "config measured for their M (dropping them would hand the M to the nearest other M's config)"
 )
 
+#: fp8_matmul parameters vLLM's block-FP8 kernel lacks, with the value it runs.
+FP8_NOT_IN_VLLM: dict[str, object] = {"SPLIT_K": 1, "TMA": False}
+
+#: ``pull``'s note for M left out of a block-FP8 file (see the module doc).
+SKIPPED_NOTE = (
+    "{where}: left out {rows}: vLLM's block-FP8 kernel has no SPLIT_K or TMA, so it would run "
+    "another config (vLLM takes the nearest written M's config, or its default without one)"
+)
+
 Entry = tuple[Mapping[str, object], Mapping[str, object]]
-"""One tuned result: (fused_moe problem, its best config)."""
+"""One tuned result: (problem, its best config)."""
 
 
 #: What a device part of a vLLM file name may hold (the name comes from a database row).
 DEVICE_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.()+-]{0,199}")
 
 
-def vllm_device_name(device_name: str) -> str:
-    """The device part of vLLM's file name: spaces as ``_``, the H200 family as ``NVIDIA_H200``;
-    BundleExportError for a name that could leave the output folder or is not a plain file name."""
+def _file_device_name(device_name: str) -> str:
+    """``device_name`` with spaces as ``_``; BundleExportError for a name that could leave the
+    output folder or is not a plain file name."""
     name = device_name.strip().replace(" ", "_")
     if not DEVICE_NAME_PATTERN.fullmatch(name) or ".." in name:
         raise BundleExportError(
             f"device name {device_name!r} cannot be part of a vLLM file name "
             f"(allowed: {DEVICE_NAME_PATTERN.pattern}, no '..')"
         )
+    return name
+
+
+def vllm_device_name(device_name: str) -> str:
+    """The device part of vLLM's fused-MoE file name: spaces as ``_``, the H200 family as
+    ``NVIDIA_H200``; BundleExportError for a name that is not a plain file name."""
+    name = _file_device_name(device_name)
     return "NVIDIA_H200" if "H200" in name.split("_") else name
 
 
@@ -105,7 +137,7 @@ def _gemm(problem: Mapping[str, object]) -> str:
 def _int(problem: Mapping[str, object], name: str) -> int:
     value = problem.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BundleExportError(f"fused_moe problem {dict(problem)} lacks an integer {name!r}")
+        raise BundleExportError(f"problem {dict(problem)} lacks an integer {name!r}")
     return value
 
 
@@ -173,6 +205,67 @@ def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, st
             groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "", kv[0][3])
         )
     ]
+
+
+def vllm_fp8_file_name(N: int, K: int, device_name: str) -> str:
+    """``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` exactly as
+    vLLM's ``get_w8a8_block_fp8_configs`` looks it up; BundleExportError for an unsafe name."""
+    return (
+        f"N={N},K={K},device_name={_file_device_name(device_name)},dtype=fp8_w8a8,"
+        f"block_shape=[{SCALE_BLOCK},{SCALE_BLOCK}].json"
+    )
+
+
+def fp8_inexpressible(config: Mapping[str, object]) -> str | None:
+    """Why vLLM's block-FP8 kernel would run ``config`` differently (``SPLIT_K=4``, ``TMA=True``),
+    or None when it runs it as measured."""
+    differ = [
+        f"{key}={config[key]}"
+        for key, value in FP8_NOT_IN_VLLM.items()
+        if key in config and config[key] != value
+    ]
+    return ", ".join(differ) or None
+
+
+def vllm_fp8_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, str]]:
+    """One block-FP8 file per (N, K) as (file name, text), in (N, K) order, M in numeric order;
+    entries whose config vLLM cannot run as measured (:func:`fp8_inexpressible`) are left out.
+
+    BundleExportError for two results of one (M, N, K) or when no entry is left."""
+    groups: dict[tuple[int, int], dict[int, dict[str, object]]] = {}
+    for problem, config in entries:
+        n, k, m = _int(problem, "N"), _int(problem, "K"), _int(problem, "M")
+        if fp8_inexpressible(config):
+            continue
+        by_m = groups.setdefault((n, k), {})
+        if m in by_m:
+            raise BundleExportError(f"two results for M={m} with N={n}, K={k}")
+        by_m[m] = _vllm_entry(config)
+    if not groups:
+        raise BundleExportError(
+            f"none of the {len(entries)} fp8_matmul result(s) can run in vLLM's kernel (SPLIT_K "
+            "> 1 or TMA everywhere); use native"
+        )
+    return [
+        (
+            vllm_fp8_file_name(n, k, device_name),
+            json.dumps({str(m): by_m[m] for m in sorted(by_m)}, indent=4) + "\n",
+        )
+        for (n, k), by_m in sorted(groups.items())
+    ]
+
+
+def vllm_skipped(kernel: str, entries: Sequence[Entry]) -> list[tuple[Mapping[str, object], str]]:
+    """The (problem, reason) of each entry that :data:`VLLM_FILES`'s writer for ``kernel`` leaves
+    out (only fp8_matmul leaves any out)."""
+    if kernel != "fp8_matmul":
+        return []
+    reasons = [(problem, fp8_inexpressible(config)) for problem, config in entries]
+    return [(problem, reason) for problem, reason in reasons if reason]
+
+
+#: Kernels with a vLLM file format -> the writer of their files (entries, device name).
+VLLM_FILES = {"fused_moe": vllm_files, "fp8_matmul": vllm_fp8_files}
 
 
 def write_files(files: Sequence[tuple[str, str]], out_dir: Path) -> list[Path]:

@@ -505,6 +505,35 @@ def _bundle_texts(
     return [[(f.filename, f.content.decode()) for f in files] for files in texts], bests
 
 
+def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``pull --format vllm``'s ``skipped`` rows (entries of the native bundles that vLLM's kernel
+    cannot run as measured, left out of its files) and its stderr notes: the M left out per
+    (class, N, K) and how many written rows the vendor path won (orchestrator.vllm_export)."""
+    from orchestrator.vllm_export import SKIPPED_NOTE, VENDOR_POLICY, vllm_skipped
+
+    skipped: list[dict[str, Any]] = []
+    left_out: dict[str, list[str]] = {}
+    vendor_rows = 0
+    for _, text in native:
+        doc = json.loads(text)
+        entries = doc["entries"]
+        dropped = vllm_skipped(doc["kernel"], [(e["problem"], e["config"]) for e in entries])
+        for problem, reason in dropped:
+            skipped.append(
+                {"device_class": doc["device_class"], "problem": problem, "reason": reason}
+            )
+            where = f"N={problem['N']},K={problem['K']} on {doc['device_class']}"
+            left_out.setdefault(where, []).append(f"M={problem['M']} ({reason})")
+        left = [problem for problem, _ in dropped]
+        vendor_rows += sum(e["backend"] == "vendor" and e["problem"] not in left for e in entries)
+    notes = [
+        SKIPPED_NOTE.format(where=where, rows=", ".join(rows)) for where, rows in left_out.items()
+    ]
+    if vendor_rows:
+        notes.append(VENDOR_POLICY.format(rows=vendor_rows))
+    return skipped, notes
+
+
 def pull(
     kernel: KernelArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder to write the bundle files to.")],
@@ -513,8 +542,8 @@ def pull(
         str,
         typer.Option(
             "--format",
-            help="native (JSON bundle), triton (Python), vllm (fused_moe files), t4 (Kernel "
-            "Tuner's T4 results JSON).",
+            help="native (JSON bundle), triton (Python), vllm (fused_moe and fp8_matmul files), "
+            "t4 (Kernel Tuner's T4 results JSON).",
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
@@ -529,15 +558,16 @@ def pull(
     triton minor is merged with it, newer measurement per key winning (orchestrator.bundle_merge);
     files are written whole or not at all. Prints the written paths (with ``--json``, one object:
     ``files`` and ``bundles``, the dispatch policy's measured outcome per native bundle written,
-    see orchestrator.bundle_report); a ``policy`` line per bundle with vendor measurements and a
-    note per bundle merged or replaced go to stderr.
+    see orchestrator.bundle_report, and with ``--format vllm`` ``skipped``: the entries vLLM's
+    kernel cannot run as measured, left out of its files); a ``policy`` line per bundle with vendor
+    measurements, a note per bundle merged or replaced and per vLLM file with skipped M go to
+    stderr.
     """
     import sys
 
     from orchestrator.bundle_merge import merge_into_folder, write_atomically
     from orchestrator.bundle_report import policy_report, summary_line
     from orchestrator.commands.render import cancelled_note
-    from orchestrator.vllm_export import VENDOR_POLICY
     from search_spaces.bundle import bundle_from_dict
 
     t4 = fmt == "t4"
@@ -558,9 +588,13 @@ def pull(
             (f"{Path(name).stem}.t4.json", json.dumps(bundle_t4(json.loads(text)), indent=1))
             for name, text in named
         ]
+    skipped, vllm_notes = _vllm_report(native) if fmt == "vllm" else ([], [])
     paths = write_atomically(named, out)
     if json_out:
-        print_json({"files": [str(p) for p in paths], "bundles": reports})
+        result: dict[str, Any] = {"files": [str(p) for p in paths], "bundles": reports}
+        if fmt == "vllm":
+            result["skipped"] = skipped
+        print_json(result)
     else:
         for path in paths:
             print(path)
@@ -569,9 +603,8 @@ def pull(
     for report in reports:
         if report["measured"] or report["vendor"]:
             print(summary_line(report), file=sys.stderr)
-    vendor_rows = sum(r["vendor"] for r in reports)
-    if fmt == "vllm" and vendor_rows:
-        print(f"note: {VENDOR_POLICY.format(rows=vendor_rows)}", file=sys.stderr)
+    for line in vllm_notes:
+        print(f"note: {line}", file=sys.stderr)
     note = cancelled_note(bests)
     if note:
         print(f"note: {note}", file=sys.stderr)

@@ -6,7 +6,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import BundleExportError
-from orchestrator.vllm_export import vllm_config, vllm_file_name, write_vllm_files
+from orchestrator.vllm_export import (
+    fp8_inexpressible,
+    vllm_config,
+    vllm_file_name,
+    vllm_fp8_file_name,
+    vllm_fp8_files,
+    write_vllm_files,
+)
 
 
 def _config(bm: int, **extra: int) -> dict[str, int]:
@@ -154,3 +161,29 @@ def test_a_problem_without_gemm_is_the_up_projection_and_others_are_refused() ->
 def test_a_device_name_that_could_leave_the_folder_is_refused(name: str) -> None:
     with pytest.raises(BundleExportError, match="cannot be part of a vLLM file name"):
         vllm_file_name(8, 14336, name, None)
+
+
+def test_fp8_file_name_follows_vllms_block_fp8_loader() -> None:
+    # get_w8a8_block_fp8_configs: the GPU name with spaces as "_", no H200 family folding
+    assert vllm_fp8_file_name(7168, 2048, "NVIDIA H200 NVL") == (
+        "N=7168,K=2048,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128,128].json"
+    )
+    with pytest.raises(BundleExportError, match="cannot be part of a vLLM file name"):
+        vllm_fp8_file_name(7168, 2048, "../NVIDIA H200")
+
+
+def test_fp8_configs_vllms_kernel_cannot_run_are_left_out() -> None:
+    vllm_like = {**_config(16), "SPLIT_K": 1, "TMA": False}
+    assert fp8_inexpressible(vllm_like) is None
+    assert fp8_inexpressible(_config(16, waves_per_eu=2)) is None  # AMD: no TMA parameter
+    assert fp8_inexpressible({**vllm_like, "SPLIT_K": 8, "TMA": True}) == "SPLIT_K=8, TMA=True"
+    entries = [
+        ({"M": 1, "N": 256, "K": 256}, {**vllm_like, "SPLIT_K": 2}),
+        ({"M": 8, "N": 256, "K": 256}, vllm_like),
+        ({"M": 1, "N": 512, "K": 256}, {**vllm_like, "TMA": True}),
+    ]
+    ((name, text),) = vllm_fp8_files(entries, "NVIDIA H100")
+    assert name.startswith("N=256,K=256,device_name=NVIDIA_H100,")
+    assert json.loads(text) == {"8": _config(16)}
+    with pytest.raises(BundleExportError, match="two results for M=8 with N=256, K=256"):
+        vllm_fp8_files([entries[1], entries[1]], "NVIDIA H100")
