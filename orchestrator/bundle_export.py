@@ -41,6 +41,7 @@ from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
 from search_spaces.spec import KernelSpec, split_launch_options
+from search_spaces.stack import StackError, folder_for
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -323,7 +324,7 @@ def render(
             )
     files: list[tuple[str, str]] = []
     for doc in docs:
-        stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{doc['triton_minor']}"
+        stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{slug(doc['triton_minor'])}"
         if objective is not Objective.KERNEL:
             stem += f"-{objective.value}"
         if fmt is BundleFormat.VLLM:
@@ -334,6 +335,38 @@ def render(
         else:
             files.append((f"{stem}.py", triton_module(doc, kernel.schema.names)))
     return files
+
+
+def by_stack(
+    fmt: BundleFormat, named: Sequence[tuple[str, str]], native: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """``named`` (files of ``fmt`` from the same pull as the ``native`` bundles) each under the
+    stack folder of its bundle's triton minor (:func:`search_spaces.stack.folder_for`, one per
+    minor); vLLM's files, which name neither class nor minor, are written anew per bundle.
+    BundleExportError for a minor that is not ``<major>.<minor>`` or a file without its bundle."""
+    docs = {Path(name).stem: json.loads(text) for name, text in native}
+    versions: dict[str, list[object]] = {}
+    for doc in docs.values():
+        versions.setdefault(doc["triton_minor"], []).append(doc["environment"].get("triton"))
+    try:
+        folders = {minor: folder_for(minor, found) for minor, found in versions.items()}
+    except StackError as exc:
+        raise BundleExportError(f"cannot lay the bundles out by stack: {exc}") from None
+    if fmt is BundleFormat.VLLM:
+        return [
+            (f"{folders[doc['triton_minor']]}/{name}", text)
+            for doc in docs.values()
+            for name, text in VLLM_FILES[doc["kernel"]](
+                [(e["problem"], e["config"]) for e in doc["entries"]], doc["device_class"]
+            )
+        ]
+    out = []
+    for name, text in named:
+        doc = docs.get(Path(name).stem)
+        if doc is None:
+            raise BundleExportError(f"{name} has no native bundle to name its Triton version")
+        out.append((f"{folders[doc['triton_minor']]}/{name}", text))
+    return out
 
 
 def export(

@@ -24,6 +24,7 @@ from typing import Any
 from orchestrator.errors import BundleExportError
 from search_spaces.bundle import BundleError, bundle_digest, bundle_from_dict
 from search_spaces.problem import problem_key
+from search_spaces.stack import FOLDER
 
 #: The header fields two bundles must share to be merged.
 SAME = ("kernel", "kernel_version", "device_class", "triton_minor", "objective")
@@ -99,13 +100,20 @@ def merge_into_folder(
 
 def write_atomically(files: Sequence[tuple[str, str]], out_dir: Path) -> list[Path]:
     """Write (name, text) files into ``out_dir`` (created if needed), each through a temporary
-    file renamed over its target; return the paths. BundleExportError (one line) if it cannot."""
+    file renamed over its target; a name may start with a stack folder (``triton_3_6_0/``,
+    created if needed), nothing else. Return the paths; BundleExportError (one line) for another
+    name or if it cannot write."""
+    for name, _ in files:
+        folder, sep, base = name.rpartition("/")
+        if base in ("", ".", "..") or (sep and not FOLDER.fullmatch(folder)):
+            raise BundleExportError(f"refusing to write {name!r:.80}: not a bundle file name")
     paths = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, text in files:
             path = out_dir / name
-            tmp = out_dir / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
             try:
                 with tmp.open("x") as f:  # the umask's mode, as a plain write would give
                     f.write(text)

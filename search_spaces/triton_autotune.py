@@ -11,7 +11,8 @@
 Same arguments as ``triton.autotune``, plus:
 
 * ``bundle``: a bundle file (``tunefleet pull``) or a directory of them; the one for this kernel
-  and device class is chosen the first time a key is new;
+  and device class is chosen the first time a key is new. A tree laid out per Triton version
+  (``pull --by-stack``) serves from the installed Triton's folder (:mod:`search_spaces.stack`);
 * ``versions``: what to do when the bundle was measured under other triton/torch/driver/runtime
   versions (or another kernel source): ``use`` (default), ``refuse`` or ``older`` (see
   :class:`search_spaces.bundle_env.VersionPolicy`); a warning names the difference once;
@@ -53,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, Decision, load_bundle
 from search_spaces.bundle_env import VersionPolicy, choose, current_environment
 from search_spaces.capture_file import CONFIG_OPTIONS, kernel_name, problem_of
@@ -115,8 +117,9 @@ def _device_class() -> str:
 
 
 def load_bundles(path: str | Path, kernel: str) -> list[Bundle]:
-    """The bundles of ``kernel`` in a bundle file or a directory of bundle files."""
-    p = Path(path)
+    """The bundles of ``kernel`` in a bundle file or a directory of bundle files; in a stack-laid
+    tree (``pull --by-stack``), the folder of the installed Triton (:func:`stack.resolve`)."""
+    p = stack.resolve(Path(path))
     files = sorted(p.glob("*.json")) if p.is_dir() else [p]
     found = []
     for file in files:
@@ -174,20 +177,24 @@ class Serving:
         chosen: Bundle | None = None
         if self.path is not None:
             device = _device_class()
-            every = load_bundles(self.path, self.name)
-            mine = [b for b in every if b.device_class.casefold() == device.casefold()]
             fallback = (
                 "launching the first config (pinned)"
                 if self.pinned
                 else "tuning as triton.autotune does"
             )
+            try:
+                every = load_bundles(self.path, self.name)
+                refused = ""
+            except stack.StackError as exc:
+                every, refused = [], str(exc)
+            mine = [b for b in every if b.device_class.casefold() == device.casefold()]
             if every and not mine:
                 self._warn(
                     f"{self.path} has bundles for {', '.join(sorted({b.device_class for b in every}))}"
                     f", none for {device}: {fallback}"
                 )
             elif not every:
-                self._warn(f"{self.path} has no bundle for this kernel: {fallback}")
+                self._warn(f"{refused or f'{self.path} has no bundle for this kernel'}: {fallback}")
             current = {**current_environment()}
             chosen, diffs = choose(mine, current, self.versions)
             candidate = chosen or (mine[0] if mine else None)

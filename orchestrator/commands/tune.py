@@ -547,6 +547,15 @@ def pull(
         ),
     ] = "native",
     objective: ObjectiveOption = Objective.KERNEL,
+    by_stack: Annotated[
+        bool,
+        typer.Option(
+            "--by-stack",
+            help="Write each file under a folder per Triton version (triton_3_6_0/, or "
+            "triton_3_6/ when the patch is unknown), the layout vLLM and SGLang use; the "
+            "drop-in autotune reads the installed Triton's folder.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
     db: DbOption = None,
     server: ServerOption = None,
@@ -561,7 +570,8 @@ def pull(
     see orchestrator.bundle_report, and with ``--format vllm`` ``skipped``: the entries vLLM's
     kernel cannot run as measured, left out of its files); a ``policy`` line per bundle with vendor
     measurements, a note per bundle merged or replaced and per vLLM file with skipped M go to
-    stderr.
+    stderr. ``--by-stack`` puts each file under its Triton version's folder (search_spaces.stack),
+    one per triton minor pulled.
     """
     import sys
 
@@ -576,6 +586,10 @@ def pull(
     formats = ("native",) if fmt == "native" else (fmt, "native")
     texts, bests = _bundle_texts(kernel, device_class, objective, formats, db, server, token_file)
     named, native = texts[0], texts[-1]
+    if by_stack:
+        from orchestrator import bundle_export
+
+        named = bundle_export.by_stack(bundle_export.BundleFormat(fmt), named, native)
     merges: list[str] = []
     if fmt == "native" and not t4:
         named, merges = merge_into_folder(named, out)
@@ -585,7 +599,10 @@ def pull(
         from orchestrator.t4 import bundle_t4
 
         named = [
-            (f"{Path(name).stem}.t4.json", json.dumps(bundle_t4(json.loads(text)), indent=1))
+            (
+                f"{Path(name).with_suffix('')}.t4.json",
+                json.dumps(bundle_t4(json.loads(text)), indent=1),
+            )
             for name, text in named
         ]
     skipped, vllm_notes = _vllm_report(native) if fmt == "vllm" else ([], [])

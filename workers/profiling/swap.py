@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
@@ -64,10 +65,16 @@ DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float
 
 def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
     """The bundles in ``folder`` whose device class is part of ``device_name`` (``NVIDIA H200`` for
-    a card named so), first file by name per kernel; ProfileError if none fits."""
+    a card named so), first file by name per kernel; in a stack-laid tree (``pull --by-stack``),
+    those of the installed Triton's folder (:func:`search_spaces.stack.resolve`). ProfileError if
+    none fits."""
     path = Path(folder)
     if not path.is_dir():
         raise ProfileError(f"--with-bundle {path} is not a folder; write one with `tunefleet pull`")
+    try:
+        path = stack.resolve(path)
+    except stack.StackError as exc:
+        raise ProfileError(str(exc)) from None
     found: dict[str, Bundle] = {}
     for file in sorted(path.glob("*.json")):
         try:
