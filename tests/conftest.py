@@ -93,6 +93,7 @@ def cpu_limits() -> DeviceLimits:
 #: The test files that take longest, longest first: collected first so that under pytest-xdist
 #: (pyproject's addopts) they start first and no worker is left running one of them alone at the end.
 SLOWEST_FIRST = (
+    "tests/faults/test_lease_faults.py",
     "tests/orchestrator/test_capture_tune.py",
     "tests/workers/test_profiling_cpu.py",
     "tests/orchestrator/test_cli.py",
@@ -103,6 +104,10 @@ SLOWEST_FIRST = (
     "tests/orchestrator/test_cluster.py",
     "tests/server/test_serve.py",
     "tests/faults/test_ray_faults.py",
+    "tests/search_spaces/test_ranks.py",
+    "tests/faults/test_text_faults.py",
+    "tests/orchestrator/test_vendor_paths.py",
+    "tests/server/test_health.py",
 )
 
 
