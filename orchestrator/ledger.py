@@ -476,7 +476,8 @@ class Ledger:
         return {name: v.median_ms for name, v in found.items() if v.median_ms}
 
     def record_vendor(self, job: OpenJob, results: Sequence[tuple[StudyRows, Done]]) -> None:
-        """Commit measurements of vendor paths (``Done.request.vendor``) in one transaction."""
+        """Commit measurements of vendor paths (``Done.request.vendor``) in one transaction, fenced
+        on the lease like every other write of the driver."""
 
         envs = [self._env_id(done.worker, rows.class_id) for rows, done in results]
 
@@ -507,7 +508,7 @@ class Ledger:
             repository.record_vendor_trials(s, fields)
 
         if results:
-            self.database.run_with_retry(write)
+            self.database.run_with_retry(self._fenced(write))
 
     def incumbent(self, job: OpenJob, rows: StudyRows) -> repository.BestRecord | None:
         """The stored best of the study's key, if any."""
