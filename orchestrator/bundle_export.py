@@ -84,11 +84,12 @@ def _environment(env: EnvironmentRecord | None) -> dict[str, Any]:
     }
 
 
-def _entry(r: BestRecord, cancelled: bool) -> dict[str, Any]:
-    """One bundle entry: the winning backend, the best Triton config, the chosen backend's time,
-    both times and the noise floor of the paired re-timing, who produced it and when; one that
-    revalidation found regressed or failing says so, one of a cancelled job too. BundleExportError
-    for a vendor win that names no vendor path (a row no loader would accept)."""
+def _entry(r: BestRecord, cancelled: bool, default: dict[str, Any]) -> dict[str, Any]:
+    """One bundle entry: the winning backend, the best Triton config (``default`` where the row
+    holds none: a vendor win of a cancelled job whose configs never ran ``ok``), the chosen
+    backend's time, both times and the noise floor of the paired re-timing, who produced it and
+    when; one that revalidation found regressed or failing says so, one of a cancelled job too.
+    BundleExportError for a vendor win that names no vendor path (a row no loader would accept)."""
     backend = BestBackend(r.backend)
     if backend is BestBackend.VENDOR and not r.vendor:
         raise BundleExportError(
@@ -99,7 +100,7 @@ def _entry(r: BestRecord, cancelled: bool) -> dict[str, Any]:
         "problem": json.loads(r.problem_key),
         "backend": backend.value,
         "vendor": r.vendor,
-        "config": r.config,
+        "config": r.config or default,
         "time_ms": r.time_ms,
         "triton_ms": r.triton_ms,
         "vendor_ms": r.vendor_ms,
@@ -157,7 +158,8 @@ def native_bundle(
         "problem_fields": list(kernel.schema.names),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "entries": [
-            _entry(r, r.job_id in cancelled) for r in sorted(rows, key=lambda r: r.problem_key)
+            _entry(r, r.job_id in cancelled, default)
+            for r in sorted(rows, key=lambda r: r.problem_key)
         ],
     }
     doc["digest"] = bundle_digest(doc)

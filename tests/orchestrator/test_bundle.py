@@ -337,6 +337,19 @@ def test_export_round_trips_vendor_decisions(database: Database, tmp_path: Path)
     assert bundle.decide({**BIG, "M": 4096}).backend == "triton"
 
 
+def test_a_vendor_win_with_no_triton_config_exports_the_default(
+    database: Database, tmp_path: Path
+) -> None:
+    """A cancelled job's study whose configs never ran ok but whose vendor path did is stored
+    with no config (promote_stored has no spec); its entry carries the bundle's default, so the
+    file loads and the decision keeps the vendor path."""
+    decision = repository.BestDecision(BestBackend.VENDOR, "torch.matmul", None, 1.0)
+    _store_one(database, "NVIDIA H200", {}, SMALL, decision=decision)
+    (path,) = export(database, "matmul", tmp_path / "out")
+    bundle = load_bundle(path, get_spec("matmul"))
+    assert bundle.decide(SMALL) == Decision("vendor", bundle.default, "torch.matmul", "exact")
+
+
 def test_export_refuses_a_vendor_win_without_a_path(database: Database, tmp_path: Path) -> None:
     for decision, refusal in (
         (repository.BestDecision(BestBackend.VENDOR, None, 1.2, 1.0), "name its vendor path"),
