@@ -338,11 +338,11 @@ def tune_without_ray(argv: list[str]) -> None:
     each trial handed to the compile pool when the driver submits it, so compiling runs ahead of
     timing as on a cluster. The rest (planning, sampler, database, re-timing, summary) is the
     command's own path."""
-    from orchestrator import service
-    from orchestrator.cli import main as cli_main
-    from orchestrator.local_pool import LocalPool
-    from orchestrator.pool import RetimeJob, WorkerInfo
-    from orchestrator.worker import PoolOptions, WorkerPlan
+    from orchestrator.app import service
+    from orchestrator.commands.cli import main as cli_main
+    from orchestrator.run.local_pool import LocalPool
+    from orchestrator.run.pool import RetimeJob, WorkerInfo
+    from orchestrator.run.worker import PoolOptions, WorkerPlan
     from workers.trial import TrialRequest
 
     class AheadPool(LocalPool):

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from db import Database, Objective, repository  # noqa: E402
 from db.session import declared_head  # noqa: E402
-from orchestrator import bundle_export  # noqa: E402
+from orchestrator.export import bundle as bundle_export  # noqa: E402
 from search_spaces.problem import problem_key  # noqa: E402
 from search_spaces.registry import all_specs  # noqa: E402
 from search_spaces.space import config_key  # noqa: E402

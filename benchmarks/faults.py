@@ -28,8 +28,8 @@ SCENARIOS: dict[str, list[str]] = {
         "tests/db/test_migrations.py::test_db_upgrade_command_migrates_an_existing_database"
     ],
     "2 two drivers on one job (lease)": [
-        "tests/orchestrator/test_service.py::test_run_refuses_a_live_lease_and_a_done_job_before_ray",
-        "tests/orchestrator/test_service.py::test_lease_keeper_renews_refuses_notices_loss_and_releases",
+        "tests/orchestrator/app/test_service.py::test_run_refuses_a_live_lease_and_a_done_job_before_ray",
+        "tests/orchestrator/app/test_service.py::test_lease_keeper_renews_refuses_notices_loss_and_releases",
     ],
     "3 SQLite file deleted / read-only mid-job": [
         F
@@ -58,9 +58,9 @@ SCENARIOS: dict[str, list[str]] = {
     "8 exposure: loopback Ray, kept workers, stored kernels": [
         F + "test_ray_faults.py::test_the_local_ray_listens_on_loopback_only",
         F + "test_ray_faults.py::test_stopping_kept_workers_leaves_another_owners_running",
-        "tests/orchestrator/test_stored_kernels.py::test_a_planted_job_row_imports_nothing",
+        "tests/orchestrator/run/test_stored_kernels.py::test_a_planted_job_row_imports_nothing",
     ],
-    "9 bad bundles": ["tests/orchestrator/test_bundle.py::test_bad_bundles"],
+    "9 bad bundles": ["tests/orchestrator/export/test_bundle.py::test_bad_bundles"],
     "10 SIGTERM, Ctrl-C, Ray address, timeouts, CPU OOM": [
         F + "test_cli_faults.py",
         F
@@ -69,11 +69,11 @@ SCENARIOS: dict[str, list[str]] = {
         "tests/workers/test_runner.py::test_cpu_out_of_memory_in_the_trial_is_invalid",
     ],
     "11 code injection into pull --format triton": [
-        "tests/orchestrator/test_bundle.py::test_export_triton_writes_database_text_as_literals_only"
+        "tests/orchestrator/export/test_bundle.py::test_export_triton_writes_database_text_as_literals_only"
     ],
-    "12 output errors": ["tests/orchestrator/test_outputs.py"],
+    "12 output errors": ["tests/orchestrator/commands/test_outputs.py"],
     "SIGKILL of the driver, then resume": [
-        "tests/orchestrator/test_cli.py::test_resume_after_the_driver_is_killed"
+        "tests/orchestrator/commands/test_cli.py::test_resume_after_the_driver_is_killed"
     ],
     "user kernels that hang, exit, segfault, raise, return garbage": [
         "tests/workers/test_runner.py::test_failure_is_classified_and_runner_goes_on"

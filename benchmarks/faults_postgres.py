@@ -38,8 +38,8 @@ from tests.faults.checker import check  # noqa: E402
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 CLUSTER = ("15", "main")
-CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
-#: The lease a driver takes (orchestrator/lease.py) plus slack: how long resume is tried again.
+CLI = [sys.executable, "-c", "from orchestrator.commands.cli import main; main()"]
+#: The lease a driver takes (orchestrator/run/lease.py) plus slack: how long resume is tried again.
 RESUME_WAIT_S = 60.0
 
 

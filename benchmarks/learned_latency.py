@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import optuna
 
-from orchestrator.encoding import Encoding, valid_configs
-from orchestrator.samplers.learned import LearnedSampler, PriorTrial
-from orchestrator.search import SearchStudy
+from orchestrator.study.encoding import Encoding, valid_configs
+from orchestrator.study.samplers.learned import LearnedSampler, PriorTrial
+from orchestrator.study.search import SearchStudy
 from search_spaces.problem import Problem
 from search_spaces.registry import get_spec
 from workers.device_table import lookup

@@ -244,7 +244,7 @@ def main() -> int:
         with database.session() as s:
             _, token = repository.create_token(s, "alpha", TokenScope.READ)
         port = _port()
-        cli = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+        cli = [sys.executable, "-c", "from orchestrator.commands.cli import main; main()"]
         server = subprocess.Popen(
             [*cli, "serve", "--no-scheduler", "--port", str(port), "--db", url],
             cwd=ROOT,

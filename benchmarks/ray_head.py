@@ -77,8 +77,8 @@ def run_once(nodes: int, actors: int, in_flight: int, warmup_s: float, seconds: 
     import ray
     from ray.cluster_utils import Cluster
 
-    from orchestrator.dispatch import WorkerPool
-    from orchestrator.worker import PoolOptions, WorkerPlan
+    from orchestrator.run.dispatch import WorkerPool
+    from orchestrator.run.worker import PoolOptions, WorkerPlan
     from workers.trial import TrialRequest
 
     with gzip.open(LANDSCAPE) as f:

@@ -176,7 +176,7 @@ def head_resources(env: dict[str, str]) -> tuple[dict[str, float], int]:
 
 def kept_workers(env: dict[str, str]) -> list[str]:
     """The kept worker actors ("<node id>/<pid>") on the Ray cluster at env's RAY_ADDRESS."""
-    code = ("import json, ray; from orchestrator.dispatch import KEPT_NAMESPACE as NS; ray.init(); "
+    code = ("import json, ray; from orchestrator.run.dispatch import KEPT_NAMESPACE as NS; ray.init(); "
             "names = [a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
             "if a.get('namespace') == NS]; print(json.dumps(sorted(ray.get("
             "ray.get_actor(n, namespace=NS).info.remote()).worker for n in names)))")  # fmt: skip

@@ -6,18 +6,18 @@ Usage (repo root): python benchmarks/search.py --landscape FILE [FILE ...] --sam
     python benchmarks/search.py --table RESULT.json [...]   (--json outputs as a Markdown table)
 
 Each (landscape, sampler) runs N seeds of the product's study loop against the landscape: the
-driver's own :class:`orchestrator.study.Study` (so the rules are the product's by construction: a
+driver's own :class:`orchestrator.study.loop.Study` (so the rules are the product's by construction: a
 config that breaks the space's constraints is told PRUNED at no cost, a config stands for its class
 where the spec has an equivalence (``--no-equivalence``: every config its own), a config already measured
 or pending is answered from the study at no cost, after ``IDLE_LIMIT`` asks in a row without a new
 trial an unmeasured valid config drawn at random is queued), with the registry's samplers
-(:mod:`orchestrator.samplers`) in their encodings, batched like a cluster of ``--batch`` workers
+(:mod:`orchestrator.study.samplers`) in their encodings, batched like a cluster of ``--batch`` workers
 (propose until ``batch`` new configs are pending, then tell them all). Every new config costs one
 trial; a config the landscape lacks is ``invalid`` (no valid time).
 
 Warm start (``--warm-from FILE ...``, rows labelled ``SAMPLER+warm``): as ``tunefleet tune`` does for
 a new problem when the database holds other problems' winners on the device, the study is seeded
-in the order of :func:`orchestrator.warm_start.warm_order`: the spec's default config, the best
+in the order of :func:`orchestrator.run.warm_start.warm_order`: the spec's default config, the best
 configs of the ``WARM_NEIGHBOURS`` nearest problems (``search_spaces.problem.problem_distance``)
 among the given landscapes of the same kernel, leaving out the landscape's own problem, then the
 nearest one's fastest configs up to ``WARM_NEAREST_TOP`` (from its whole landscape; a real job has
@@ -70,13 +70,13 @@ from optuna.study import Study as OptunaStudy
 from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.search_prior import learned_table, prior_trials
-from orchestrator import samplers
-from orchestrator.encoding import Encoding
-from orchestrator.samplers import SamplerContext, SamplerFactory, startup_trials
-from orchestrator.samplers.learned import PriorTrial
-from orchestrator.search import SearchStudy
-from orchestrator.study import Answer, Equivalent, Study
-from orchestrator.warm_start import warm_order
+from orchestrator.run.warm_start import warm_order
+from orchestrator.study import samplers
+from orchestrator.study.encoding import Encoding
+from orchestrator.study.loop import Answer, Equivalent, Study
+from orchestrator.study.samplers import SamplerContext, SamplerFactory, startup_trials
+from orchestrator.study.samplers.learned import PriorTrial
+from orchestrator.study.search import SearchStudy
 from search_spaces.problem import Problem, problem_key
 from search_spaces.registry import get_spec
 from search_spaces.space import (
@@ -445,7 +445,7 @@ def run_seed(
 
 def warm_configs(path: Path, pool: Sequence[Path]) -> list[dict[str, Any]]:
     """What ``tunefleet tune`` would seed the study of ``path``'s problem with, given the
-    landscapes in ``pool`` (:func:`orchestrator.warm_start.warm_order`; see the module
+    landscapes in ``pool`` (:func:`orchestrator.run.warm_start.warm_order`; see the module
     docstring)."""
     target = read_landscape(path)
     fastest: dict[str, list[dict[str, Any]]] = {}

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.samplers.learned import PriorTrial
+from orchestrator.study.samplers.learned import PriorTrial
 from search_spaces.problem import Problem
 from workers.landscape import read_landscape
 from workers.measurement import Outcome

@@ -5,11 +5,11 @@ Usage (repo root): python benchmarks/search_suite.py --landscape FILE [FILE ...]
     [--batch 4] [--trials 200] [--jobs 1] [--json]
 
 One seed is one job per kernel: a study per landscape of that kernel (the product's
-:class:`~orchestrator.study.Study` and the ``learned`` sampler, built as search.py builds them,
+:class:`~orchestrator.study.loop.Study` and the ``learned`` sampler, built as search.py builds them,
 with no database prior: a job on an empty database), all with the seed, in rounds: each study
 proposes until ``--batch`` new configs are pending, then every study is told its configs' times
 from its landscape. In the ``learned+siblings`` rows each ``ok`` time is then shared with the job's
-other studies, as the job driver shares it (:meth:`orchestrator.search.SearchStudy.share`); the
+other studies, as the job driver shares it (:meth:`orchestrator.study.search.SearchStudy.share`); the
 ``learned`` rows run the same job without sharing. A study stops after ``--trials`` trials or
 when its space ends.
 
@@ -33,9 +33,9 @@ import numpy as np
 import optuna
 
 from benchmarks.search import Bench, _cached_bench, best_after, new_study, trials_to
-from orchestrator import samplers
-from orchestrator.samplers.learned import PriorTrial
-from orchestrator.study import Answer
+from orchestrator.study import samplers
+from orchestrator.study.loop import Answer
+from orchestrator.study.samplers.learned import PriorTrial
 from search_spaces.space import Config, config_key
 
 SAMPLER = "learned"

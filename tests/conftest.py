@@ -94,19 +94,19 @@ def cpu_limits() -> DeviceLimits:
 #: (pyproject's addopts) they start first and no worker is left running one of them alone at the end.
 SLOWEST_FIRST = (
     "tests/faults/test_lease_faults.py",
-    "tests/orchestrator/test_capture_tune.py",
+    "tests/orchestrator/commands/test_capture_tune.py",
     "tests/workers/test_profiling_cpu.py",
-    "tests/orchestrator/test_cli.py",
-    "tests/orchestrator/test_kept_workers.py",
+    "tests/orchestrator/commands/test_cli.py",
+    "tests/orchestrator/run/test_kept_workers.py",
     "tests/faults/test_cli_faults.py",
     "tests/server/test_page.py",
     "tests/orchestrator/test_scheduler.py",
-    "tests/orchestrator/test_cluster.py",
+    "tests/orchestrator/run/test_cluster.py",
     "tests/server/test_serve.py",
     "tests/faults/test_ray_faults.py",
     "tests/search_spaces/test_ranks.py",
     "tests/faults/test_text_faults.py",
-    "tests/orchestrator/test_vendor_paths.py",
+    "tests/orchestrator/run/test_vendor_paths.py",
     "tests/server/test_health.py",
 )
 

@@ -24,7 +24,7 @@ def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
         "workers",
         "workers.runner",
         "orchestrator",
-        "orchestrator.cli",
+        "orchestrator.commands.cli",
     ],
 )
 def test_import_loads_no_gpu_library(module: str) -> None:

@@ -101,7 +101,7 @@ tune() {  # tune DIR: the hottest emitted job of each kernel (report order), at 
 pull_all() {  # every kernel's bundle, kernel and graph objectives (kernel-objective files win)
   python3 - "$RES/bundle" "$DB" >> "$RES/pull.txt" 2>&1 <<'PY'
 import sys
-from orchestrator.cli import main
+from orchestrator.commands.cli import main
 out, db = sys.argv[1:]
 for kernel in ("matmul", "rmsnorm", "flash_attention", "paged_attention", "fused_moe"):
     for folder, objective in ((out, "kernel"), (f"{out}/graph", "graph")):

@@ -28,8 +28,8 @@ import sqlalchemy as sa  # noqa: E402
 from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import ClassPlan, SimPool, SimTiming, landscape_problems  # noqa: E402
 from db import Database  # noqa: E402
-from orchestrator.driver import Driver, submit_job  # noqa: E402
-from orchestrator.jobs import JobSpec  # noqa: E402
+from orchestrator.run.driver import Driver, submit_job  # noqa: E402
+from orchestrator.run.jobs import JobSpec  # noqa: E402
 from orchestrator.server.shared_pool import SharedPool  # noqa: E402
 
 

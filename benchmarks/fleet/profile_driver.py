@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.fleet.pg_schema import fresh_schema  # noqa: E402
 from benchmarks.fleet.sim_pool import ClassPlan, SimPool, SimTiming, landscape_problems  # noqa: E402
 from db import Database  # noqa: E402
-from orchestrator.driver import Driver, submit_job  # noqa: E402
-from orchestrator.jobs import JobSpec  # noqa: E402
+from orchestrator.run.driver import Driver, submit_job  # noqa: E402
+from orchestrator.run.jobs import JobSpec  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("*.json.gz"))
 

@@ -5,7 +5,7 @@ Ray pools replaced by :class:`benchmarks.fleet.sim_pool.SimPool` (one per simula
     python3 benchmarks/fleet/serve_sim.py --db URL --port 0 --workers 500 --classes H100,A100 \
         --nodes 10 --owner sim-a --stats stats.json
 
-Only the pool factory differs from ``tunefleet serve``: ``orchestrator.dispatch``'s
+Only the pool factory differs from ``tunefleet serve``: ``orchestrator.run.dispatch``'s
 ``ensure_ray`` (no Ray), ``plans_for`` (one plan per simulated class) and ``WorkerPool`` (a
 SimPool) are replaced in this process before the scheduler starts. SIGUSR1 makes it write
 ``--stats``; SIGTERM stops the scheduler and the server as ``tunefleet serve``'s handler does. The
@@ -39,8 +39,8 @@ from benchmarks.fleet.sim_pool import (  # noqa: E402
     search_only_landscapes,
 )
 from db import Database, repository  # noqa: E402
-from orchestrator import dispatch  # noqa: E402
-from orchestrator.worker import PoolOptions, WorkerPlan  # noqa: E402
+from orchestrator.run import dispatch  # noqa: E402
+from orchestrator.run.worker import PoolOptions, WorkerPlan  # noqa: E402
 
 LANDSCAPES = sorted((ROOT / "benchmarks" / "landscapes" / "h200").glob("*.json.gz"))
 

@@ -1,4 +1,4 @@
-"""A simulated GPU fleet behind the driver's :class:`orchestrator.pool.Pool` protocol.
+"""A simulated GPU fleet behind the driver's :class:`orchestrator.run.pool.Pool` protocol.
 
 :class:`SimPool` holds any number of simulated workers (a thousand fit in one process: a worker is
 a few numbers, not an actor), spread over named nodes, each of one device class. A trial submitted
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import NoWorkersError
-from orchestrator.pool import Done, RetimeJob, WorkerInfo, retime_request
+from orchestrator.run.pool import Done, RetimeJob, WorkerInfo, retime_request
 from search_spaces.space import Config, DeviceLimits, Space
 from workers.replay import ReplayOptions, ReplayRunner
 from workers.trial import TrialRequest
@@ -270,9 +270,10 @@ def search_only_landscapes(landscapes: Sequence[Path]) -> int:
     """Make this process's studies search only the configs the landscapes answer (every matmul
     landscape holds the same 1,176), not the spec's whole space, of which replay answers the rest
     ``invalid``: a simulated fleet whose trials are measured like a real one's. Replaces
-    ``orchestrator.encoding.valid_configs`` where the planner and the samplers look it up; call
+    ``orchestrator.study.encoding.valid_configs`` where the planner and the samplers look it up; call
     before any study starts. The number of configs the first landscape holds."""
-    from orchestrator import encoding, planning, search
+    from orchestrator.run import planning
+    from orchestrator.study import encoding, search
 
     runner = ReplayRunner([landscapes[0]])
     ((kernel, key),) = runner.keys()

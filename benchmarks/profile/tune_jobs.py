@@ -4,7 +4,7 @@ Usage: python benchmarks/profile/tune_jobs.py JOB.yaml [JOB.yaml ...] [--db URL]
        [--trials N] [--in-flight N] [--device auto|interpreter] [--json]
 
 Each file runs as `tunefleet tune FILE` would, with the options given over the file's own, on an
-:class:`orchestrator.local_pool.LocalPool` of one worker (``auto``: this machine's GPU, else the
+:class:`orchestrator.run.local_pool.LocalPool` of one worker (``auto``: this machine's GPU, else the
 interpreter): the trials are measured one at a time in this process, and the best configs are
 stored in the database for `tunefleet pull`. For a machine without Ray (the GPU image) and short
 jobs; `tunefleet tune` is the tool for the cluster. ``--json``: one JSON summary per line. Exits
@@ -21,16 +21,16 @@ import sys
 
 def main(argv: list[str]) -> int:
     from db import JobStatus, Objective
-    from orchestrator import service
+    from orchestrator.app import service
     from orchestrator.commands import render
     from orchestrator.commands._common import open_database
     from orchestrator.commands.tune import build_spec
-    from orchestrator.driver import Driver, submit_job
     from orchestrator.errors import OrchestratorError
-    from orchestrator.jobs import SourceKind
-    from orchestrator.local_pool import LocalPool
-    from orchestrator.progress import reporter_for
-    from orchestrator.worker import PoolOptions, WorkerPlan
+    from orchestrator.run.driver import Driver, submit_job
+    from orchestrator.run.jobs import SourceKind
+    from orchestrator.run.local_pool import LocalPool
+    from orchestrator.run.progress import reporter_for
+    from orchestrator.run.worker import PoolOptions, WorkerPlan
 
     parser = argparse.ArgumentParser(prog="tune_jobs.py")
     parser.add_argument("files", nargs="+")

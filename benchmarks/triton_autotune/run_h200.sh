@@ -39,7 +39,7 @@ stage tune $rc
 
 python3 - "$WORK" > "$WORK/pull.log" 2>&1 <<'PY'
 import subprocess, sys
-from orchestrator.capture_jobs import capture_jobs
+from orchestrator.app.capture_jobs import capture_jobs
 work = sys.argv[1]
 for job in capture_jobs(f"{work}/capture", widen=True):
     subprocess.run([sys.executable, "-m", "orchestrator", "pull", job.ref, "--out",

@@ -1,7 +1,7 @@
 """``tunefleet tune --from-capture`` without Ray: each capture job driven in this process.
 
-The same jobs (:func:`orchestrator.capture_jobs.capture_jobs`), driver and trial runner as the
-command, on an in-process pool (:class:`orchestrator.local_pool.LocalPool`) with one worker of
+The same jobs (:func:`orchestrator.app.capture_jobs.capture_jobs`), driver and trial runner as the
+command, on an in-process pool (:class:`orchestrator.run.local_pool.LocalPool`) with one worker of
 ``--device`` (auto: this machine's GPU; interpreter). The trial runner's child process still
 bounds each compile and run by the timeouts. Prints one JSON summary per job, one a line.
 
@@ -16,11 +16,11 @@ import sys
 from typing import Any
 
 from db import Database
-from orchestrator import service
-from orchestrator.capture_jobs import capture_jobs
-from orchestrator.driver import Driver, submit_job
-from orchestrator.local_pool import LocalPool
-from orchestrator.worker import PoolOptions, WorkerPlan
+from orchestrator.app import service
+from orchestrator.app.capture_jobs import capture_jobs
+from orchestrator.run.driver import Driver, submit_job
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.worker import PoolOptions, WorkerPlan
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
     database = Database(args.db)
     database.ensure_schema()
     for cj in capture_jobs(args.capture, args.widen, overrides):
-        # service.pool_options's settings, without its import of orchestrator.dispatch (Ray).
+        # service.pool_options's settings, without its import of orchestrator.run.dispatch (Ray).
         options = PoolOptions(
             compile_timeout_s=cj.job.compile_timeout_s, run_timeout_s=cj.job.run_timeout_s
         )

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from db import Database
-    from orchestrator.jobs import DeviceSource
+    from orchestrator.run.jobs import DeviceSource
 
 DbOption = Annotated[
     str | None,
@@ -31,7 +31,7 @@ WideOption = Annotated[
 KernelArgument = Annotated[str, typer.Argument(help="Kernel name or MODULE:ATTRIBUTE.")]
 JobArgument = Annotated[int, typer.Argument(help="Job id.")]
 
-#: The one value set of ``--device`` (orchestrator.jobs.DeviceSource), for every command.
+#: The one value set of ``--device`` (orchestrator.run.jobs.DeviceSource), for every command.
 DEVICE_HELP = (
     "auto (the GPUs, else Triton's CPU interpreter), cuda, rocm, interpreter, or "
     "replay:FILE[,FILE] (a landscape recorded by `tunefleet record` answers)"
@@ -45,7 +45,7 @@ DevicesOption = Annotated[
 
 def parse_device(text: str) -> DeviceSource:
     """``--device``'s value, parsed as a job's devices are (JobSpecError: one line, exit 2)."""
-    from orchestrator.jobs import DeviceSource
+    from orchestrator.run.jobs import DeviceSource
 
     return DeviceSource.parse(text)
 
@@ -53,7 +53,7 @@ def parse_device(text: str) -> DeviceSource:
 def check_device(text: str) -> DeviceSource:
     """``--device``'s value for a command that measures this machine's device: a replayed one
     is refused (one line, exit 2)."""
-    from orchestrator.jobs import SourceKind
+    from orchestrator.run.jobs import SourceKind
 
     source = parse_device(text)
     if source.kind is SourceKind.REPLAY:

@@ -70,7 +70,7 @@ def _rate(value: float | None, fmt: str) -> str:
 
 def kernels(json_out: JsonOption = False, wide: WideOption = False) -> None:
     """List the kernels that can be tuned, with their problem schema and an example problem."""
-    from orchestrator.service import list_kernels
+    from orchestrator.app.service import list_kernels
 
     views = list_kernels()
     if json_out:
@@ -104,7 +104,7 @@ def space(
     """Show a kernel's search space on a device class: parameters, constraints, default, counts."""
     from rich.table import Table
 
-    from orchestrator.service import kernel_space
+    from orchestrator.app.service import kernel_space
 
     view = kernel_space(kernel, device_class)
     if json_out:
@@ -230,8 +230,8 @@ def trial(
 ) -> None:
     """Compile, check and time one config of a kernel on one problem in an isolated process
     (on a replayed device: the time its landscape recorded)."""
-    from orchestrator.jobs import SourceKind
-    from orchestrator.rates import rates
+    from orchestrator.app.rates import rates
+    from orchestrator.run.jobs import SourceKind
     from search_spaces import get_spec
     from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRequest, TrialRunner
@@ -330,7 +330,7 @@ def record(
     import os
 
     from orchestrator.output import check_file
-    from orchestrator.record import RecordPace, record_landscape, save_landscape
+    from orchestrator.run.record import RecordPace, record_landscape, save_landscape
     from search_spaces import get_spec
     from workers.device import Backend, detect
     from workers.runner import RunnerOptions, TrialRunner
@@ -376,8 +376,8 @@ def record(
                 spec, kernel, problem, runner, fingerprint, limit, show, chosen
             )
             if fmt == "t4":
+                from orchestrator.export.t4 import landscape_t4, write_json
                 from orchestrator.output import write_atomically
-                from orchestrator.t4 import landscape_t4, write_json
 
                 write_atomically(path, functools.partial(write_json, doc=landscape_t4(landscape)))
             else:

@@ -16,7 +16,7 @@ import typer
 from orchestrator.errors import OrchestratorError
 
 if TYPE_CHECKING:
-    from orchestrator.client import Client
+    from orchestrator.app.client import Client
 
 ServerOption = Annotated[
     str | None,
@@ -34,7 +34,7 @@ TokenFileOption = Annotated[
 
 def client_for(server: str | None, token_file: Path | None, db: str | None) -> Client | None:
     """A client of the server to ask, or None to use the database (see the module doc)."""
-    from orchestrator.client import SERVER_ENV
+    from orchestrator.app.client import SERVER_ENV
 
     if server and db:
         raise OrchestratorError("give --server or --db, not both: a server reads its own database")
@@ -43,6 +43,6 @@ def client_for(server: str | None, token_file: Path | None, db: str | None) -> C
         if token_file is not None:
             raise OrchestratorError("--token-file is for a server: give --server URL too")
         return None
-    from orchestrator.client import Client, read_token
+    from orchestrator.app.client import Client, read_token
 
     return Client(url, read_token(token_file))

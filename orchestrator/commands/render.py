@@ -1,6 +1,6 @@
 """Rendering of the service's views for the job commands: tables, JSON and live progress.
 
-Local commands and ``--server`` commands render the same views (orchestrator.service), so their
+Local commands and ``--server`` commands render the same views (orchestrator.app.service), so their
 output is the same.
 """
 
@@ -19,8 +19,8 @@ from orchestrator.commands._common import console, print_json
 from orchestrator.commands.tables import Column, print_table
 
 if TYPE_CHECKING:
-    from orchestrator.progress import Reporter
-    from orchestrator.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
+    from orchestrator.app.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
+    from orchestrator.run.progress import Reporter
 
 #: Seconds between two polls of a watched job.
 WATCH_POLL_S = 1.0
@@ -168,7 +168,7 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
 
 def show_summary(summary: JobSummaryView, json_out: bool) -> None:
     """The end-of-job summary of ``tune`` and ``resume``."""
-    from orchestrator.summary import render
+    from orchestrator.app.summary import render
 
     if json_out:
         print_json(summary.to_dict())

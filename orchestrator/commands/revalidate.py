@@ -19,7 +19,7 @@ from orchestrator.commands._common import (
     print_json,
 )
 from orchestrator.errors import OrchestratorError
-from orchestrator.revalidate import DEFAULT_THRESHOLD, Verdict, retune_arguments, revalidate
+from orchestrator.run.revalidate import DEFAULT_THRESHOLD, Verdict, retune_arguments, revalidate
 from search_spaces.registry import get_spec
 from workers.device_table import canonical_class_key
 

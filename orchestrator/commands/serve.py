@@ -217,7 +217,7 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the HTTP API (and, unless --no-scheduler, run queued jobs on the Ray cluster)."""
-    from orchestrator.jobs import DeviceSource
+    from orchestrator.run.jobs import DeviceSource
 
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise OrchestratorError("TLS needs both --ssl-certfile and --ssl-keyfile")
@@ -241,7 +241,7 @@ def serve(
     if not no_scheduler:
         from orchestrator.server.scheduler import Scheduler
 
-        # Its owner id is unique per process (orchestrator.lease.default_owner): two servers
+        # Its owner id is unique per process (orchestrator.run.lease.default_owner): two servers
         # of one host and port never share a lease; a restarted one takes its jobs over once
         # their leases expire.
         scheduler = Scheduler(

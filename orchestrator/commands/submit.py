@@ -29,13 +29,13 @@ from orchestrator.commands.tune import (
 from orchestrator.errors import OrchestratorError
 
 if TYPE_CHECKING:
-    from orchestrator.jobs import JobSpec
+    from orchestrator.run.jobs import JobSpec
 
 
 def job_request(spec: JobSpec) -> dict[str, Any]:
     """The job's fields as a server's ``POST /v1/jobs`` takes them: kernel, problems and every
     field that is not at its default (a server of an older version knows fewer fields)."""
-    from orchestrator.jobs import JobSpec
+    from orchestrator.run.jobs import JobSpec
 
     given = spec.to_dict()
     default = JobSpec(spec.kernel, spec.problems).to_dict()
@@ -67,7 +67,7 @@ def submit(
 ) -> None:
     """Queue a job (a job file or a kernel with -p problems) on a tunefleet server."""
     from orchestrator.commands import render
-    from orchestrator.progress import reporter_for
+    from orchestrator.run.progress import reporter_for
 
     spec = build_spec(target, problem, locals())
     client = client_for(server, token_file, None)

@@ -26,10 +26,10 @@ from orchestrator.commands._common import (
 )
 from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
 from orchestrator.errors import OrchestratorError
-from orchestrator.samplers import BUILTINS, DEFAULT
+from orchestrator.study.samplers import BUILTINS, DEFAULT
 
 if TYPE_CHECKING:
-    from orchestrator.jobs import JobSpec
+    from orchestrator.run.jobs import JobSpec
 
 ProblemOption = Annotated[
     list[str] | None,
@@ -161,7 +161,7 @@ def spec_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
 def build_spec(target: str, problem: list[str] | None, values: Mapping[str, Any]) -> JobSpec:
     """The job of a command line: a job file with the SPEC_FIELDS given in ``values`` over its
     own, or a kernel name with its ``-p`` problems (values that are None or empty are not given)."""
-    from orchestrator.jobs import JobSpec, load_job_file
+    from orchestrator.run.jobs import JobSpec, load_job_file
     from search_spaces.registry import get_spec
 
     overrides = spec_overrides(values)
@@ -209,10 +209,10 @@ def tune(
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
     import sys
 
-    from orchestrator import service
-    from orchestrator.checks import replay_coverage
+    from orchestrator.app import service
     from orchestrator.commands import render
-    from orchestrator.progress import JsonLinesReporter, reporter_for
+    from orchestrator.run.checks import replay_coverage
+    from orchestrator.run.progress import JsonLinesReporter, reporter_for
 
     if json_out and json_lines:
         raise OrchestratorError("give --json or --json-lines, not both")
@@ -221,7 +221,7 @@ def tune(
     if from_capture is not None:
         if target is not None or problem:
             raise OrchestratorError("--from-capture takes no job file, kernel or -p problems")
-        from orchestrator.capture_jobs import run_capture
+        from orchestrator.app.capture_jobs import run_capture
 
         database = open_database(db)
 
@@ -271,9 +271,9 @@ def resume(
     json_out: JsonOption = False,
 ) -> None:
     """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
-    from orchestrator import service
+    from orchestrator.app import service
     from orchestrator.commands import render
-    from orchestrator.progress import reporter_for
+    from orchestrator.run.progress import reporter_for
 
     summary = service.resume_job(
         open_database(db),
@@ -301,8 +301,8 @@ def workers_stop(
     are left alone)."""
     import ray
 
-    from orchestrator import service
-    from orchestrator.dispatch import ensure_ray, stop_kept_workers
+    from orchestrator.app import service
+    from orchestrator.run.dispatch import ensure_ray, stop_kept_workers
 
     ensure_ray(service.cluster_address(ray_address))
     try:
@@ -319,7 +319,7 @@ def cancel(
 ) -> None:
     """Stop a job: a running one stops dispatching and keeps every finished trial; one that
     nobody runs (queued, or its driver died and its lease expired) is cancelled at once."""
-    from orchestrator import service
+    from orchestrator.app import service
 
     client = client_for(server, token_file, db)
     if client is None:
@@ -348,7 +348,7 @@ def jobs(
     wide: WideOption = False,
 ) -> None:
     """List jobs, newest first: status, trials done of budget, best so far, team, age."""
-    from orchestrator import service
+    from orchestrator.app import service
     from orchestrator.commands import render
 
     client = client_for(server, token_file, db)
@@ -384,9 +384,9 @@ def job(
     json_out: JsonOption = False,
 ) -> None:
     """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
-    from orchestrator import service
+    from orchestrator.app import service
     from orchestrator.commands import render
-    from orchestrator.progress import reporter_for
+    from orchestrator.run.progress import reporter_for
 
     client = client_for(server, token_file, db)
     if client is None:
@@ -420,7 +420,7 @@ def best(
     wide: WideOption = False,
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
-    from orchestrator import service
+    from orchestrator.app import service
     from orchestrator.commands import render
     from search_spaces.registry import get_spec
 
@@ -464,7 +464,7 @@ def _bundle_texts(
 ) -> tuple[list[list[tuple[str, str]]], list[Any]]:
     """``pull``'s files (name, text) per format in ``formats`` and the best configs they hold
     (for the cancelled-job note), from the database or the server."""
-    from orchestrator import service
+    from orchestrator.app import service
 
     classes: list[str | None] = list(device_class or []) or [None]
     client = client_for(server, token_file, db)
@@ -484,7 +484,7 @@ def _bundle_texts(
             )
         ]
     else:
-        from orchestrator.client import bundle_members
+        from orchestrator.app.client import bundle_members
 
         with client:
             texts = [
@@ -508,8 +508,8 @@ def _bundle_texts(
 def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[str]]:
     """``pull --format vllm``'s ``skipped`` rows (entries of the native bundles that vLLM's kernel
     cannot run as measured, left out of its files) and its stderr notes: the M left out per
-    (class, N, K) and how many written rows the vendor path won (orchestrator.vllm_export)."""
-    from orchestrator.vllm_export import SKIPPED_NOTE, VENDOR_POLICY, vllm_skipped
+    (class, N, K) and how many written rows the vendor path won (orchestrator.export.vllm)."""
+    from orchestrator.export.vllm import SKIPPED_NOTE, VENDOR_POLICY, vllm_skipped
 
     skipped: list[dict[str, Any]] = []
     left_out: dict[str, list[str]] = {}
@@ -564,10 +564,10 @@ def pull(
     """Export best configs as bundle files a deployment loads (no tuning at run time).
 
     A native bundle pulled into a folder that holds one for the same kernel version, class and
-    triton minor is merged with it, newer measurement per key winning (orchestrator.bundle_merge);
+    triton minor is merged with it, newer measurement per key winning (orchestrator.export.merge);
     files are written whole or not at all. Prints the written paths (with ``--json``, one object:
     ``files`` and ``bundles``, the dispatch policy's measured outcome per native bundle written,
-    see orchestrator.bundle_report, and with ``--format vllm`` ``skipped``: the entries vLLM's
+    see orchestrator.export.report, and with ``--format vllm`` ``skipped``: the entries vLLM's
     kernel cannot run as measured, left out of its files); a ``policy`` line per bundle with vendor
     measurements, a note per bundle merged or replaced and per vLLM file with skipped M go to
     stderr. ``--by-stack`` puts each file under its Triton version's folder (search_spaces.stack),
@@ -575,9 +575,9 @@ def pull(
     """
     import sys
 
-    from orchestrator.bundle_merge import merge_into_folder, write_atomically
-    from orchestrator.bundle_report import policy_report, summary_line
     from orchestrator.commands.render import cancelled_note
+    from orchestrator.export.merge import merge_into_folder, write_atomically
+    from orchestrator.export.report import policy_report, summary_line
     from search_spaces.bundle import bundle_from_dict
 
     t4 = fmt == "t4"
@@ -587,7 +587,7 @@ def pull(
     texts, bests = _bundle_texts(kernel, device_class, objective, formats, db, server, token_file)
     named, native = texts[0], texts[-1]
     if by_stack:
-        from orchestrator import bundle_export
+        from orchestrator.export import bundle as bundle_export
 
         named = bundle_export.by_stack(bundle_export.BundleFormat(fmt), named, native)
     merges: list[str] = []
@@ -596,7 +596,7 @@ def pull(
         native = named
     reports = [policy_report(bundle_from_dict(json.loads(text), name)) for name, text in native]
     if t4:
-        from orchestrator.t4 import bundle_t4
+        from orchestrator.export.t4 import bundle_t4
 
         named = [
             (
@@ -633,7 +633,7 @@ def plot(
     db: DbOption = None,
 ) -> None:
     """Convergence and parameter importance per study of a job, as PNG and HTML."""
-    from orchestrator.plot import plot_job
+    from orchestrator.app.plot import plot_job
 
     for path in plot_job(open_database(db), job, out):
         print(path)
@@ -641,9 +641,6 @@ def plot(
 
 def register(app: typer.Typer) -> None:
     """Add the job commands to ``app``."""
-    from orchestrator.commands import submit
-
     for command in (tune, jobs, job, cancel, resume, best, pull, plot):
         app.command()(command)
-    submit.register(app)
     app.add_typer(workers_app, name="workers")

@@ -1,5 +1,5 @@
 """The HTTP API of tunefleet's team service: JSON over FastAPI, every use case from
-:mod:`orchestrator.service`.
+:mod:`orchestrator.app.service`.
 
 Routes (all but ``/healthz`` need a bearer token, see :mod:`orchestrator.server.auth`):
 
@@ -36,10 +36,10 @@ from starlette.responses import Response, StreamingResponse
 
 from db import Database, JobStatus, Objective, repository
 from db.models import TokenScope, utcnow
-from orchestrator import samplers, service
-from orchestrator.bundle_export import BundleFormat
+from orchestrator.app import service
 from orchestrator.errors import PermissionDenied
-from orchestrator.jobs import JobSpec, SourceKind
+from orchestrator.export.bundle import BundleFormat
+from orchestrator.run.jobs import JobSpec, SourceKind
 from orchestrator.server import names, pages
 from orchestrator.server.auth import (
     AdminPrincipal,
@@ -56,6 +56,7 @@ from orchestrator.server.guards import BodyLimit, PathGuard
 from orchestrator.server.metrics import Metrics
 from orchestrator.server.quotas import TeamCaps
 from orchestrator.server.refusals import RefusalAudit
+from orchestrator.study import samplers
 from search_spaces.problem import problem_key
 from search_spaces.registry import available, get_spec
 from search_spaces.spec import KernelSpec
@@ -78,7 +79,7 @@ Names = Text | Annotated[list[Text], Field(min_length=1, max_length=64)]
 
 
 class JobRequest(BaseModel):
-    """A job spec as a job file has it (see ``orchestrator/jobs.py``), plus a queue priority."""
+    """A job spec as a job file has it (see ``orchestrator/run/jobs.py``), plus a queue priority."""
 
     model_config = ConfigDict(extra="forbid")
 

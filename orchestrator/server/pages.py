@@ -20,7 +20,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
 from db import TrialOutcome
-from orchestrator.bundle_export import BundleFormat
+from orchestrator.export.bundle import BundleFormat
 from orchestrator.server import views_api
 
 HERE = Path(__file__).resolve().parent

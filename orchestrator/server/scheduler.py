@@ -25,7 +25,7 @@ scheduler once its lease expires; a scheduler given the same explicit ``owner`` 
 (taking the lease raises its epoch, fencing out any other holder of that owner id). On SQLite one
 scheduler serves a database file (a file lock beside it): a second one raises SchedulerConflict.
 
-Health: a lost worker actor is replaced by its pool (orchestrator.healing); the claiming thread
+Health: a lost worker actor is replaced by its pool (orchestrator.run.healing); the claiming thread
 also takes on the replacements of idle pools. :meth:`Scheduler.health` says why the scheduler
 cannot run jobs now (its workers did not start, its thread ended, a class has no live worker).
 """
@@ -44,20 +44,20 @@ from typing import TYPE_CHECKING, Any
 
 from db import Database, JobStatus, repository
 from db.errors import DatabaseError, LeaseLost
-from orchestrator import service
+from orchestrator.app import service
+from orchestrator.app.service import DeviceClassView
 from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
-from orchestrator.jobs import DeviceSource, JobSpec, SourceKind
-from orchestrator.lease import LeaseKeeper, default_owner
+from orchestrator.run.jobs import DeviceSource, JobSpec, SourceKind
+from orchestrator.run.lease import LeaseKeeper, default_owner
 from orchestrator.server.shared_pool import JobView, SharedPool
-from orchestrator.service import DeviceClassView
 from search_spaces.errors import SpecError
 from search_spaces.registry import spec_from_storage
 from workers.device_table import canonical_class_key
 from workers.errors import WorkerError
 
 if TYPE_CHECKING:
-    from orchestrator.dispatch import PoolOptions, WorkerPlan, WorkerPool
-    from orchestrator.pool import Done, Pool, RetimeJob, WorkerInfo
+    from orchestrator.run.dispatch import PoolOptions, WorkerPlan, WorkerPool
+    from orchestrator.run.pool import Done, Pool, RetimeJob, WorkerInfo
     from workers.trial import TrialRequest
 
 log = logging.getLogger("tunefleet.scheduler")
@@ -208,7 +208,7 @@ class Scheduler:
         self._lock_file()
         import ray
 
-        from orchestrator.dispatch import ensure_ray
+        from orchestrator.run.dispatch import ensure_ray
 
         try:
             self._started_ray = ensure_ray(self.ray_address)
@@ -380,7 +380,7 @@ class Scheduler:
     def _start_groups(self) -> None:
         """One pool per device class group, started with the base options (their classes are
         what jobs are matched against)."""
-        from orchestrator.dispatch import PoolOptions, WorkerPool, plans_for
+        from orchestrator.run.dispatch import PoolOptions, WorkerPool, plans_for
 
         base = self._base or PoolOptions()
         for source in self.devices:
@@ -543,7 +543,7 @@ class Scheduler:
     def _view(self, group: _Group, options: PoolOptions, job: _Job) -> JobView:
         """``job``'s view of ``group``'s pool with ``options``: the running one, or one
         (re)started with them (only when no other job uses the group: see ``_start_ready``)."""
-        from orchestrator.dispatch import WorkerPool
+        from orchestrator.run.dispatch import WorkerPool
 
         with group.starting:
             if group.pool is None or group.options != options:

@@ -1,7 +1,7 @@
 """One device class group's pool shared by every job that runs on it, fair by team.
 
 The scheduler runs several jobs of one class at once on the class's pool. Each job's driver sees a
-:class:`JobView` (an :class:`orchestrator.pool.Pool`): its submissions are tagged with the view,
+:class:`JobView` (an :class:`orchestrator.run.pool.Pool`): its submissions are tagged with the view,
 and ``wait`` hands each job its own results only (whichever view collects from the pool routes
 the others' results to their views).
 
@@ -34,7 +34,7 @@ import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.pool import Done, Pool, RetimeJob, WorkerInfo
+from orchestrator.run.pool import Done, Pool, RetimeJob, WorkerInfo
 from workers.trial import TrialRequest
 
 #: Seconds between polls of the pool while several jobs share it.
@@ -214,7 +214,7 @@ class SharedPool:
 
 
 class JobView:
-    """One job's :class:`~orchestrator.pool.Pool` on a :class:`SharedPool`."""
+    """One job's :class:`~orchestrator.run.pool.Pool` on a :class:`SharedPool`."""
 
     def __init__(self, shared: SharedPool, job_id: int, team: str) -> None:
         self.shared, self.job_id, self.team = shared, job_id, team

@@ -1,7 +1,7 @@
 """The JSON routes the web page needs beyond the API of :mod:`orchestrator.server.app`.
 
 * ``GET /v1/whoami``: the token's team and scope (what the page may offer, e.g. cancel);
-* ``GET /v1/jobs/{id}/studies/{study}``: one study analysed (:func:`orchestrator.insights.study_analysis`);
+* ``GET /v1/jobs/{id}/studies/{study}``: one study analysed (:func:`orchestrator.app.insights.study_analysis`);
 * ``GET /v1/jobs/{id}/studies/{study}/trials``: its trials paged and sorted by the database;
 * ``GET /v1/portability?kernel=&problem=&objective=``: best config of class A run on class B.
 
@@ -18,9 +18,9 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from db import Objective, TrialOutcome
-from orchestrator import insights
+from orchestrator.app import insights
+from orchestrator.app.service import View
 from orchestrator.server.auth import ReadPrincipal
-from orchestrator.service import View
 
 router = APIRouter(tags=["page"])
 

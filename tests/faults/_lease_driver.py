@@ -12,11 +12,11 @@ import sys
 
 from db import Database, LeaseLost
 from db.models import utcnow
-from orchestrator import service
+from orchestrator.app import service
 from orchestrator.errors import JobLeased
-from orchestrator.lease import LeaseKeeper, default_owner
-from orchestrator.local_pool import LocalPool
-from orchestrator.worker import PoolOptions, WorkerPlan
+from orchestrator.run.lease import LeaseKeeper, default_owner
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.worker import PoolOptions, WorkerPlan
 
 
 def main(url: str, job_id: int, landscapes: str, ttl_s: float, delay_s: float) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.pool import Done, RetimeJob, WorkerInfo
+from orchestrator.run.pool import Done, RetimeJob, WorkerInfo
 from workers.trial import TrialRequest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "orchestrator" / "landscapes"))
@@ -31,7 +31,7 @@ Fault = Callable[[Done, int], Done]
 
 
 class FaultPool:
-    """A :class:`orchestrator.pool.Pool` that passes every call to ``inner`` and lets ``fault``
+    """A :class:`orchestrator.run.pool.Pool` that passes every call to ``inner`` and lets ``fault``
     see (and change) each config trial's result before the driver does; ``seen`` counts them (a
     vendor path's measurement passes untouched and uncounted)."""
 

@@ -5,7 +5,7 @@ with SIGINT as Python sets it at a terminal, whatever pytest's own (a pytest sta
 a background command should. The kernel's first trial process crashes; the
 re-measurement of that config waits for a file the test writes only once the driver has taken the
 signal, so the job cannot end before the signal lands however slow the machine. SIGKILL of the
-driver then resume is tests/orchestrator/test_cli.py::test_resume_after_the_driver_is_killed."""
+driver then resume is tests/orchestrator/commands/test_cli.py::test_resume_after_the_driver_is_killed."""
 
 from __future__ import annotations
 
@@ -25,13 +25,13 @@ from tests.faults.checker import assert_held
 from tests.workers.fake_specs import CRASHED_ENV, RELEASE_ENV, ref
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+CLI = [sys.executable, "-c", "from orchestrator.commands.cli import main; main()"]
 #: The CLI with SIGINT raising KeyboardInterrupt, as Python starts a command at a terminal.
 AT_A_TERMINAL = [
     sys.executable,
     "-c",
     "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "from orchestrator.cli import main; main()",
+    "from orchestrator.commands.cli import main; main()",
 ]
 #: The CLI with SIGINT ignored, as a shell without job control starts a background command.
 IN_BACKGROUND = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *CLI]

@@ -17,14 +17,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from db import Database, DatabaseLost, JobStatus, TrialOutcome, repository
-from orchestrator import service
-from orchestrator.dispatch import ensure_ray
-from orchestrator.driver import Driver, submit_job
+from orchestrator.app import service
 from orchestrator.errors import OrchestratorError
-from orchestrator.jobs import JobSpec
-from orchestrator.local_pool import LocalPool
-from orchestrator.pool import Done
-from orchestrator.worker import TrialWorker, WorkerPlan
+from orchestrator.run.dispatch import ensure_ray
+from orchestrator.run.driver import Driver, submit_job
+from orchestrator.run.jobs import JobSpec
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.pool import Done
+from orchestrator.run.worker import TrialWorker, WorkerPlan
 from search_spaces.space import config_key
 from tests.faults.checker import assert_held
 from tests.faults.conftest import H200, MATMUL_SMALL, FaultPool

@@ -14,11 +14,11 @@ import pytest
 
 from db import Database, repository
 from orchestrator.errors import JobSpecError
-from orchestrator.jobs import load_job_file
+from orchestrator.run.jobs import load_job_file
 from workers.landscape import LandscapeError, read_landscape
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+CLI = [sys.executable, "-c", "from orchestrator.commands.cli import main; main()"]
 
 
 @pytest.mark.parametrize(

@@ -22,17 +22,17 @@ import ray
 
 from db import Database, JobStatus, TrialOutcome, repository
 from db.models import CLOCK_OFFSET_ENV, utcnow
-from orchestrator import service
-from orchestrator.dispatch import WorkerPool, ensure_ray
-from orchestrator.driver import Driver, submit_job
+from orchestrator.app import service
 from orchestrator.errors import NoWorkersError
-from orchestrator.healing import Healer
-from orchestrator.jobs import JobSpec
-from orchestrator.lease import LeaseKeeper, default_owner
-from orchestrator.local_pool import LocalPool
-from orchestrator.pool import Done, WorkerInfo
+from orchestrator.run.dispatch import WorkerPool, ensure_ray
+from orchestrator.run.driver import Driver, submit_job
+from orchestrator.run.healing import Healer
+from orchestrator.run.jobs import JobSpec
+from orchestrator.run.lease import LeaseKeeper, default_owner
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.pool import Done, WorkerInfo
+from orchestrator.run.worker import PoolOptions, WorkerPlan
 from orchestrator.server.scheduler import Scheduler
-from orchestrator.worker import PoolOptions, WorkerPlan
 from tests.faults.checker import assert_held
 from tests.faults.conftest import H200, MATMUL_SMALL, FaultPool
 from workers.measurement import Measurement, Outcome

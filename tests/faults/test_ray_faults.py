@@ -1,7 +1,7 @@
 """Faults on real Ray (one local Ray for the module, replay workers): the local Ray listens on
 loopback only, a one-worker job whose configs keep crashing goes on on a fresh actor and promotes,
 and stopping kept workers leaves another owner's alone. A killed Ray actor mid-job is
-tests/orchestrator/test_cluster.py::test_killed_worker_loses_nothing_and_job_completes."""
+tests/orchestrator/run/test_cluster.py::test_killed_worker_loses_nothing_and_job_completes."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import ray
 from make_landscapes import synthetic
 
 from db import Database, JobStatus, TrialOutcome, repository
-from orchestrator.dispatch import WorkerPool, ensure_ray, stop_kept_workers
-from orchestrator.driver import Driver, submit_job
-from orchestrator.jobs import JobSpec
-from orchestrator.worker import PoolOptions, WorkerPlan
+from orchestrator.run.dispatch import WorkerPool, ensure_ray, stop_kept_workers
+from orchestrator.run.driver import Driver, submit_job
+from orchestrator.run.jobs import JobSpec
+from orchestrator.run.worker import PoolOptions, WorkerPlan
 from tests.faults.checker import assert_held
 from tests.faults.conftest import H200, MATMUL_SMALL
 from workers.landscape import LandscapeResult, write_landscape

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from db import Database, JobStatus, TrialOutcome, repository
-from orchestrator.driver import Driver, submit_job
-from orchestrator.jobs import JobSpec
-from orchestrator.local_pool import LocalPool
-from orchestrator.pool import Done
-from orchestrator.worker import WorkerPlan
+from orchestrator.run.driver import Driver, submit_job
+from orchestrator.run.jobs import JobSpec
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.pool import Done
+from orchestrator.run.worker import WorkerPlan
 from tests.faults.checker import assert_held
 from tests.faults.conftest import H200, MATMUL_SMALL, FaultPool
 from workers.measurement import Measurement, Outcome

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from db import Database
-from orchestrator.local_pool import LocalPool
-from orchestrator.worker import WorkerPlan
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.worker import WorkerPlan
 
 sys.path.insert(0, str(Path(__file__).parent / "landscapes"))
 from make_landscapes import write_all

@@ -82,7 +82,8 @@ def test_the_speed_probe_times_the_same_work_by_cpu_time() -> None:
 def test_the_simulation_can_search_only_what_its_landscapes_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from orchestrator import encoding, planning, search
+    from orchestrator.run import planning
+    from orchestrator.study import encoding, search
     from search_spaces import get_spec
 
     for module in (encoding, planning, search):  # restored after the test

@@ -17,10 +17,10 @@ import sqlalchemy as sa
 
 from db import Database, JobStatus, repository
 from db.models import Trial
-from orchestrator import service
-from orchestrator.dispatch import PoolOptions, ensure_ray
+from orchestrator.app import service
 from orchestrator.errors import OrchestratorError, SchedulerConflict
-from orchestrator.jobs import DeviceSource, JobSpec
+from orchestrator.run.dispatch import PoolOptions, ensure_ray
+from orchestrator.run.jobs import DeviceSource, JobSpec
 from orchestrator.server.scheduler import Scheduler
 from tests.orchestrator.conftest import A100, H200
 

@@ -12,8 +12,8 @@ from typing import cast
 import pytest
 
 from db import Database, repository
-from orchestrator.dispatch import WorkerPool
-from orchestrator.lease import LeaseKeeper
+from orchestrator.run.dispatch import WorkerPool
+from orchestrator.run.lease import LeaseKeeper
 from orchestrator.server.scheduler import Scheduler, _Group, _Job
 
 

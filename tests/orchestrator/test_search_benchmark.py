@@ -15,7 +15,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.warm_start import WARM_NEAREST_TOP
+from orchestrator.run.warm_start import WARM_NEAREST_TOP
 from search_spaces.registry import get_spec
 from search_spaces.space import (
     Constraint,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.local_pool import LocalPool
-from orchestrator.pool import Done, RetimeJob, WorkerInfo
+from orchestrator.run.local_pool import LocalPool
+from orchestrator.run.pool import Done, RetimeJob, WorkerInfo
 from orchestrator.server.shared_pool import JobView, SharedPool, water_fill
 from workers.measurement import Measurement, Outcome
 from workers.trial import TrialRequest

@@ -86,8 +86,8 @@ def test_version_mismatch_warned_once_and_refused_by_option(
         "search_spaces.triton_capture",
         "search_spaces.bundle_env",
         "workers.capture_spec",
-        "orchestrator.capture_jobs",
-        "orchestrator.t4",
+        "orchestrator.app.capture_jobs",
+        "orchestrator.export.t4",
     ],
 )
 def test_importing_loads_no_gpu_library(module: str) -> None:

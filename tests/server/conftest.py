@@ -70,7 +70,7 @@ class LiveServer:
 
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from orchestrator.cli import main; main()"]
+CLI = [sys.executable, "-c", "from orchestrator.commands.cli import main; main()"]
 
 
 def start_serve(*args: str) -> tuple[subprocess.Popen[str], str]:

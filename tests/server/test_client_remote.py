@@ -12,9 +12,9 @@ import pytest
 import ray
 
 from db import Database
-from orchestrator.cli import main
-from orchestrator.dispatch import PoolOptions, ensure_ray
-from orchestrator.jobs import DeviceSource
+from orchestrator.commands.cli import main
+from orchestrator.run.dispatch import PoolOptions, ensure_ray
+from orchestrator.run.jobs import DeviceSource
 from orchestrator.server.scheduler import Scheduler
 from search_spaces.bundle import load_bundle
 from tests.orchestrator.conftest import H200, landscapes  # noqa: F401 (fixture)

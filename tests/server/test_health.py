@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from db import Database
-from orchestrator.jobs import DeviceSource, SourceKind
+from orchestrator.run.jobs import DeviceSource, SourceKind
 from orchestrator.server.scheduler import Scheduler, _Group
 from tests.server.conftest import CLI, ROOT, ServerFactory, job_body
 

@@ -25,8 +25,8 @@ import ray
 
 from db import Database, JobStatus, repository
 from db.models import TokenScope
-from orchestrator.dispatch import PoolOptions, ensure_ray
-from orchestrator.jobs import DeviceSource
+from orchestrator.run.dispatch import PoolOptions, ensure_ray
+from orchestrator.run.jobs import DeviceSource
 from orchestrator.server.app import create_app
 from orchestrator.server.scheduler import Scheduler
 from search_spaces.bundle import load_bundle

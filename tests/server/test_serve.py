@@ -93,7 +93,7 @@ def test_serve_answers_then_stops_on_sigterm(url: str) -> None:
 def test_the_cli_stays_light_and_the_server_loads_no_gpu_or_cluster_library() -> None:
     probe = (
         "import sys\n"
-        "from orchestrator.cli import build_app\n"
+        "from orchestrator.commands.cli import build_app\n"
         "build_app()\n"
         "light = [m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules]\n"
         "import orchestrator.server.app\n"

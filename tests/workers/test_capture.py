@@ -198,7 +198,7 @@ def test_widened_tiles_never_exceed_the_lists_largest_in_any_product() -> None:
 
 
 def test_a_widened_study_asks_the_kernels_own_list_first(captured: Path) -> None:
-    from orchestrator.warm_start import warm_order
+    from orchestrator.run.warm_start import warm_order
     from search_spaces.space import config_key
 
     wide = capture_spec(captured, "app_kernels.row_sum", widen=True)

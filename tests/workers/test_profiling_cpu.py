@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.jobs import load_job_file
+from orchestrator.commands.cli import main
+from orchestrator.run.jobs import load_job_file
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

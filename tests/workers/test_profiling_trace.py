@@ -186,7 +186,7 @@ def test_the_analysis_and_the_cli_with_profile_import_no_torch() -> None:
 
     code = (
         "import sys, workers.profiling.trace, workers.profiling.emit, workers.profiling.plots; "
-        "from orchestrator.cli import build_app; build_app(); "
+        "from orchestrator.commands.cli import build_app; build_app(); "
         "sys.exit('torch' in sys.modules or 'triton' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -63,7 +63,7 @@ profile() {  # profile PHASE BATCHES OUTNAME [options...]
 pull_all() {  # `tunefleet pull` of each kernel and objective, in one process
   python3 - "$P" "$DB" >> "$P/pull.txt" 2>&1 <<'PY'
 import sys
-from orchestrator.cli import main
+from orchestrator.commands.cli import main
 p, db = sys.argv[1:]
 for kernel in ("matmul", "rmsnorm", "paged_attention", "flash_attention"):
     for out, objective in ((f"{p}/bundle", "kernel"), (f"{p}/bundle/graph", "graph")):

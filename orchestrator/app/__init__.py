@@ -1,0 +1,1 @@
+"""The application layer: use cases every front end calls, returning plain views."""

@@ -1,0 +1,1 @@
+"""Bundles and the files deployments load: native, Triton module, vLLM, T4."""

@@ -1,0 +1,1 @@
+"""One study: its loop (ask, reject, dedupe, warm start, tell), the Optuna adapter and the samplers; no database, no Ray."""

@@ -1,0 +1,139 @@
+"""The layering of DESIGN: imports point down, between packages and between orchestrator's rooms,
+and no module imports itself back through others (import statements read, nothing imported)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("orchestrator", "workers", "search_spaces", "db")
+#: Which of our packages each package may import.
+MAY_IMPORT = {
+    "db": set(),
+    "search_spaces": set(),
+    "workers": {"search_spaces"},
+    "orchestrator": {"workers", "search_spaces", "db"},
+}
+#: orchestrator's rooms, lowest first: a room imports its own and lower rooms only (the top-level
+#: modules, errors and output, are the floor every room stands on).
+ROOMS = {"": 0, "study": 1, "run": 2, "export": 3, "app": 4, "server": 5, "commands": 6}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, module: str) -> Iterator[str]:
+    """Every module of ours ``path`` names in an import statement, at any depth."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], base]
+                ).strip(".")
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        yield from (n for n in names if n.split(".")[0] in PACKAGES)
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {
+        _module(p): p
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if "migrations" not in p.parts
+    }
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        graph[module] = {
+            name for name in _imports(path, module) if name in files and name != module
+        }
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ROOMS) else ""
+
+
+def test_packages_import_only_the_packages_below_them() -> None:
+    wrong = sorted(
+        f"{module} -> {name}"
+        for module, names in GRAPH.items()
+        for name in names
+        if name.split(".")[0] != module.split(".")[0]
+        and name.split(".")[0] not in MAY_IMPORT[module.split(".")[0]]
+    )
+    assert not wrong
+
+
+def test_orchestrator_rooms_import_down_only() -> None:
+    wrong = sorted(
+        f"{module} -> {name}"
+        for module, names in GRAPH.items()
+        if module.startswith("orchestrator.") and module != "orchestrator.__main__"
+        for name in names
+        if name.startswith("orchestrator.") and ROOMS[_room(name)] > ROOMS[_room(module)]
+    )
+    assert not wrong
+
+
+def test_orchestrator_has_no_loose_modules_but_its_floor() -> None:
+    loose = {p.stem for p in (ROOT / "orchestrator").glob("*.py")}
+    assert loose <= {"__init__", "__main__", "errors", "output"}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    # A package's __init__ naming its own modules is not a cycle between modules.
+    graph = {m: {n for n in names if not m.startswith(n + ".")} for m, names in GRAPH.items()}
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("graph", [{"a": {"b"}, "b": {"a"}, "c": set()}])
+def test_the_cycle_check_finds_a_cycle(graph: dict[str, set[str]]) -> None:
+    assert _cycles(graph) == [["a", "b"]]
