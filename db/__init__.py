@@ -8,7 +8,9 @@ Imports nothing of tunefleet's other packages and no GPU library. Typical use::
         kernel_id = repository.ensure_kernel(s, "matmul", version_hash, space_hash)
 
 Names load on first use (PEP 562): ``from db import Objective`` imports only ``db.states``, not
-SQLAlchemy, so light commands of the CLI start fast.
+SQLAlchemy, so light commands of the CLI start fast. ``Session`` is the type of what
+:meth:`Database.session` yields, for annotations outside ``db/`` (which import no SQLAlchemy and
+build no query: only ``db/`` speaks SQL).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from db import repository
+    from db.clock import utcnow
     from db.errors import (
         ConstraintViolation,
         DatabaseError,
@@ -79,6 +84,7 @@ _WHERE: dict[str, str] = {
     "RETRYABLE_OUTCOMES": "db.states",
     "SchemaOutOfDate": "db.errors",
     "SchemaTooNew": "db.errors",
+    "Session": "db.session",
     "StudyRecord": "db.repository",
     "StudyStatus": "db.states",
     "TokenRecord": "db.repository",
@@ -87,6 +93,7 @@ _WHERE: dict[str, str] = {
     "TrialOutcome": "db.states",
     "TrialRecord": "db.repository",
     "default_url": "db.session",
+    "utcnow": "db.clock",
     "repository": "db.repository",
 }
 
@@ -125,6 +132,7 @@ __all__ = [
     "Objective",
     "SchemaOutOfDate",
     "SchemaTooNew",
+    "Session",
     "StudyRecord",
     "StudyStatus",
     "TokenRecord",
@@ -134,4 +142,5 @@ __all__ = [
     "TrialRecord",
     "default_url",
     "repository",
+    "utcnow",
 ]

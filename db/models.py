@@ -11,14 +11,15 @@ backends (NUL and lone surrogates escaped, cut to the column's length).
 from __future__ import annotations
 
 import enum
-import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from db.clock import CLOCK_OFFSET_ENV as CLOCK_OFFSET_ENV
+from db.clock import utcnow as utcnow
 from db.states import (
     JOB_TRANSITIONS as JOB_TRANSITIONS,
 )
@@ -43,26 +44,6 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-#: Seconds added to this host's clock as :func:`utcnow` reads it; fault tests set it to play a
-#: host whose clock is off. Leases never read the host's clock (``repository.db_now``).
-CLOCK_OFFSET_ENV = "TUNEFLEET_CLOCK_OFFSET_S"
-
-
-def _clock_offset() -> timedelta:
-    try:
-        return timedelta(seconds=float(os.environ.get(CLOCK_OFFSET_ENV) or 0))
-    except (ValueError, OverflowError):
-        return timedelta()
-
-
-_OFFSET = _clock_offset()
-
-
-def utcnow() -> datetime:
-    """This host's clock, in UTC (timestamps of rows: created, updated, finished)."""
-    return datetime.now(timezone.utc) + _OFFSET
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -276,7 +257,7 @@ BEST_KEY = (
     "kernel_name",
     "kernel_version",
     "problem_key",
-    "device_class_key",
+    "device_class_id",
     "triton_minor",
     "objective",
 )
@@ -284,7 +265,7 @@ BEST_KEY = (
 
 class BestConfig(Base):
     """The fastest known config per (kernel, version, problem, device class, triton major.minor,
-    objective)."""
+    objective); the device class is a row of ``tf_device_classes``, as a trial's is."""
 
     __tablename__ = "tf_best_configs"
     __table_args__ = (
@@ -298,7 +279,7 @@ class BestConfig(Base):
     kernel_name: Mapped[str] = mapped_column(StoredString(200))
     kernel_version: Mapped[str] = mapped_column(StoredString(64))
     problem_key: Mapped[str] = mapped_column(StoredText)
-    device_class_key: Mapped[str] = mapped_column(StoredString(200))
+    device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
     triton_minor: Mapped[str] = mapped_column(StoredString(16))
     objective: Mapped[Objective] = mapped_column(
         _enum_column(Objective), default=Objective.KERNEL, server_default=Objective.KERNEL.value

@@ -1,5 +1,6 @@
 """The layering of DESIGN: imports point down, between packages and between orchestrator's rooms,
-and no module imports itself back through others (import statements read, nothing imported)."""
+no module imports itself back through others, and only ``db/`` speaks SQL (import statements
+read, nothing imported)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ MAY_IMPORT = {
     "workers": {"search_spaces"},
     "orchestrator": {"workers", "search_spaces", "db"},
 }
+#: The SQL libraries: only db/ imports them.
+SQL_LIBRARIES = frozenset({"sqlalchemy", "alembic"})
+#: The modules of db/ that code outside it may import: the package (its lazy names: Database,
+#: Session, the states, records, errors), the repository's public surface, errors and states;
+#: never the models (no query is built outside db/), sessions' internals or migrations.
+DB_DOOR = frozenset({"db", "db.repository", "db.errors", "db.states"})
 #: orchestrator's rooms, lowest first: a room imports its own and lower rooms only (the top-level
 #: modules, errors and output, are the floor every room stands on).
 ROOMS = {"": 0, "study": 1, "run": 2, "export": 3, "app": 4, "server": 5, "commands": 6}
@@ -30,8 +37,15 @@ def _module(path: Path) -> str:
 
 def _imports(path: Path, module: str) -> Iterator[str]:
     """Every module of ours ``path`` names in an import statement, at any depth."""
+    yield from (n for n in _named(path.read_text(), path, module) if n.split(".")[0] in PACKAGES)
+
+
+def _named(source: str, path: Path, module: str) -> Iterator[str]:
+    """Every name an import statement of ``source`` (the text of ``path``, module ``module``)
+    names, at any depth (under ``if TYPE_CHECKING:`` and inside functions too): each imported
+    module, and for ``from M import a`` both ``M`` and ``M.a``."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -43,16 +57,24 @@ def _imports(path: Path, module: str) -> Iterator[str]:
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
-        yield from (n for n in names if n.split(".")[0] in PACKAGES)
+        yield from names
 
 
-def _graph() -> dict[str, set[str]]:
-    files = {
+def _files() -> dict[str, Path]:
+    """Our modules (migrations aside) and their files."""
+    return {
         _module(p): p
         for package in PACKAGES
         for p in (ROOT / package).rglob("*.py")
         if "migrations" not in p.parts
     }
+
+
+FILES = _files()
+
+
+def _graph() -> dict[str, set[str]]:
+    files = FILES
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
         graph[module] = {
@@ -137,3 +159,65 @@ def test_no_import_cycle() -> None:
 @pytest.mark.parametrize("graph", [{"a": {"b"}, "b": {"a"}, "c": set()}])
 def test_the_cycle_check_finds_a_cycle(graph: dict[str, set[str]]) -> None:
     assert _cycles(graph) == [["a", "b"]]
+
+
+def _sql_outside_db(module: str, names: Iterator[str]) -> list[str]:
+    """What ``module``'s imports (``names``) break of "only db/ speaks SQL": a SQL library, or a
+    module of db/ beyond :data:`DB_DOOR` (db's models, its session internals, a repository
+    module instead of the repository's surface). Nothing, for a module of db/."""
+    if module.split(".")[0] == "db":
+        return []
+    db_modules = {m for m in FILES if m.split(".")[0] == "db"} | {"db.migrations"}
+    return sorted(
+        f"{module} -> {name}"
+        for name in set(names)
+        if name.split(".")[0] in SQL_LIBRARIES or (name in db_modules and name not in DB_DOOR)
+    )
+
+
+def test_only_db_speaks_sql() -> None:
+    """No module outside db/ imports SQLAlchemy (or Alembic), not even for a type, nor db's
+    models: every query is a repository function, the session's type is ``db.Session``."""
+    wrong = [
+        line
+        for module, path in FILES.items()
+        for line in _sql_outside_db(module, _named(path.read_text(), path, module))
+    ]
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import sqlalchemy",
+        "import sqlalchemy as sa",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sqlalchemy.orm import Session",
+        "def f():\n    from sqlalchemy import select",
+        "from db.models import Trial",
+        "from db import models",
+        "from db.repository.trials import VERDICT",
+        "import alembic",
+    ],
+)
+def test_the_sql_check_finds_sql_outside_db(source: str) -> None:
+    path = ROOT / "orchestrator" / "app" / "sneaky.py"
+    assert _sql_outside_db(
+        "orchestrator.app.sneaky", _named(source, path, "orchestrator.app.sneaky")
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from db import Database, Session, repository, utcnow",
+        "from db.repository import TrialRecord",
+        "from db.errors import NotFound",
+        "from db.states import JobStatus",
+    ],
+)
+def test_the_sql_check_lets_the_door_through(source: str) -> None:
+    path = ROOT / "orchestrator" / "app" / "fine.py"
+    assert (
+        _sql_outside_db("orchestrator.app.fine", _named(source, path, "orchestrator.app.fine"))
+        == []
+    )

@@ -16,12 +16,9 @@ import statistics
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Any
 
 from db import Database, Objective, TrialOutcome, repository
-from db.models import DeviceClass, Kernel, Study, Trial
 from db.repository import TrialRecord
 from orchestrator.app import service
 from orchestrator.app.plot import convergence, importance
@@ -33,15 +30,12 @@ from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor, config_key
 from search_spaces.spec import KernelSpec
 
+if TYPE_CHECKING:
+    from db import Session
+
 #: Columns the trial table sorts by (``time`` puts trials without a time last either way).
-TRIAL_SORT_COLUMNS = {
-    "id": Trial.id,
-    "time": Trial.median_ms,
-    "outcome": Trial.outcome,
-    "compile": Trial.compile_s,
-}
+TRIAL_SORT_COLUMNS = tuple(sort.value for sort in repository.TrialSort)
 ORDERS = ("asc", "desc")
-_VERDICT = (Trial.outcome != TrialOutcome.INFRA, Trial.provisional.is_(False))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,27 +93,12 @@ def _study(database: Database, job_id: int, study_id: int, team: str | None) -> 
     raise NotFound(f"job {job_id} has no study {study_id}")
 
 
-def _check_study(s: sa.orm.Session, job_id: int, study_id: int, team: str | None) -> None:
+def _check_study(s: Session, job_id: int, study_id: int, team: str | None) -> None:
     """NotFound unless job ``job_id`` (of ``team``, if given) has study ``study_id`` (another
     team's job: the same NotFound as a missing one)."""
     service.visible_job(s, job_id, team)
-    if s.scalar(sa.select(Study.id).where(Study.id == study_id, Study.job_id == job_id)) is None:
+    if not repository.study_in_job(s, job_id, study_id):
         raise NotFound(f"job {job_id} has no study {study_id}")
-
-
-#: Trial columns the analysis reads (every one but the raw samples).
-_COLUMNS = [c for c in Trial.__table__.c if c.name != "samples_ms"]
-
-
-def _trials(s: sa.orm.Session, study_id: int) -> list[TrialRecord]:
-    """The study's trials that are a config's own verdict, oldest first, read column-wise (a study
-    of 10,000 trials in a fraction of the ORM's time); ``samples_ms`` is left out (None)."""
-    rows = s.execute(
-        sa.select(*_COLUMNS)
-        .where(Trial.study_id == study_id, Trial.provisional.is_(False))
-        .order_by(Trial.id)
-    )
-    return [TrialRecord(samples_ms=None, **row._mapping) for row in rows]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,13 +170,10 @@ def study_analysis(
     """
     progress = _study(database, job_id, study_id, team)
     with database.session(readonly=True) as s:
-        count, newest = s.execute(
-            sa.select(sa.func.count(Trial.id), sa.func.max(Trial.id)).where(
-                Trial.study_id == study_id
-            )
-        ).one()
+        count, newest = repository.study_trial_stamp(s, study_id)
         figures = _FIGURES.get(
-            (id(database), study_id, count, newest or 0), lambda: _figures(_trials(s, study_id))
+            (id(database), study_id, count, newest),
+            lambda: _figures(repository.study_final_trials(s, study_id)),
         )
         study = next(st for st in repository.studies_for_job(s, job_id) if st.id == study_id)
         job = repository.get_job(s, job_id)
@@ -237,7 +213,7 @@ def study_analysis(
     )
 
 
-def _trial_view(trial: Trial) -> TrialView:
+def _trial_view(trial: TrialRecord) -> TrialView:
     values = {f.name: getattr(trial, f.name) for f in dataclasses.fields(TrialView)}
     values["config"] = dict(trial.config)
     values["created_at"] = service._aware(trial.created_at)
@@ -273,21 +249,17 @@ def trial_page(
             raise InvalidRequest(
                 f"unknown outcome {outcome!r}; one of {', '.join(o.value for o in TrialOutcome)}"
             ) from None
-    column = TRIAL_SORT_COLUMNS[sort]
-    where = [Trial.study_id == study_id]
-    if chosen is not None:
-        where.append(Trial.outcome == chosen)
     with database.session(readonly=True) as s:
         _check_study(s, job_id, study_id, team)
-        total = s.scalar(sa.select(sa.func.count(Trial.id)).where(*where)) or 0
-        ordered = column.desc() if order == "desc" else column.asc()
-        rows = s.scalars(
-            sa.select(Trial)
-            .where(*where)
-            .order_by(column.is_(None), ordered, Trial.id)
-            .limit(limit)
-            .offset(offset)
-        ).all()
+        total, rows = repository.study_trial_page(
+            s,
+            study_id,
+            sort=repository.TrialSort(sort),
+            descending=order == "desc",
+            outcome=chosen,
+            limit=limit,
+            offset=offset,
+        )
         items = tuple(_trial_view(t) for t in rows)
     return TrialPage(study_id, items, total, limit, offset, f"{sort} {order}")
 
@@ -327,22 +299,8 @@ def portability(
     except ValueError:
         raise InvalidRequest(f"unknown objective {objective!r}; choose kernel or graph") from None
     with database.session(readonly=True) as s:
-        kernel_ids = list(
-            s.scalars(
-                sa.select(Kernel.id).where(
-                    Kernel.name == spec.name, Kernel.version_hash == spec.version_hash()
-                )
-            )
-        )
-        base = (Trial.kernel_id.in_(kernel_ids), Trial.objective == chosen, *_VERDICT)
-        keys = list(
-            s.scalars(
-                sa.select(Trial.problem_key)
-                .where(*base, Trial.outcome == TrialOutcome.OK)
-                .group_by(Trial.problem_key)
-                .order_by(Trial.problem_key)
-            )
-        )
+        kernel_ids = repository.kernel_ids(s, spec.name, spec.version_hash())
+        keys = repository.ok_problem_keys(s, kernel_ids, chosen)
         if problem is None:
             key = keys[0] if keys else None
         else:
@@ -357,14 +315,7 @@ def portability(
         best: dict[str, dict[str, Any]] = {}
         limits: dict[str, dict[str, Any] | None] = {}
         if key is not None:
-            rows = s.execute(
-                sa.select(
-                    DeviceClass.key, Trial.config_key, Trial.outcome, sa.func.min(Trial.median_ms)
-                )
-                .join(DeviceClass, DeviceClass.id == Trial.device_class_id)
-                .where(*base, Trial.problem_key == key)
-                .group_by(DeviceClass.key, Trial.config_key, Trial.outcome)
-            ).all()
+            rows = repository.verdicts_by_class(s, kernel_ids, chosen, key)
             for class_key, ckey, outcome, fastest in rows:
                 per = seen.setdefault(class_key, {})
                 if outcome is TrialOutcome.OK and fastest is not None:
@@ -385,16 +336,12 @@ def portability(
                 if own is not None:
                     best[record.device_class_key] = {"config_key": ckey, "time_ms": own}
             limits = {
-                row.key: row.limits
-                for row in s.scalars(sa.select(DeviceClass).where(DeviceClass.key.in_(list(best))))
+                class_key: found.limits
+                for class_key, found in repository.device_classes_by_key(s, list(best)).items()
             }
             for class_key, entry in best.items():
-                entry["config"] = s.scalar(
-                    sa.select(Trial.config)
-                    .join(DeviceClass, DeviceClass.id == Trial.device_class_id)
-                    .where(*base, Trial.problem_key == key, DeviceClass.key == class_key)
-                    .where(Trial.config_key == entry["config_key"])
-                    .limit(1)
+                entry["config"] = repository.config_of(
+                    s, kernel_ids, chosen, key, class_key, entry["config_key"]
                 )
     classes = tuple(sorted(best))
     cells = []

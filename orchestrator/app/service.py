@@ -44,9 +44,7 @@ from search_spaces.spec import KernelSpec
 from workers.device_table import canonical_class_key, find, lookup
 
 if TYPE_CHECKING:
-    import sqlalchemy as sa
-
-    from db import Database
+    from db import Database, Session
     from db.repository import BestRecord, JobRecord, StudyRecord
     from orchestrator.run.dispatch import PoolOptions, WorkerPool
     from orchestrator.run.driver import JobResult
@@ -359,7 +357,7 @@ def no_job(job_id: int) -> NotFound:
     return NotFound(f"no job {job_id} of yours; list jobs with `tunefleet jobs`")
 
 
-def visible_job(s: sa.orm.Session, job_id: int, team: str | None) -> JobRecord:
+def visible_job(s: Session, job_id: int, team: str | None) -> JobRecord:
     """The job, if it exists and (``team`` given) belongs to that team; else :func:`no_job`."""
     from db import repository
     from db.errors import NotFound as RecordNotFound
@@ -386,26 +384,11 @@ class _Counts:
         return sum(n for outcome, n in self.outcomes.items() if outcome != TrialOutcome.INFRA.value)
 
 
-def _study_counts(s: sa.orm.Session, job_ids: Sequence[int]) -> dict[int, dict[int, _Counts]]:
+def _study_counts(s: Session, job_ids: Sequence[int]) -> dict[int, dict[int, _Counts]]:
     """job id -> study id -> its counts, in one query over the (not provisional) trial rows."""
-    import sqlalchemy as sa
+    from db import repository
 
-    from db.models import Study, Trial
-
-    rows = s.execute(
-        sa.select(
-            Study.job_id,
-            Study.id,
-            Trial.outcome,
-            Trial.reused,
-            sa.func.count(Trial.id),
-            sa.func.min(Trial.median_ms),
-        )
-        # A provisional verdict is measured again; its final row is the one that counts.
-        .join(Trial, sa.and_(Trial.study_id == Study.id, ~Trial.provisional), isouter=True)
-        .where(Study.job_id.in_(list(job_ids)))
-        .group_by(Study.job_id, Study.id, Trial.outcome, Trial.reused)
-    ).all()
+    rows = repository.study_trial_counts(s, job_ids)
     out: dict[int, dict[int, _Counts]] = {}
     for job_id, study_id, outcome, reused, count, fastest in rows:
         counts = out.setdefault(job_id, {}).setdefault(study_id, _Counts())
@@ -476,7 +459,7 @@ def check_spec(spec: JobSpec) -> KernelSpec:
     return kernel
 
 
-def _write_job(s: sa.orm.Session, spec: JobSpec, kernel: KernelSpec, priority: int) -> int:
+def _write_job(s: Session, spec: JobSpec, kernel: KernelSpec, priority: int) -> int:
     from db import repository
 
     kernel_id = repository.ensure_kernel(s, kernel.name, kernel.version_hash(), kernel.space.hash())
@@ -678,7 +661,7 @@ def job_summary(
     return JobSummaryView(job_id, JobStatus(summary["status"]), summary)
 
 
-def mark_cancelled(s: sa.orm.Session, job_id: int) -> None:
+def mark_cancelled(s: Session, job_id: int) -> None:
     """Cancel job ``job_id`` now, with its running studies (for a job no driver runs); each
     study's fastest ``ok`` trial is promoted (orchestrator.run.promotion)."""
     from db import repository
@@ -753,10 +736,7 @@ def _label(study: StudyRecord) -> str:
 
 def job_detail(database: Database, job_id: int, *, team: str | None = None) -> JobDetail:
     """The job with each study's progress: trials by outcome, budget, best so far."""
-    import sqlalchemy as sa
-
     from db import repository
-    from db.models import Trial
 
     with database.session(readonly=True) as s:
         job = visible_job(s, job_id, team)
@@ -776,15 +756,7 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
             best = decided.get((study.problem_key, study.device_class.key))
             best_config = None
             if c.best_ms is not None:
-                best_config = s.scalar(
-                    sa.select(Trial.config)
-                    .where(
-                        Trial.study_id == study.id,
-                        Trial.outcome == TrialOutcome.OK,
-                        Trial.median_ms == c.best_ms,
-                    )
-                    .limit(1)
-                )
+                best_config = repository.config_timed(s, study.id, c.best_ms)
             progress.append(
                 StudyProgress(
                     id=study.id,
@@ -885,16 +857,11 @@ def best_configs(
     return out
 
 
-def _cancelled_jobs(s: sa.orm.Session, job_ids: Collection[int]) -> set[int]:
+def _cancelled_jobs(s: Session, job_ids: Collection[int]) -> set[int]:
     """Which of ``job_ids`` are cancelled jobs (a best config's provenance mark)."""
-    import sqlalchemy as sa
+    from db import repository
 
-    from db.models import Job
-
-    if not job_ids:
-        return set()
-    query = sa.select(Job.id).where(Job.id.in_(list(job_ids)), Job.status == JobStatus.CANCELLED)
-    return set(s.scalars(query))
+    return repository.cancelled_jobs(s, job_ids)
 
 
 MEDIA_TYPES = {".json": "application/json", ".py": "text/x-python"}

@@ -316,8 +316,7 @@ def token_create(
     json_out: JsonOption = False,
 ) -> None:
     """Create a token and print it once (the database keeps only its SHA-256)."""
-    from db import repository
-    from db.models import utcnow
+    from db import repository, utcnow
 
     try:
         chosen = TokenScope(scope)
@@ -350,8 +349,7 @@ def token_list(db: DbOption = None, json_out: JsonOption = False) -> None:
     """List the tokens (never their secrets)."""
     from rich.table import Table
 
-    from db import repository
-    from db.models import utcnow
+    from db import repository, utcnow
 
     database = open_database(db)
     with database.session(readonly=True) as s:

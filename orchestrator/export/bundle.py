@@ -44,7 +44,7 @@ from search_spaces.spec import KernelSpec, split_launch_options
 from search_spaces.stack import StackError, folder_for
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
+    from db import Session
 
 
 class BundleFormat(str, enum.Enum):

@@ -21,8 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy.orm import Session
-
 from db import Database, JobStatus, Lease, Objective, StudyStatus, TrialOutcome, repository
 from orchestrator.errors import JobStateError
 from orchestrator.run.jobs import JobSpec
@@ -37,6 +35,7 @@ from search_spaces.spec import KernelSpec
 from workers.measurement import Outcome
 
 if TYPE_CHECKING:
+    from db import Session
     from orchestrator.study.samplers.learned import PriorTrial
 
 _T = TypeVar("_T")
@@ -554,7 +553,7 @@ class Ledger:
                 job.kernel.name,
                 job.version,
                 rows.plan.problem_key,
-                rows.plan.class_key,
+                rows.class_id,
                 triton_minor(info.fingerprint.triton),
                 config,
                 time_ms,

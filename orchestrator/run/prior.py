@@ -4,12 +4,13 @@ device class, read-only."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-from sqlalchemy.orm import Session
-
-from db.models import DeviceClass, Objective, Trial, TrialOutcome
+from db import Objective, repository
 from orchestrator.study.samplers.learned import PriorTrial
+
+if TYPE_CHECKING:
+    from db import Session
 
 #: Newest trials a prior holds at most (the sampler's proposal cost is measured at this size).
 PRIOR_LIMIT = 10_000
@@ -24,19 +25,8 @@ def prior_trials(
 ) -> list[PriorTrial]:
     """The newest ``limit`` ``ok`` trials of kernel version ``kernel_id`` under ``objective``,
     on any problem and device class, as :class:`PriorTrial` rows (oldest first)."""
-    rows = s.execute(
-        sa.select(Trial.problem_key, DeviceClass.key, Trial.config, Trial.median_ms)
-        .join(DeviceClass, DeviceClass.id == Trial.device_class_id)
-        .where(
-            Trial.kernel_id == kernel_id,
-            Trial.objective == Objective(objective),
-            Trial.outcome == TrialOutcome.OK,
-            Trial.median_ms.is_not(None),
-        )
-        .order_by(Trial.id.desc())
-        .limit(limit)
-    ).all()
+    rows = repository.newest_ok_trials(s, kernel_id, Objective(objective), limit)
     return [
-        PriorTrial(json.loads(problem), device_class, dict(config), float(ms))
-        for problem, device_class, config, ms in reversed(rows)
+        PriorTrial(json.loads(t.problem_key), t.device_class_key, t.config, t.median_ms)
+        for t in rows
     ]

@@ -38,8 +38,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING
 
 from db import BestBackend, TrialOutcome, repository
 from orchestrator.run.decision import Timed, decide
@@ -48,6 +47,9 @@ from orchestrator.run.pool import Candidate, Pool, RetimeJob, VendorPath
 from orchestrator.run.progress import Reporter
 from orchestrator.study.loop import Ranked, Study
 from search_spaces.space import Config, config_key
+
+if TYPE_CHECKING:
+    from db import Session
 
 #: Prefix of a vendor path's key among a re-timing's candidates (a config key is a JSON object).
 VENDOR_KEY = "vendor:"
@@ -347,7 +349,7 @@ def promote_stored(s: Session, job_id: int) -> int:
             job.kernel_name,
             job.kernel_version,
             study.problem_key,
-            study.device_class.key,
+            study.device_class.id,
             triton_minor(env.triton_version if env is not None else None),
             best.config if best is not None else {},
             (vendor.median_ms if on_vendor and vendor else triton_ms) or 0.0,

@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING
 
 from db import Objective, TrialOutcome, repository
 from search_spaces.problem import Problem, problem_distance, problem_key
 from search_spaces.space import Config, DeviceLimits, config_key
 from search_spaces.spec import KernelSpec
+
+if TYPE_CHECKING:
+    from db import Session
 
 #: Best configs of other problems / classes enqueued as warm start, per source.
 WARM_NEIGHBOURS = 5

@@ -34,8 +34,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.responses import Response, StreamingResponse
 
-from db import Database, JobStatus, Objective, repository
-from db.models import TokenScope, utcnow
+from db import Database, JobStatus, Objective, TokenScope, repository, utcnow
 from orchestrator.app import service
 from orchestrator.errors import PermissionDenied
 from orchestrator.export.bundle import BundleFormat

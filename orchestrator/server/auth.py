@@ -22,8 +22,7 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from db import Database, repository
-from db.models import TokenScope
+from db import Database, TokenScope, repository
 from orchestrator.server.errors import ApiError
 
 SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.ADMIN: 2}

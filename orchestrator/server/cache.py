@@ -20,10 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-import sqlalchemy as sa
-
-from db import Database
-from db.models import BestConfig
+from db import Database, repository
 
 T = TypeVar("T")
 MAX_ENTRIES = 256
@@ -119,12 +116,7 @@ class BestCache:
     def version(self, kernel: str) -> tuple[int, Any]:
         """(row count, newest update) of ``kernel``'s best configs: it changes with every write."""
         with self.database.session(readonly=True) as s:
-            count, newest = s.execute(
-                sa.select(sa.func.count(BestConfig.id), sa.func.max(BestConfig.updated_at)).where(
-                    BestConfig.kernel_name == kernel
-                )
-            ).one()
-        return int(count), newest
+            return repository.best_version(s, kernel)
 
     def peek(self, kernel: str, key: Hashable, version: tuple[int, Any]) -> Any:
         """The value of ``key`` computed at ``version``, else None (no query)."""

@@ -10,14 +10,12 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 
-import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from db import Database, JobStatus, repository
-from db.models import Trial, TrialOutcome, utcnow
+from db import Database, JobStatus, TrialOutcome, repository, utcnow
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 TRIAL_WINDOW_S = 60.0
@@ -35,13 +33,7 @@ class _DatabaseCollector(Collector):
         with self.database.session(readonly=True) as s:
             queued = repository.count_jobs(s, status=JobStatus.QUEUED)
             running = repository.count_jobs(s, status=JobStatus.RUNNING)
-            counts = dict(
-                s.execute(
-                    sa.select(Trial.outcome, sa.func.count())
-                    .where(Trial.created_at >= since)
-                    .group_by(Trial.outcome)
-                ).all()
-            )
+            counts = repository.outcomes_since(s, since)
         yield GaugeMetricFamily("tunefleet_queue_length", "Jobs queued, not yet claimed.", queued)
         yield GaugeMetricFamily("tunefleet_running_jobs", "Jobs running now.", running)
         rate = GaugeMetricFamily(
