@@ -78,6 +78,7 @@ def _check_rows_survived(database: Database) -> None:
         )
         (best,) = repo.get_best(s, "matmul")
         assert (best.time_ms, best.trial_id, best.job_id, best.team) == (2.0, 1, 1, "ml")
+        assert (best.device_class_id, best.device_class_key) == (1, "cpu")
         ok = repo.find_measured(s, 1, "p", 1, "ok")
         assert ok is not None and ok.median_ms == 2.0 and not ok.provisional
         # A crash stored before 0003 is no longer taken for the config's own verdict.

@@ -32,7 +32,7 @@ from db import repository as repo
 from db.models import Base, Trial
 from db.session import VERSION_TABLE
 from db.states import BestBackend, RevalidationState
-from tests.db._upsert_worker import KEY, hammer
+from tests.db._upsert_worker import CLASS_KEY, KEY, best_key, hammer
 
 HEAD = "0008"
 TABLES = {
@@ -96,10 +96,13 @@ def _fields(ids: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _best(s: Any, time_ms: float, config: dict[str, Any], **key: str) -> bool:
+def _best(s: Any, time_ms: float, config: dict[str, Any], **key: Any) -> bool:
+    """Upsert ``config`` for the tests' key with ``key``'s changes (a ``device_class_id`` given
+    is taken as it is: nothing but the upsert is sent)."""
+    base = KEY if "device_class_id" in key else best_key(s)
     return repo.upsert_best(
         s,
-        **{**KEY, **key},
+        **{**base, **key},
         config=config,
         time_ms=time_ms,
         trial_id=None,
@@ -827,7 +830,7 @@ class TestStorage:
         with db.session() as s:
             # Slower than the stored time, but decided against that very row: written.
             written = repo.upsert_best(
-                s, **KEY, config={"v": "best triton"}, time_ms=2.05, trial_id=None,
+                s, **best_key(s), config={"v": "best triton"}, time_ms=2.05, trial_id=None,
                 job_id=None, environment_id=None, decision=vendor_win,
             )  # fmt: skip
             assert written is True
@@ -841,12 +844,12 @@ class TestStorage:
             )  # fmt: skip
             # Decided against the row as it was before: someone wrote it since, not written.
             assert not repo.upsert_best(
-                s, **KEY, config={"v": "late"}, time_ms=2.5, trial_id=None, job_id=None,
+                s, **best_key(s), config={"v": "late"}, time_ms=2.5, trial_id=None, job_id=None,
                 environment_id=None, decision=repo.BestDecision(over=stored.updated_at),
             )  # fmt: skip
         with pytest.raises(InvalidRecord, match="name its vendor path"), db.session() as s:
             repo.upsert_best(
-                s, **KEY, config={}, time_ms=1.0, trial_id=None, job_id=None,
+                s, **best_key(s), config={}, time_ms=1.0, trial_id=None, job_id=None,
                 environment_id=None, decision=repo.BestDecision(BestBackend.VENDOR),
             )  # fmt: skip
 
@@ -943,6 +946,94 @@ class TestStorage:
         with pytest.raises(ConstraintViolation), db.session() as s:
             s.execute(sa.text("UPDATE tf_best_configs SET revalidation = 'stale'"))
 
+    def test_best_rows_are_keyed_by_their_device_class_row(self, db: Database) -> None:
+        mi300 = "AMD Instinct MI300X"
+        with db.session() as s:
+            h200 = repo.ensure_device_class(s, CLASS_KEY, "nvidia", CLASS_KEY, "sm_90")
+            amd = repo.ensure_device_class(s, mi300, "amd", mi300, "gfx942")
+            assert _best(s, 2.0, {"v": "h200"}, device_class_id=h200) is True
+            # Another class is another key: written though slower.
+            assert _best(s, 3.0, {"v": "mi300"}, device_class_id=amd) is True
+            assert _best(s, 2.5, {"v": "slower"}, device_class_id=h200) is False
+        with db.session(readonly=True) as s:
+            rows = repo.get_best(s, "matmul")  # in the order of the classes' keys
+            assert [(b.device_class_key, b.device_class_id, b.config) for b in rows] == [
+                (mi300, amd, {"v": "mi300"}),
+                (CLASS_KEY, h200, {"v": "h200"}),
+            ]
+            (only,) = repo.get_best(s, "matmul", device_class_key=mi300)
+            assert (only.device_class_id, only.time_ms) == (amd, 3.0)
+            assert repo.get_best(s, "matmul", device_class_key=mi300.lower()) == []
+        with pytest.raises(ConstraintViolation), db.session() as s:
+            _best(s, 1.0, {}, device_class_id=h200 + amd + 100)  # no such class
+        with db.session(readonly=True) as s:
+            assert len(repo.get_best(s, "matmul")) == 2
+
+    def test_upgrade_to_0008_keys_best_rows_by_their_class_and_back(self, empty_url: str) -> None:
+        """Rows of 0007 keyed by a class key: one of a stored class takes its id, one whose key
+        names no class gets a class of that key first; downgrade writes the keys back."""
+        database = Database(empty_url)
+        best = (
+            "INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, "
+            "device_class_key, triton_minor, objective, config, time_ms, updated_at, backend) "
+            "VALUES ('matmul', 'v1', :problem, :cls, '3.6', 'kernel', '{}', 2.0, "
+            "CURRENT_TIMESTAMP, 'triton')"
+        )
+        keyed = {("p1", CLASS_KEY), ("p2", CLASS_KEY), ("p1", "replay:NVIDIA H100"), ("p1", "x")}
+        try:
+            _migrate(database, "0007")
+            with database.engine.begin() as conn:
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO tf_device_classes (id, key, vendor, name, arch, replay) "
+                        "VALUES (7, :cls, 'nvidia', :cls, 'sm_90', false)"
+                    ),
+                    {"cls": CLASS_KEY},
+                )
+                for problem, cls in sorted(keyed):
+                    conn.execute(sa.text(best), {"problem": problem, "cls": cls})
+            _migrate(database, "0008")
+            database.check_schema()
+            with database.engine.connect() as conn:
+                context = MigrationContext.configure(
+                    conn, opts={"compare_type": True, "version_table": VERSION_TABLE}
+                )
+                assert compare_metadata(context, Base.metadata) == []
+            with database.session() as s:
+                rows = repo.get_best(s, "matmul")
+                assert {(b.problem_key, b.device_class_key) for b in rows} == keyed
+                assert {b.device_class_id for b in rows if b.device_class_key == CLASS_KEY} == {7}
+                replay = repo.device_class_by_key(s, "replay:NVIDIA H100")
+                other = repo.device_class_by_key(s, "x")
+                assert replay is not None and other is not None
+                assert (replay.name, replay.vendor, replay.arch, replay.replay) == (
+                    "replay:NVIDIA H100", "", "", True,
+                )  # fmt: skip
+                assert (other.name, other.replay) == ("x", False)
+                # The new key: the same (kernel, version, problem, class, minor) is one row.
+                assert repo.upsert_best(s, "matmul", "v1", "p1", 7, "3.6", {"v": 1}, 1.0,
+                                        None, None, None)  # fmt: skip
+                assert len(repo.get_best(s, "matmul")) == 4
+            _migrate(database, "0007", down=True)
+            with database.engine.connect() as conn:
+                columns = {c["name"] for c in sa.inspect(conn).get_columns("tf_best_configs")}
+                assert "device_class_id" not in columns
+                back = conn.execute(
+                    sa.text("SELECT problem_key, device_class_key, time_ms FROM tf_best_configs")
+                ).all()
+            assert {(p, c) for p, c, _ in back} == keyed
+            assert {ms for p, c, ms in back if (p, c) == ("p1", CLASS_KEY)} == {1.0}
+            with pytest.raises(sa.exc.IntegrityError), database.engine.begin() as conn:
+                conn.execute(sa.text(best), {"problem": "p2", "cls": CLASS_KEY})  # key restored
+            database.upgrade()
+            with database.session(readonly=True) as s:
+                rows = repo.get_best(s, "matmul")
+                assert {(b.problem_key, b.device_class_key) for b in rows} == keyed
+                assert {b.device_class_id for b in rows if b.device_class_key == CLASS_KEY} == {7}
+                assert repo.device_class_by_key(s, "x") == other  # no second class of a key
+        finally:
+            database.close()
+
     @pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0])
     def test_upsert_best_rejects_bad_times(self, db: Database, bad: float) -> None:
         with pytest.raises(InvalidRecord, match="finite positive"), db.session() as s:
@@ -951,22 +1042,22 @@ class TestStorage:
     def test_upsert_best_is_one_atomic_statement(self, db: Database) -> None:
         statements = []
         with db.session() as s:
-            s.execute(sa.text("SELECT 1"))
+            key = best_key(s)
 
             def capture(conn: Connection, cursor: Any, statement: str, *_: Any) -> None:
                 statements.append(statement)
 
             sa.event.listen(db.engine, "before_cursor_execute", capture)
             try:
-                _best(s, 1.0, {})
-                _best(s, 0.5, {})
+                _best(s, 1.0, {}, **key)
+                _best(s, 0.5, {}, **key)
             finally:
                 sa.event.remove(db.engine, "before_cursor_execute", capture)
         assert len(statements) == 2
         for statement in statements:
             flat = " ".join(statement.upper().split())
             assert flat.startswith("INSERT INTO TF_BEST_CONFIGS")
-            assert "ON CONFLICT (KERNEL_NAME, KERNEL_VERSION, PROBLEM_KEY" in flat
+            assert "ON CONFLICT (KERNEL_NAME, KERNEL_VERSION, PROBLEM_KEY, DEVICE_CLASS_ID" in flat
             assert "DO UPDATE SET" in flat
             assert "WHERE TF_BEST_CONFIGS.TIME_MS > EXCLUDED.TIME_MS" in flat
 
