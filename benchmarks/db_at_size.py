@@ -381,16 +381,15 @@ def _fill(database: Database, target: int, seed: int) -> dict[str, Any]:
         t3 = time.perf_counter()
         cur.execute(
             """
-            INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, device_class_key,
+            INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, device_class_id,
                 triton_minor, objective, config, time_ms, trial_id, job_id, environment_id,
                 updated_at)
             SELECT DISTINCT ON (t.kernel_id, t.problem_key, t.device_class_id, e.triton_version)
-                k.name, k.version_hash, t.problem_key, d.key,
+                k.name, k.version_hash, t.problem_key, t.device_class_id,
                 split_part(e.triton_version, '.', 1) || '.' || split_part(e.triton_version, '.', 2),
                 'kernel', t.config, t.median_ms, t.id, t.job_id, t.environment_id, t.created_at
             FROM tf_trials t
             JOIN tf_kernels k ON k.id = t.kernel_id
-            JOIN tf_device_classes d ON d.id = t.device_class_id
             JOIN tf_environments e ON e.id = t.environment_id
             WHERE t.outcome = 'ok'
             ORDER BY t.kernel_id, t.problem_key, t.device_class_id, e.triton_version, t.median_ms
@@ -528,8 +527,9 @@ def _keys(database: Database, n: int, seed: int) -> dict[str, list[Any]]:
         ).all()
         bests = conn.execute(
             sa.text(
-                "SELECT kernel_name, problem_key, device_class_key, kernel_version, triton_minor, "
-                "time_ms FROM tf_best_configs ORDER BY random() LIMIT :n"
+                "SELECT b.kernel_name, b.problem_key, d.key, b.kernel_version, b.triton_minor, "
+                "b.time_ms, b.device_class_id FROM tf_best_configs b "
+                "JOIN tf_device_classes d ON d.id = b.device_class_id ORDER BY random() LIMIT :n"
             ),
             {"n": n},
         ).all()
@@ -604,14 +604,14 @@ def _ops(database: Database, keys: dict[str, list[Any]], calls: int, out_dir: Pa
         b = bests[i % len(bests)]
         with database.session() as s:  # slower than stored: the guarded upsert writes nothing
             return repository.upsert_best(
-                s, b[0], b[3], b[1], b[2], b[4], {"BLOCK": 1}, b[5] * 1.5, None, None, None
+                s, b[0], b[3], b[1], b[6], b[4], {"BLOCK": 1}, b[5] * 1.5, None, None, None
             )
 
     def best_upsert_wins(i: int) -> object:
         b = bests[i % len(bests)]
         with database.session() as s:
             return repository.upsert_best(
-                s, b[0], b[3], b[1], b[2], b[4], {"BLOCK": 1}, b[5] * 0.999, None, None, None
+                s, b[0], b[3], b[1], b[6], b[4], {"BLOCK": 1}, b[5] * 0.999, None, None, None
             )
 
     def record_trial(i: int) -> object:

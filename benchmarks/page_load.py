@@ -146,7 +146,17 @@ def seed(database: Database, jobs: int, trials: int) -> int:
             repository.set_study_status(s, study_id, StudyStatus.DONE)
         for name, (config, ms, trial_id) in best.items():
             repository.upsert_best(
-                s, spec.name, spec.version_hash(), key, name, "3.6", config, ms, trial_id, big, None
+                s,
+                spec.name,
+                spec.version_hash(),
+                key,
+                classes[name],
+                "3.6",
+                config,
+                ms,
+                trial_id,
+                big,
+                None,
             )
         repository.set_job_status(s, big, JobStatus.RUNNING)
         repository.set_job_status(s, big, JobStatus.DONE)

@@ -72,10 +72,11 @@ def seed(database: Database, entries: int) -> list[str]:
         job_id = repository.create_job(s, kernel_id, {"kernel": "matmul", "problems": []}, "alpha")
         repository.set_job_status(s, job_id, JobStatus.RUNNING)
         repository.set_job_status(s, job_id, JobStatus.DONE)
+        class_id = repository.ensure_device_class(s, CLASS_KEY, "nvidia", CLASS_KEY, "sm_90")
         for i, problem in enumerate(problems):
             key = problem_key(spec.validate_problem(problem))
             repository.upsert_best(
-                s, spec.name, version, key, CLASS_KEY, "3.6", config, 0.01 + i * 1e-5, None,
+                s, spec.name, version, key, class_id, "3.6", config, 0.01 + i * 1e-5, None,
                 job_id, None,
             )  # fmt: skip
     return [",".join(f"{k}={v}" for k, v in p.items()) for p in problems]

@@ -62,14 +62,16 @@ def slug(text: str) -> str:
 
 
 def default_config(kernel: KernelSpec, cls: DeviceClassRecord | None) -> dict[str, Any]:
-    """The spec's default on the class's stored limits; else on its vendor (NVIDIA if no class)."""
+    """The spec's default on the class's stored limits; else on its vendor (NVIDIA if no class,
+    or a class of no known vendor: one the schema's revision 0008 created for a best row)."""
     if cls is not None and cls.limits:
         try:
             limits = DeviceLimits(**{**cls.limits, "vendor": Vendor(cls.limits["vendor"])})
             return kernel.default_for(limits)
         except (TypeError, ValueError, KeyError):
             pass
-    vendor = Vendor(cls.vendor) if cls is not None else Vendor.NVIDIA
+    known = {v.value for v in Vendor}
+    vendor = Vendor(cls.vendor) if cls is not None and cls.vendor in known else Vendor.NVIDIA
     return kernel.default_config(vendor)
 
 

@@ -71,15 +71,13 @@ def _fill(db: Database, *, analyze: bool = True) -> dict[str, Any]:
         s.execute(sa.insert(Trial), rows)
         for k in range(KEYS):
             _, job, pkey, cls = studies[k]
-            repo.upsert_best(
-                s, "matmul", "v1", pkey, f"gpu{k % 2}", "3.6", {"c": k}, 1.0, None, job, None
-            )
+            repo.upsert_best(s, "matmul", "v1", pkey, cls, "3.6", {"c": k}, 1.0, None, job, None)
         now = utcnow()
         s.execute(
             sa.insert(BestConfig),
             [
                 {"kernel_name": f"k{b % 20}", "kernel_version": "v1", "problem_key": f"p{b}",
-                 "device_class_key": "gpu0", "triton_minor": "3.6", "objective": "kernel",
+                 "device_class_id": classes[0], "triton_minor": "3.6", "objective": "kernel",
                  "config": {"c": b}, "time_ms": 1.0, "updated_at": now}
                 for b in range(BESTS)
             ],

@@ -385,7 +385,7 @@ def test_best_config_carries_its_producers_team_and_job(db: Database) -> None:
         common: dict[str, Any] = {
             "kernel_name": "matmul",
             "kernel_version": "v1",
-            "device_class_key": "cpu",
+            "device_class_id": dc,
             "triton_minor": "3.6",
             "config": {},
             "time_ms": 1.0,

@@ -104,12 +104,12 @@ def check(
 
 def _check_bests(s: sa.orm.Session, report: Report) -> None:
     bests = s.execute(
-        sa.select(BestConfig, Kernel.id, DeviceClass.id)
+        sa.select(BestConfig, Kernel.id, DeviceClass.id, DeviceClass.key)
         .join(Kernel, Kernel.name == BestConfig.kernel_name)
-        .join(DeviceClass, DeviceClass.key == BestConfig.device_class_key)
+        .join(DeviceClass, DeviceClass.id == BestConfig.device_class_id)
         .where(Kernel.version_hash == BestConfig.kernel_version)
     ).all()
-    for best, kernel_id, class_id in bests:
+    for best, kernel_id, class_id, class_key in bests:
         fastest = s.scalar(
             sa.select(sa.func.min(Trial.median_ms)).where(
                 Trial.kernel_id == kernel_id,
@@ -123,7 +123,7 @@ def _check_bests(s: sa.orm.Session, report: Report) -> None:
         if fastest is None or not math.isclose(best.time_ms, fastest, rel_tol=1e-9):
             report.wrong_best += 1
             report.problems.append(
-                f"best of {best.problem_key} on {best.device_class_key}: {best.time_ms} ms, "
+                f"best of {best.problem_key} on {class_key}: {best.time_ms} ms, "
                 f"fastest ok trial {fastest} ms"
             )
 

@@ -56,13 +56,13 @@ def store_best(database: Database, job_id: int, class_key: str, problem: dict[st
     """CONFIG at 0.5 ms as the best of the installed matmul on ``problem`` and ``class_key``."""
     kernel = get_spec("matmul")
     with database.session() as s:
-        repository.ensure_device_class(s, class_key, "cpu", class_key, "interpreter")
+        class_id = repository.ensure_device_class(s, class_key, "cpu", class_key, "interpreter")
         repository.upsert_best(
             s,
             "matmul",
             kernel.version_hash(),
             problem_key(problem),
-            class_key,
+            class_id,
             "3.6",
             CONFIG,
             0.5,

@@ -145,7 +145,7 @@ def seed_best(database: Database, team: str, problems: list[dict[str, Any]]) -> 
                 spec.name,
                 spec.version_hash(),
                 key,
-                CLASS_KEY,
+                cls_id,
                 TRITON_MINOR,
                 config,
                 0.01 * (i + 1),

@@ -341,7 +341,7 @@ def test_cached_answers_follow_the_database(api: Api) -> None:
             "matmul",
             spec.version_hash(),
             key,
-            CLASS_KEY,
+            repository.ensure_device_class(s, CLASS_KEY, "nvidia", CLASS_KEY, "sm_90"),
             TRITON_MINOR,
             config,
             0.005,

@@ -33,11 +33,12 @@ def store(url: str, blocks: dict[int, int]) -> None:
     database = Database(url)
     database.ensure_schema()
     with database.session() as s:
+        cpu = repository.ensure_device_class(s, "cpu", "cpu", "cpu", "interpreter")
         for n, block in blocks.items():
             config = {"BLOCK": block, "num_warps": 2 if block == 64 else 4, "num_stages": 3}
             key = problem_key({"n": n, "dtypes": "float32,float32"})
             repository.upsert_best(
-                s, NAME, spec.version_hash(), key, "cpu", "3.0", config, 1.0, None, None, None
+                s, NAME, spec.version_hash(), key, cpu, "3.0", config, 1.0, None, None, None
             )
 
 

@@ -132,11 +132,12 @@ def test_revalidate_takes_the_path_free_reference(capture: Path, tmp_path: Path)
     database = Database(url)
     database.ensure_schema()
     with database.session() as s:
+        cpu = repository.ensure_device_class(s, "cpu", "cpu", "cpu", "interpreter")
         for problem in spec.problems():
             key = problem_key(problem)
             config = spec.default_config(Vendor.CPU)
             repository.upsert_best(
-                s, spec.name, spec.version_hash(), key, "cpu", "3.0", config, 1e6, None, None, None
+                s, spec.name, spec.version_hash(), key, cpu, "3.0", config, 1e6, None, None, None
             )
     done = cli("revalidate", ref, "--device-class", "cpu", "--device", "interpreter", "--db", url)
     assert done.returncode == 0, done.stderr

@@ -29,7 +29,7 @@ def _store(database: Database, rows: list[tuple[str, str, str]]) -> None:
                 "matmul",
                 spec.version_hash(),
                 problem_key(PROBLEM),
-                class_key,
+                class_id,
                 minor,
                 CFG,
                 1.0,

@@ -36,7 +36,9 @@ def seeded(
     database.ensure_schema()
     spec = get_spec("fused_moe")
     with database.session() as s:
-        repository.ensure_device_class(s, class_key, "nvidia", "NVIDIA H200", "sm_90", replay)
+        class_id = repository.ensure_device_class(
+            s, class_key, "nvidia", "NVIDIA H200", "sm_90", replay
+        )
         for m, block_m in ((1, 16), (64, 32), (1024, 64)):
             problem = {"M": m, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "bfloat16"}
             repository.upsert_best(
@@ -44,7 +46,7 @@ def seeded(
                 "fused_moe",
                 spec.version_hash(),
                 problem_key(problem),
-                class_key,
+                class_id,
                 "3.6",
                 {**CONFIG, "BLOCK_SIZE_M": block_m},
                 0.5,
@@ -134,11 +136,11 @@ def seeded_fp8(
     database.ensure_schema()
     spec = get_spec("fp8_matmul")
     with database.session() as s:
-        repository.ensure_device_class(s, name, vendor, name, "sm_90", replay)
+        class_id = repository.ensure_device_class(s, name, vendor, name, "sm_90", replay)
         for (n, k, m), (changes, vendor_won) in rows.items():
             repository.upsert_best(
                 s, "fp8_matmul", spec.version_hash(), problem_key({"M": m, "N": n, "K": k}),
-                name, "3.6", {**FP8, **changes}, 0.5, None, None, None,
+                class_id, "3.6", {**FP8, **changes}, 0.5, None, None, None,
                 decision=repository.BestDecision(
                     BestBackend.VENDOR if vendor_won else BestBackend.TRITON,
                     "torch._scaled_mm", 0.5, 0.4 if vendor_won else 0.6, noise=0.01,

@@ -186,7 +186,7 @@ def test_constraint_breaking_config_never_reaches_a_worker(
             "matmul",
             version,
             problem_key(SMALL),
-            H200_CLASS,
+            repository.ensure_device_class(s, H200_CLASS, "nvidia", H200, "sm_90", True),
             "3.9",
             H200_ONLY,
             0.001,

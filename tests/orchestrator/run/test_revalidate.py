@@ -32,7 +32,7 @@ def _store(database: Database) -> None:
                 spec.name,
                 spec.version_hash(),
                 problem_key(problem),
-                "cpu",
+                class_id,
                 "3.0",
                 config,
                 stored_ms,
