@@ -19,8 +19,10 @@ MAY_IMPORT = {
     "workers": {"search_spaces"},
     "orchestrator": {"workers", "search_spaces", "db"},
 }
-#: The SQL libraries: only db/ imports them.
-SQL_LIBRARIES = frozenset({"sqlalchemy", "alembic"})
+#: The SQL libraries and drivers: only db/ imports them.
+SQL_LIBRARIES = frozenset({"sqlalchemy", "alembic", "sqlite3", "psycopg", "psycopg2"})
+#: Methods that send a statement (a session's, a connection's, a cursor's): only db/ calls them.
+SQL_CALLS = frozenset({"execute", "executemany", "exec_driver_sql", "scalar", "scalars"})
 #: The modules of db/ that code outside it may import: the package (its lazy names: Database,
 #: Session, the states, records, errors), the repository's public surface, errors and states;
 #: never the models (no query is built outside db/), sessions' internals or migrations.
@@ -175,13 +177,30 @@ def _sql_outside_db(module: str, names: Iterator[str]) -> list[str]:
     )
 
 
+def _statements_sent(module: str, source: str) -> list[str]:
+    """The calls of ``source`` (module ``module``, outside db/) to a method that sends SQL."""
+    if module.split(".")[0] == "db":
+        return []
+    return sorted(
+        f"{module}:{node.lineno} .{node.func.attr}()"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SQL_CALLS
+    )
+
+
 def test_only_db_speaks_sql() -> None:
-    """No module outside db/ imports SQLAlchemy (or Alembic), not even for a type, nor db's
-    models: every query is a repository function, the session's type is ``db.Session``."""
+    """No module outside db/ imports SQLAlchemy (or Alembic, or a driver), not even for a type,
+    nor db's models, nor sends a statement: every query is a repository function, and the
+    session's type is ``db.Session``."""
     wrong = [
         line
         for module, path in FILES.items()
-        for line in _sql_outside_db(module, _named(path.read_text(), path, module))
+        for line in [
+            *_sql_outside_db(module, _named(path.read_text(), path, module)),
+            *_statements_sent(module, path.read_text()),
+        ]
     ]
     assert wrong == []
 
@@ -197,6 +216,7 @@ def test_only_db_speaks_sql() -> None:
         "from db import models",
         "from db.repository.trials import VERDICT",
         "import alembic",
+        "import sqlite3",
     ],
 )
 def test_the_sql_check_finds_sql_outside_db(source: str) -> None:
@@ -204,6 +224,19 @@ def test_the_sql_check_finds_sql_outside_db(source: str) -> None:
     assert _sql_outside_db(
         "orchestrator.app.sneaky", _named(source, path, "orchestrator.app.sneaky")
     )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "s.execute(query)",
+        "s.connection().exec_driver_sql('DELETE FROM tf_jobs')",
+        "def f(s):\n    return s.scalar(q)",
+    ],
+)
+def test_the_sql_check_finds_a_statement_sent_outside_db(source: str) -> None:
+    assert _statements_sent("orchestrator.run.sneaky", source)
+    assert _statements_sent("db.repository.jobs", source) == []
 
 
 @pytest.mark.parametrize(
