@@ -12,8 +12,7 @@ import pytest
 from db import Database, repository
 from search_spaces import RegistryError
 from search_spaces.registry import spec_from_storage
-
-from .test_cli_core import run
+from tests.orchestrator.commands.test_cli_core import run
 
 PLANTED = "tf_planted_kernel_mod"
 
