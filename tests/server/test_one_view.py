@@ -123,6 +123,8 @@ def test_job_best_api_and_page_report_one_best(tmp_path: Path, browser: Any) -> 
     assert study["speedup_vs_default"] == best["speedup_vs_default"] is not None
     assert study["speedup_vs_vendor"] == best["speedup_vs_vendor"] is not None
     assert ran["studies"][0]["best"]["time_ms"] == best["time_ms"]
+    listed = _cli("jobs", "--db", url, "--json")["jobs"]
+    assert [j["best_ms"] for j in listed if j["job"] == job_id] == [best["time_ms"]]
     assert ran["studies"][0]["speedup_vs_default"] == best["speedup_vs_default"]
 
     # The cancelled job's result is marked in `job` and `best` alike.
