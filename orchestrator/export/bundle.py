@@ -38,6 +38,7 @@ from orchestrator.errors import BundleExportError
 from orchestrator.export.vllm import VLLM_FILES, write_files
 from orchestrator.run.revalidate import revalidation_mark
 from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
+from search_spaces.device_identity import DeviceClass, same_class
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
 from search_spaces.spec import KernelSpec, split_launch_options
@@ -283,8 +284,9 @@ def render(
     with database.session(readonly=True) as s:
         rows = repository.get_best(s, kernel.name, kernel_version=version, objective=objective)
         if device_classes:
-            wanted = {c.casefold() for c in device_classes}
-            rows = [r for r in rows if r.device_class_key.casefold() in wanted]
+            rows = [
+                r for r in rows if any(same_class(r.device_class_key, c) for c in device_classes)
+            ]
         if not rows:
             where = f" on {', '.join(device_classes)}" if device_classes else ""
             raise BundleExportError(
@@ -309,7 +311,7 @@ def render(
                     f"{class_key} holds Triton interpreter timings, not GPU measurements; "
                     "pull vLLM files from a GPU device class (--device-class)"
                 )
-            device_names[class_key] = cls.name if cls is not None else class_key
+            device_names[class_key] = DeviceClass.parse(class_key).name
             env_id = next((r.environment_id for r in group if r.environment_id), None)
             env = repository.get_environment(s, env_id) if env_id is not None else None
             docs.append(
@@ -359,7 +361,8 @@ def by_stack(
             (f"{folders[doc['triton_minor']]}/{name}", text)
             for doc in docs.values()
             for name, text in VLLM_FILES[doc["kernel"]](
-                [(e["problem"], e["config"]) for e in doc["entries"]], doc["device_class"]
+                [(e["problem"], e["config"]) for e in doc["entries"]],
+                DeviceClass.parse(doc["device_class"]).name,
             )
         ]
     out = []
