@@ -11,7 +11,8 @@
 Same arguments as ``triton.autotune``, plus:
 
 * ``bundle``: a bundle file (``tunefleet pull``) or a directory of them; the one for this kernel
-  and device class is chosen the first time a key is new. A tree laid out per Triton version
+  and device class (named as the worker that measured it named it, and matched by
+  :func:`search_spaces.device_identity.same_class`) is chosen the first time a key is new. A tree laid out per Triton version
   (``pull --by-stack``) serves from the installed Triton's folder (:mod:`search_spaces.stack`);
 * ``versions``: what to do when the bundle was measured under other triton/torch/driver/runtime
   versions (or another kernel source): ``use`` (default), ``refuse`` or ``older`` (see
