@@ -38,12 +38,13 @@ from orchestrator.errors import (
 from orchestrator.run.checks import check_local_workers, check_memory, local_gpus
 from orchestrator.run.jobs import ALL_CLASSES, JobSpec
 from orchestrator.run.speedup import speedup
+from search_spaces.device_identity import DeviceClass, DeviceIdentityError, canonical_key
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
 from search_spaces.registry import all_specs, get_spec, spec_from_storage
 from search_spaces.space import DeviceLimits
 from search_spaces.spec import KernelSpec
-from workers.device_table import canonical_class_key, find, lookup
+from workers.device_table import find, lookup
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -526,7 +527,7 @@ def check_spec(spec: JobSpec) -> KernelSpec:
         raise JobSpecError(str(exc)) from None
     if not spec.all_classes:
         for name in spec.device_classes:
-            known = find(name.removeprefix("replay:"))
+            known = find(DeviceClass.parse(name).name)
             if known is not None and kernel.space.count(known.limits) == 0:
                 raise JobSpecError(
                     f"the {kernel.name} space has no valid config on {known.name}; "
@@ -910,7 +911,7 @@ def best_configs(
             else spec.validate_problem(problem)
         )
         key = problem_key(parsed)
-    class_key = canonical_class_key(device_class) if device_class else None
+    class_key = _class_key(device_class) if device_class else None
     version = spec.version_hash()
     with database.session(readonly=True) as s:
         records = repository.get_best(s, spec.name, key, class_key, version, objective=chosen)
@@ -948,6 +949,15 @@ def best_configs(
     return out
 
 
+def _class_key(device_class: str) -> str:
+    """The key results of ``device_class`` (a key, name or alias) are stored under;
+    InvalidRequest for text that cannot name a class."""
+    try:
+        return canonical_key(device_class)
+    except DeviceIdentityError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
 def _cancelled_jobs(s: sa.orm.Session, job_ids: Collection[int]) -> set[int]:
     """Which of ``job_ids`` are cancelled jobs (a best config's provenance mark)."""
     import sqlalchemy as sa
@@ -983,7 +993,7 @@ def bundle_files(
     except ValueError:
         raise InvalidRequest(f"unknown objective {objective!r}; choose kernel or graph") from None
     _kernel(kernel)
-    classes = [canonical_class_key(c) for c in device_classes]
+    classes = [_class_key(c) for c in device_classes]
     return [
         BundleFile(name, text.encode(), MEDIA_TYPES.get(name[name.rfind(".") :], "text/plain"))
         for name, text in render(database, kernel, classes, chosen, objective)

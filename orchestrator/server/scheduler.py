@@ -50,9 +50,9 @@ from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError,
 from orchestrator.run.jobs import DeviceSource, JobSpec, SourceKind
 from orchestrator.run.lease import LeaseKeeper, default_owner
 from orchestrator.server.shared_pool import JobView, SharedPool
+from search_spaces.device_identity import same_class
 from search_spaces.errors import SpecError
 from search_spaces.registry import spec_from_storage
-from workers.device_table import canonical_class_key
 from workers.errors import WorkerError
 
 if TYPE_CHECKING:
@@ -530,8 +530,7 @@ class Scheduler:
         chosen: list[_Group] = []
         present = sorted({c for g in groups for c in g.classes})
         for wanted in spec.device_classes:
-            keys = {wanted.casefold(), canonical_class_key(wanted).casefold()}
-            found = [g for g in groups if any(c.casefold() in keys for c in g.classes)]
+            found = [g for g in groups if any(same_class(wanted, c) for c in g.classes)]
             if not found:
                 raise NoWorkersError(
                     f"no worker of device class {wanted!r}; classes present: {', '.join(present)}"
