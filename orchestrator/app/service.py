@@ -143,6 +143,8 @@ class JobView(View):
     finished_at: datetime | None
     error: str | None
     cancel_requested: bool
+    #: ``tune``, or ``revalidate`` for a job a server scheduled after a stack change.
+    kind: str = "tune"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -450,6 +452,7 @@ def _job_view(job: JobRecord, studies: Mapping[int, _Counts]) -> JobView:
         finished_at=_aware(job.finished_at) if job.finished_at else None,
         error=job.error,
         cancel_requested=job.cancel_requested,
+        kind=job.kind.value,
     )
 
 

@@ -90,13 +90,11 @@ def _installed(best: BestRecord) -> bool:
 def watch(
     database: Database, fingerprint: Fingerprint, policy: RevalidationPolicy, *, owner: str = ""
 ) -> list[int]:
-    """Mark ``fingerprint``'s class and stack and queue the revalidation jobs it calls for (see
-    the module doc); their ids."""
+    """Mark ``fingerprint``'s class and stack (whatever the policy) and queue the revalidation
+    jobs the policy calls for (see the module doc); their ids."""
     from db import repository
     from db.models import utcnow
 
-    if not policy.active:
-        return []
     cls = fingerprint.device_class
     stack = stack_of(fingerprint)
     now = utcnow()
@@ -108,6 +106,8 @@ def watch(
         env_id = environment_id(s, cls.key, stack)
         assert env_id is not None  # the class row exists now
         repository.mark_stack(s, class_id, env_id)
+        if not policy.active:
+            return []
         every = policy.every_days
         due = repository.bests_to_revalidate(
             s,

@@ -432,9 +432,8 @@ class Scheduler:
 
     def _watch_stacks(self) -> None:
         """Hand each live worker stack that is new here, or last watched ``recheck_s`` ago, to
-        :func:`~orchestrator.run.stack_watch.watch` (which queues revalidation jobs)."""
-        if not self.revalidation.active:
-            return
+        :func:`~orchestrator.run.stack_watch.watch` (which marks it and queues revalidation
+        jobs as the policy says)."""
         with self._lock:
             pools = [g.pool for g in self._groups if g.pool is not None]
         now = time.monotonic()
