@@ -1598,7 +1598,7 @@ def retimings(s: Session, best_id: int, limit: int = 1000) -> list[RetimingRecor
     out = []
     for row, env in reversed(s.execute(newest).all()):
         versions = (
-            {}
+            dict.fromkeys(("triton", "torch", "driver", "runtime"))
             if env is None
             else {
                 "triton": env.triton_version,
