@@ -1497,6 +1497,18 @@ def bests_to_revalidate(
     ]
 
 
+#: The PostgreSQL advisory lock key under which schedulers queue revalidation jobs.
+_REVALIDATION_LOCK = 0x7466_7265_7661
+
+
+def lock_revalidation_queue(s: Session) -> None:
+    """Hold, until the transaction ends, the lock under which revalidation jobs are queued, so
+    that two schedulers that see one new stack at once do not both queue its rows (PostgreSQL:
+    an advisory transaction lock; SQLite: a write session is serialized already)."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(sa.select(sa.func.pg_advisory_xact_lock(_REVALIDATION_LOCK)))
+
+
 def open_jobs_of_kind(s: Session, kind: JobKind) -> list[JobRecord]:
     """The queued and running jobs of ``kind``, oldest first."""
     query = _job_query().where(

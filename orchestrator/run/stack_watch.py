@@ -108,6 +108,7 @@ def watch(
         repository.mark_stack(s, class_id, env_id)
         if not policy.active:
             return []
+        repository.lock_revalidation_queue(s)
         every = policy.every_days
         due = repository.bests_to_revalidate(
             s,

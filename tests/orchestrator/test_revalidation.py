@@ -21,6 +21,7 @@ from db import Database, JobKind, JobStatus, repository
 from db.errors import LeaseLost
 from db.states import RevalidationState, TokenScope
 from orchestrator.app import service
+from orchestrator.errors import JobStateError
 from orchestrator.run.dispatch import PoolOptions, ensure_ray
 from orchestrator.run.jobs import DeviceSource, JobSpec
 from orchestrator.run.lease import LeaseKeeper
@@ -210,6 +211,8 @@ def test_the_operator_switch_and_the_team_quota(
     assert stale == {CLASS: 2}
     (first,) = watch(database, new, RevalidationPolicy(quota=1))
     assert watch(database, new, RevalidationPolicy(quota=5)) == []  # an open job covers them
+    with pytest.raises(JobStateError, match="a server's scheduler runs it"):
+        service.run_job(database, first)  # tunefleet resume: refused in one line
     service.cancel_job(database, first)
     assert watch(database, new, RevalidationPolicy(quota=1)) == []  # alpha used its one a day
     (second,) = watch(database, new, RevalidationPolicy(quota=2))
