@@ -34,9 +34,12 @@ from db.models import (
     DeviceClass,
     Environment,
     Job,
+    JobKind,
     JobStatus,
     Kernel,
     Objective,
+    Retiming,
+    StackMark,
     Study,
     StudyStatus,
     Token,
@@ -78,6 +81,7 @@ class JobRecord:
     lease_expires_at: datetime | None
     heartbeat_at: datetime | None
     lease_epoch: int
+    kind: JobKind = JobKind.TUNE
 
     @property
     def objective(self) -> Objective:
@@ -348,9 +352,14 @@ def ensure_kernel(s: Session, name: str, version_hash: str, space_hash: str) -> 
 
 
 def create_job(
-    s: Session, kernel_id: int, spec: Mapping[str, Any], team: str | None, priority: int = 0
+    s: Session,
+    kernel_id: int,
+    spec: Mapping[str, Any],
+    team: str | None,
+    priority: int = 0,
+    kind: JobKind = JobKind.TUNE,
 ) -> int:
-    """Write a new ``queued`` job with the spec exactly as given; return its id.
+    """Write a new ``queued`` job of ``kind`` with the spec exactly as given; return its id.
 
     ``priority``: higher is claimed first by :func:`claim_next_job`.
     """
@@ -362,6 +371,7 @@ def create_job(
         team=team,
         status=JobStatus.QUEUED,
         priority=priority,
+        kind=_coerce(JobKind, kind, "job kind"),
     )
     s.add(job)
     s.flush()
@@ -1414,6 +1424,310 @@ def get_best(
     return [
         _record(BestRecord, best, job_id=job_id, team=team)
         for best, job_id, team in s.execute(query).all()
+    ]
+
+
+def get_best_by_id(s: Session, best_id: int) -> BestRecord:
+    """The best-config row ``best_id`` with its producer (as :func:`get_best`); NotFound if none."""
+    producer = sa.func.coalesce(BestConfig.job_id, Trial.job_id)
+    row = s.execute(
+        sa.select(BestConfig, producer, Job.team)
+        .outerjoin(Trial, BestConfig.trial_id == Trial.id)
+        .outerjoin(Job, Job.id == producer)
+        .where(BestConfig.id == best_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"no best config with id {best_id}")
+    best, job_id, team = row
+    return _record(BestRecord, best, job_id=job_id, team=team)
+
+
+def find_best(
+    s: Session,
+    kernel_name: str,
+    kernel_version: str,
+    problem_key: str,
+    device_class_key: str,
+    objective: Objective,
+    triton_minor: str | None = None,
+) -> BestRecord | None:
+    """The best row of this key (the newest-updated one of any Triton minor when ``triton_minor``
+    is None), or None."""
+    found = get_best(
+        s, kernel_name, problem_key, device_class_key, kernel_version, triton_minor, objective
+    )
+    return max(found, key=lambda b: b.updated_at) if found else None
+
+
+def bests_to_revalidate(
+    s: Session,
+    device_class_key: str,
+    environment_id: int,
+    *,
+    changed: bool = True,
+    checked_before: datetime | None = None,
+) -> list[BestRecord]:
+    """Stored bests of ``device_class_key`` (any kernel, version, objective) that need timing in
+    environment ``environment_id``: with ``changed``, those measured in another environment and
+    not revalidated in this one yet; with ``checked_before``, also those whose last check (their
+    revalidation, else their last update) is older. A row with no environment is never compared
+    (nothing says what it was measured under). Each with its producer, as :func:`get_best`."""
+    due = []
+    if changed:
+        due.append(
+            sa.and_(
+                BestConfig.environment_id.is_not(None),
+                BestConfig.environment_id != environment_id,
+                sa.or_(
+                    BestConfig.revalidated_environment_id.is_(None),
+                    BestConfig.revalidated_environment_id != environment_id,
+                ),
+            )
+        )
+    if checked_before is not None:
+        due.append(
+            sa.func.coalesce(BestConfig.revalidated_at, BestConfig.updated_at) < checked_before
+        )
+    if not due:
+        return []
+    producer = sa.func.coalesce(BestConfig.job_id, Trial.job_id)
+    query = (
+        sa.select(BestConfig, producer, Job.team)
+        .outerjoin(Trial, BestConfig.trial_id == Trial.id)
+        .outerjoin(Job, Job.id == producer)
+        .where(BestConfig.device_class_key == device_class_key, sa.or_(*due))
+        .order_by(BestConfig.id)
+    )
+    return [
+        _record(BestRecord, best, job_id=job_id, team=team)
+        for best, job_id, team in s.execute(query).all()
+    ]
+
+
+#: The PostgreSQL advisory lock key under which schedulers queue revalidation jobs.
+_REVALIDATION_LOCK = 0x7466_7265_7661
+
+
+def lock_revalidation_queue(s: Session) -> None:
+    """Hold, until the transaction ends, the lock under which revalidation jobs are queued, so
+    that two schedulers that see one new stack at once do not both queue its rows (PostgreSQL:
+    an advisory transaction lock; SQLite: a write session is serialized already)."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(sa.select(sa.func.pg_advisory_xact_lock(_REVALIDATION_LOCK)))
+
+
+def open_jobs_of_kind(s: Session, kind: JobKind) -> list[JobRecord]:
+    """The queued and running jobs of ``kind``, oldest first."""
+    query = _job_query().where(
+        Job.kind == _coerce(JobKind, kind, "job kind"),
+        Job.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
+    )
+    return [_job_record(*row) for row in s.execute(query.order_by(Job.id)).all()]
+
+
+def count_jobs_since(s: Session, kind: JobKind, team: str | None, since: datetime) -> int:
+    """Jobs of ``kind`` and ``team`` (None: the jobs of no team) created at or after ``since``."""
+    owner = Job.team.is_(None) if team is None else Job.team == team
+    query = sa.select(sa.func.count(Job.id)).where(
+        Job.kind == _coerce(JobKind, kind, "job kind"), owner, Job.created_at >= since
+    )
+    return s.scalar(query) or 0
+
+
+@dataclass(frozen=True)
+class RetimingRecord:
+    """One re-timing of a stored best (see :class:`db.models.Retiming`), with its environment's
+    versions (None when it has no environment)."""
+
+    id: int
+    best_id: int
+    job_id: int | None
+    environment_id: int | None
+    at: datetime
+    state: RevalidationState
+    stored_ms: float
+    time_ms: float | None
+    vendor_ms: float | None
+    noise: float | None
+    changed: str | None
+    triton: str | None = None
+    torch: str | None = None
+    driver: str | None = None
+    runtime: str | None = None
+
+
+def _finite_or_none(value: float | None, what: str) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InvalidRecord(f"{what} must be a finite positive number of ms, got {value!r}")
+    return value
+
+
+def record_retiming(
+    s: Session,
+    best_id: int,
+    state: RevalidationState,
+    stored_ms: float,
+    time_ms: float | None,
+    *,
+    job_id: int | None = None,
+    environment_id: int | None = None,
+    vendor_ms: float | None = None,
+    noise: float | None = None,
+    changed: str | None = None,
+    at: datetime | None = None,
+) -> int:
+    """Append one re-timing to best ``best_id``'s drift history; its id. Raises InvalidRecord
+    for a time that is not a finite positive number."""
+    row = Retiming(
+        best_id=best_id,
+        job_id=job_id,
+        environment_id=environment_id,
+        at=at or utcnow(),
+        state=RevalidationState(state),
+        stored_ms=_finite_or_none(stored_ms, "stored ms"),
+        time_ms=_finite_or_none(time_ms, "re-timed ms"),
+        vendor_ms=_finite_or_none(vendor_ms, "vendor ms"),
+        noise=noise,
+        changed=changed,
+    )
+    s.add(row)
+    s.flush()
+    return row.id
+
+
+def retimed_by_job(s: Session, job_id: int) -> dict[int, RevalidationState]:
+    """Best row id -> the verdict job ``job_id`` recorded for it (its last, if several)."""
+    rows = s.execute(
+        sa.select(Retiming.best_id, Retiming.state)
+        .where(Retiming.job_id == job_id)
+        .order_by(Retiming.id)
+    ).all()
+    return {best_id: RevalidationState(state) for best_id, state in rows}
+
+
+def retimings(s: Session, best_id: int, limit: int = 1000) -> list[RetimingRecord]:
+    """Best ``best_id``'s newest ``limit`` re-timings, oldest first, with their environments."""
+    newest = (
+        sa.select(Retiming, Environment)
+        .outerjoin(Environment, Environment.id == Retiming.environment_id)
+        .where(Retiming.best_id == best_id)
+        .order_by(Retiming.id.desc())
+        .limit(limit)
+    )
+    out = []
+    for row, env in reversed(s.execute(newest).all()):
+        versions = (
+            dict.fromkeys(("triton", "torch", "driver", "runtime"))
+            if env is None
+            else {
+                "triton": env.triton_version,
+                "torch": env.torch_version,
+                "driver": env.driver,
+                "runtime": env.runtime,
+            }
+        )
+        out.append(_record(RetimingRecord, row, **versions))
+    return out
+
+
+def mark_stack(s: Session, device_class_id: int, environment_id: int) -> bool:
+    """Note that a live worker of the class reported this environment now; True if it is new
+    for the class (first seen)."""
+    now = utcnow()
+    done = s.execute(
+        sa.update(StackMark)
+        .where(
+            StackMark.device_class_id == device_class_id,
+            StackMark.environment_id == environment_id,
+        )
+        .values(last_seen_at=now)
+        .returning(StackMark.id)
+    ).first()
+    if done is not None:
+        return False
+    try:
+        with s.begin_nested():
+            s.add(
+                StackMark(
+                    device_class_id=device_class_id,
+                    environment_id=environment_id,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                )
+            )
+    except IntegrityError:  # another scheduler marked it between our update and insert
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ClassDrift:
+    """What ``/metrics`` exports of one device class's stored bests: rows by revalidation state
+    (``unchecked``: never revalidated, or tuned since), ``stale`` (measured in another stack
+    than the class's newest mark and not revalidated in it) and re-timings by verdict."""
+
+    device_class: str
+    states: dict[str, int]
+    stale: int
+    retimings: dict[str, int]
+
+
+def drift_by_class(s: Session) -> list[ClassDrift]:
+    """Per device class with stored bests: :class:`ClassDrift`, in class order (three grouped
+    queries, whatever the number of rows)."""
+    states: dict[str, dict[str, int]] = {}
+    for key, state, n in s.execute(
+        sa.select(BestConfig.device_class_key, BestConfig.revalidation, sa.func.count()).group_by(
+            BestConfig.device_class_key, BestConfig.revalidation
+        )
+    ).all():
+        name = "unchecked" if state is None else RevalidationState(state).value
+        states.setdefault(key, {})[name] = n
+    newest = (
+        sa.select(
+            StackMark.device_class_id,
+            sa.func.max(StackMark.first_seen_at).label("seen"),
+        )
+        .group_by(StackMark.device_class_id)
+        .subquery("newest")
+    )
+    current = (
+        sa.select(DeviceClass.key.label("key"), StackMark.environment_id.label("env"))
+        .join(StackMark, StackMark.device_class_id == DeviceClass.id)
+        .join(
+            newest,
+            sa.and_(
+                newest.c.device_class_id == StackMark.device_class_id,
+                newest.c.seen == StackMark.first_seen_at,
+            ),
+        )
+        .subquery("current")
+    )
+    stale = dict(
+        s.execute(
+            sa.select(BestConfig.device_class_key, sa.func.count())
+            .join(current, current.c.key == BestConfig.device_class_key)
+            .where(
+                BestConfig.environment_id.is_not(None),
+                BestConfig.environment_id != current.c.env,
+                sa.or_(
+                    BestConfig.revalidated_environment_id.is_(None),
+                    BestConfig.revalidated_environment_id != current.c.env,
+                ),
+            )
+            .group_by(BestConfig.device_class_key)
+        ).all()
+    )
+    timed: dict[str, dict[str, int]] = {}
+    for key, state, n in s.execute(
+        sa.select(BestConfig.device_class_key, Retiming.state, sa.func.count())
+        .join(BestConfig, BestConfig.id == Retiming.best_id)
+        .group_by(BestConfig.device_class_key, Retiming.state)
+    ).all():
+        timed.setdefault(key, {})[RevalidationState(state).value] = n
+    return [
+        ClassDrift(key, states.get(key, {}), int(stale.get(key, 0)), timed.get(key, {}))
+        for key in sorted(set(states) | set(timed))
     ]
 
 

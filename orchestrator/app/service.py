@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from db.states import JobStatus, Objective, StudyStatus, TrialOutcome
+from db.states import JobKind, JobStatus, Objective, StudyStatus, TrialOutcome
 from orchestrator.app.study_best import BestSource, StudyBest, rows_by_key, study_best
 from orchestrator.errors import (
     Conflict,
@@ -148,6 +148,8 @@ class JobView(View):
     finished_at: datetime | None
     error: str | None
     cancel_requested: bool
+    #: ``tune``, or ``revalidate`` for a job a server scheduled after a stack change.
+    kind: str = "tune"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -511,6 +513,7 @@ def _job_view(
         finished_at=_aware(job.finished_at) if job.finished_at else None,
         error=job.error,
         cancel_requested=job.cancel_requested,
+        kind=job.kind.value,
     )
 
 
@@ -685,6 +688,11 @@ def _runnable(database: Database, job_id: int, kernel_modules: Collection[str]) 
     or named in ``kernel_modules`` (a job row never makes us import code)."""
     with database.session(readonly=True) as s:
         job = visible_job(s, job_id, None)
+    if job.kind is JobKind.REVALIDATE:
+        raise JobStateError(
+            f"job {job_id} is a revalidation job: a server's scheduler runs it, on workers of "
+            "the stack it re-times"
+        )
     if job.status is JobStatus.DONE:
         raise JobStateError(f"job {job_id} is already done; start a new job to tune more")
     spec_from_storage(str(job.spec.get("kernel", job.kernel_name)), kernel_modules)

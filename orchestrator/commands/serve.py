@@ -208,6 +208,38 @@ def serve(
             min=0,
         ),
     ] = 10,
+    revalidate_on_change: Annotated[
+        bool,
+        typer.Option(
+            "--revalidate-on-change/--no-revalidate-on-change",
+            help="Queue a revalidation job when a worker's stack (driver, runtime, Triton, "
+            "torch) differs from the one its class's stored bests were measured in.",
+        ),
+    ] = True,
+    revalidate_every: Annotated[
+        float | None,
+        typer.Option(
+            "--revalidate-every",
+            min=0.001,
+            help="Also re-time stored bests last checked more than DAYS ago.",
+        ),
+    ] = None,
+    revalidate_quota: Annotated[
+        int,
+        _env_option(
+            "--revalidate-quota",
+            "The most revalidation jobs this server queues per team in a day (0: none).",
+            min=0,
+        ),
+    ] = 24,
+    revalidate_retune: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--revalidate-retune",
+            help="A team (or *) whose regressed and failed bests are tuned again after a "
+            "revalidation (repeatable).",
+        ),
+    ] = None,
     docs: Annotated[
         bool,
         typer.Option(
@@ -218,9 +250,17 @@ def serve(
 ) -> None:
     """Serve the HTTP API (and, unless --no-scheduler, run queued jobs on the Ray cluster)."""
     from orchestrator.run.jobs import DeviceSource
+    from orchestrator.run.stack_watch import ALL_TEAMS, RevalidationPolicy
 
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise OrchestratorError("TLS needs both --ssl-certfile and --ssl-keyfile")
+    retune = frozenset(t if t == ALL_TEAMS else _team(t) for t in (revalidate_retune or ()))
+    policy = RevalidationPolicy(
+        on_change=revalidate_on_change,
+        every_days=revalidate_every,
+        quota=revalidate_quota,
+        retune_teams=retune,
+    )
     sources = tuple(DeviceSource.parse(d) for d in device or ["auto"])
     if not no_scheduler:
         from workers.landscape import read_landscape
@@ -251,6 +291,7 @@ def serve(
             kernel_modules=modules,
             jobs_per_class=jobs_per_class,
             max_jobs=max_jobs,
+            revalidation=policy,
         )
     app = create_app(
         database,

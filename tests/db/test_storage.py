@@ -34,7 +34,7 @@ from db.session import VERSION_TABLE
 from db.states import BestBackend, RevalidationState
 from tests.db._upsert_worker import KEY, hammer
 
-HEAD = "0007"
+HEAD = "0009"
 TABLES = {
     "tf_device_classes",
     "tf_environments",

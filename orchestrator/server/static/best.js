@@ -34,10 +34,12 @@
 
   function cell(b) {
     if (!b) return el("td", { class: "nodata", text: "no best config" });
+    const drift = new URLSearchParams({ kernel: b.kernel, problem: fmt.problem(b.problem), device_class: b.device_class,
+      objective: b.objective, triton: b.triton });
     const who = el("span", { class: "muted small" }, `team ${b.team || "–"} · `,
       b.job_id ? el("a", { href: `/jobs/${b.job_id}`, text: `job ${b.job_id}` }) : "no job",
       b.cancelled_job ? el("span", { class: "cancelled-mark", title: "cancelled job: its fastest trial so far, not re-timed", text: CANCELLED_MARK }) : "",
-      ` · ${fmt.when(b.updated_at)}`);
+      ` · ${fmt.when(b.updated_at)} · `, el("a", { class: "drift", href: `/drift?${drift}`, text: "drift" }));
     return el("td", { class: "best-cell", title: JSON.stringify(b.config) },
       el("strong", { text: `${fmt.ms(b.time_ms)} ms` }), el("br"), el("span", { text: rate(b) }), el("br"),
       el("span", { class: "small", text: decided(b) }), el("br"),
