@@ -161,7 +161,10 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 )
             c.print(keys)
     elif j.status.value == "queued":
-        c.print("waiting for a scheduler or `tunefleet resume` to run it")
+        c.print(
+            f"waiting for a scheduler to run it (`tunefleet resume {j.id} --db URL` runs it "
+            "here on its database)"
+        )
     if j.error:
         c.print(f"[red]error:[/red] {j.error}")
 
@@ -284,7 +287,7 @@ def cancelled_note(rows: Sequence[BestView]) -> str | None:
     named = ", ".join(map(str, jobs))
     return (
         f"{CANCELLED_MARK} from cancelled job {named}: its fastest trial so far, not re-timed; "
-        f"`tunefleet resume {jobs[0]}` finishes it"
+        f"its team's `tunefleet resume {jobs[0]}` finishes it (a server queues it again)"
     )
 
 
