@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from db.states import JobStatus, Objective, TokenScope
 from orchestrator.app.service import (
@@ -81,7 +81,6 @@ class BestList:
     items: tuple[BestView, ...]
 
 
-@runtime_checkable
 class Door(Protocol):
     """tunefleet's use cases, wherever they run (see the module doc). A door is a context
     manager; ``where`` names it in messages (``on URL`` or ``in DATABASE``)."""

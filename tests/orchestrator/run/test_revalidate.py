@@ -12,7 +12,7 @@ from orchestrator.run.revalidate import Verdict
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from search_spaces.space import Vendor
-from tests.orchestrator.test_cli import cli
+from tests.orchestrator.commands.test_cli import cli
 
 PROBLEMS = (
     {"M": 16, "N": 16, "K": 16, "dtype": "float16"},
