@@ -137,7 +137,7 @@ def test_the_drop_in_refuses_a_newer_only_tree_in_one_warning(
 
 
 def test_vllm_files_by_stack_match_the_flat_ones(tmp_path: Path) -> None:
-    from tests.orchestrator.test_pull_vllm import seeded
+    from tests.orchestrator.export.test_pull_vllm import seeded
 
     seeded(tmp_path, "NVIDIA H200")
     db_url = f"sqlite:///{tmp_path / 'best.db'}"
