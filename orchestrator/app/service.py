@@ -781,6 +781,33 @@ def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> J
     return _job_view(job, counts.get(job_id, {}), bests[job_id])
 
 
+def requeue_job(database: Database, job_id: int, *, team: str | None = None) -> JobDetail:
+    """Hand job ``job_id`` (``team`` given: only that team's) back to the schedulers: a failed
+    or cancelled job, or a running one whose lease expired (its driver died), goes back to
+    ``queued`` (its error and any cancel request cleared); a scheduler claims it and its driver
+    rebuilds the studies from the trial rows, up to the job's budget. A queued job nobody holds
+    is left as it is. Conflict for a done job and for one whose lease is live (it runs)."""
+    from db import repository
+    from db.errors import InvalidTransition
+
+    with database.session() as s:
+        job = visible_job(s, job_id, team)
+        if job.status is JobStatus.DONE:
+            raise Conflict(f"job {job_id} is already done; submit a new job to tune more")
+        if job.status is not JobStatus.QUEUED or repository.lease_live(s, job_id):
+            try:  # running locks the row: the lease is read again under the lock
+                repository.set_job_status(s, job_id, JobStatus.RUNNING)
+            except InvalidTransition as exc:  # it finished meanwhile
+                raise Conflict(str(exc)) from None
+            if repository.lease_live(s, job_id):
+                raise Conflict(
+                    f"job {job_id} is running (its lease is live); follow it with "
+                    f"`tunefleet job {job_id} --watch` or cancel it first"
+                )
+            repository.set_job_status(s, job_id, JobStatus.QUEUED)
+    return job_detail(database, job_id, team=team)
+
+
 def list_jobs(
     database: Database,
     *,
@@ -1110,6 +1137,7 @@ __all__ = [
     "list_kernels",
     "mark_cancelled",
     "pool_options",
+    "requeue_job",
     "resume_job",
     "run_job",
     "submit_job",

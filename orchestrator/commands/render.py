@@ -171,7 +171,10 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 )
             c.print(keys)
     elif j.status.value == "queued":
-        c.print("waiting for a scheduler or `tunefleet resume` to run it")
+        c.print(
+            f"waiting for a scheduler to run it (`tunefleet resume {j.id} --db URL` runs it "
+            "here on its database)"
+        )
     if j.error:
         c.print(f"[red]error:[/red] {j.error}")
 
@@ -320,7 +323,7 @@ def _cancelled_line(jobs: Sequence[int]) -> str:
     named = ", ".join(map(str, jobs))
     return (
         f"{CANCELLED_MARK} from cancelled job {named}: its fastest trial so far, not re-timed; "
-        f"`tunefleet resume {jobs[0]}` finishes it"
+        f"its team's `tunefleet resume {jobs[0]}` finishes it (a server queues it again)"
     )
 
 
