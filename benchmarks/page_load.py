@@ -6,7 +6,8 @@ Usage (repo root): python benchmarks/page_load.py [--jobs 1000] [--trials 10000]
 A fresh temporary SQLite database gets ``--jobs`` finished matmul jobs of team alpha (one study of
 3 trials each, on two real device classes in turn) and one more job whose H200 study holds
 ``--trials`` trials and whose A100 study measured 200 configs including the H200 winner (so the
-portability matrix has data), with best configs for both classes. ``tunefleet serve
+portability matrix has data), with best configs for both classes; the H200 best has a drift history
+of 1,000 re-timings. ``tunefleet serve
 --no-scheduler`` serves it on a free 127.0.0.1 port. Then:
 
 * data: each JSON route the page calls, ``--rounds`` times (client-side, request sent to body
@@ -15,7 +16,8 @@ portability matrix has data), with best configs for both classes. ``tunefleet se
   middle, best configs, the portability matrix, and the job page's HTML shell;
 * pages: each page in headless Chromium (Debian's /usr/bin/chromium through playwright),
   ``--page-rounds`` times: navigation start to the page's data drawn (the jobs table filled, the
-  job's chart and trial table drawn, the best-config table, the heat map).
+  job's chart and trial table drawn, the best-config table, the heat map, the drift chart and its
+  regressions).
 
 Prints one line per measurement (median, p90, max ms) and writes ``page_load.json`` to ``--out``.
 """
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from db import Database, JobStatus, StudyStatus, TrialOutcome, repository  # noqa: E402
 from db.models import TokenScope, Trial  # noqa: E402
+from db.states import RevalidationState  # noqa: E402
 from search_spaces.problem import problem_key  # noqa: E402
 from search_spaces.registry import get_spec  # noqa: E402
 from search_spaces.space import config_key  # noqa: E402
@@ -54,6 +58,7 @@ H200 = "NVIDIA H200"
 A100 = "NVIDIA A100-SXM4-80GB"
 PROBLEM = {"M": 4096, "N": 4096, "K": 4096, "dtype": "float16"}
 CHROMIUM = "/usr/bin/chromium"
+DRIFT_QUERY = f"kernel=matmul&problem=M%3D4096%2CN%3D4096%2CK%3D4096%2Cdtype%3Dfloat16&device_class={H200.replace(' ', '%20')}"
 
 
 def _trial_rows(
@@ -88,7 +93,39 @@ def _trial_rows(
     return rows
 
 
-def seed(database: Database, jobs: int, trials: int) -> int:
+def seed_drift(
+    s: Any, kernel: str, version: str, key: str, device_class: str, stored_ms: float, count: int
+) -> None:
+    """``count`` re-timings of the H200 best (a drift history): holding, then after a Triton
+    upgrade halfway through regressed by 20% (every 50th failed)."""
+    rng = random.Random(1)
+    (row,) = repository.get_best(s, kernel, key, device_class, version)
+    classes = repository.device_class_by_key(s, device_class)
+    assert classes is not None
+    envs = [
+        repository.ensure_environment(s, classes.id, "d", "cuda 12.8", triton, "2.9.0")
+        for triton in ("3.5.0", "3.6.0")
+    ]
+    start = datetime.now(timezone.utc) - timedelta(hours=count)
+    for i in range(count):
+        late = i >= count // 2
+        failed = i % 50 == 49
+        ms = None if failed else stored_ms * (1.2 if late else 1.0) * (1 + rng.gauss(0, 0.01))
+        state = "failed" if failed else ("regressed" if late else "holds")
+        repository.record_retiming(
+            s,
+            row.id,
+            RevalidationState(state),
+            stored_ms,
+            ms,
+            environment_id=envs[int(late)],
+            noise=0.02,
+            changed="triton 3.5.0 -> 3.6.0" if late else None,
+            at=start + timedelta(hours=i),
+        )
+
+
+def seed(database: Database, jobs: int, trials: int, retimings: int = 1000) -> int:
     """The jobs and trials described in the module doc; returns the big job's id."""
     spec = get_spec("matmul")
     key = problem_key(spec.validate_problem(PROBLEM))
@@ -158,6 +195,7 @@ def seed(database: Database, jobs: int, trials: int) -> int:
                 big,
                 None,
             )
+        seed_drift(s, spec.name, spec.version_hash(), key, H200, best[H200][1], retimings)
         repository.set_job_status(s, big, JobStatus.RUNNING)
         repository.set_job_status(s, big, JobStatus.DONE)
     return big
@@ -192,6 +230,7 @@ def measure_data(base: str, token: str, big: int, rounds: int, jobs: int) -> dic
             "trial page by time, middle": f"/v1/jobs/{big}/studies/{study}/trials?limit=50&offset=5000&sort=time&order=desc",
             "best configs": "/v1/best?kernel=matmul",
             "portability matrix": "/v1/portability?kernel=matmul",
+            "drift, 1,000 re-timings": f"/v1/drift?{DRIFT_QUERY}",
             "job page HTML shell": f"/jobs/{big}",
         }
         out: dict[str, Any] = {}
@@ -215,6 +254,10 @@ def measure_pages(base: str, token: str, big: int, rounds: int) -> dict[str, Any
         "job (10k-trial study)": (f"/jobs/{big}", "#chart canvas, #trials tbody tr td.num"),
         "best configs": ("/best?kernel=matmul", "#best-table tbody tr"),
         "portability": ("/portability?kernel=matmul", "#heatmap td.heat"),
+        "drift (1,000 re-timings)": (
+            f"/drift?{DRIFT_QUERY}",
+            "#drift-chart canvas, #regressions tbody tr",
+        ),
     }
     out: dict[str, Any] = {}
     with sync_playwright() as p:

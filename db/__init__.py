@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from db.states import (
         RETRYABLE_OUTCOMES,
         BestBackend,
+        JobKind,
         JobStatus,
         Objective,
         StudyStatus,
@@ -74,6 +75,7 @@ _WHERE: dict[str, str] = {
     "EnvironmentRecord": "db.repository",
     "InvalidRecord": "db.errors",
     "InvalidTransition": "db.errors",
+    "JobKind": "db.states",
     "JobRecord": "db.repository",
     "JobStatus": "db.states",
     "Lease": "db.repository",
@@ -123,6 +125,7 @@ __all__ = [
     "EnvironmentRecord",
     "InvalidRecord",
     "InvalidTransition",
+    "JobKind",
     "JobRecord",
     "JobStatus",
     "Lease",

@@ -28,6 +28,7 @@ from db.states import (
 )
 from db.states import (
     BestBackend,
+    JobKind,
     JobStatus,
     Objective,
     RevalidationState,
@@ -173,6 +174,11 @@ class Job(Base):
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     lease_epoch: Mapped[int] = mapped_column(default=0, server_default="0")
+    #: What the job does (see JobKind); every job before revision 0009 tuned. (No CHECK: adding
+    #: one to tf_jobs on SQLite needs a table copy that would drop the rows referring to it.)
+    kind: Mapped[JobKind] = mapped_column(
+        _enum_column(JobKind), default=JobKind.TUNE, server_default=JobKind.TUNE.value
+    )
 
 
 class Study(Base):
@@ -385,3 +391,44 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(StoredString(64))
     target: Mapped[str | None] = mapped_column(StoredString(200))
     detail: Mapped[dict[str, Any] | None]
+
+
+class Retiming(Base):
+    """One re-timing of a stored best config (its drift history): when, by which revalidation
+    job, in which environment, the verdict, the time the row stored then and the re-timed one
+    (None: it failed), the vendor path's re-timed time, the row's stored relative noise floor,
+    and what changed in the stack since the best was measured (``changed``: one line)."""
+
+    __tablename__ = "tf_retimings"
+    __table_args__ = (
+        sa.Index("ix_tf_retimings_best", "best_id", "id"),
+        sa.CheckConstraint(_in_check("state", RevalidationState), name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    best_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_best_configs.id", ondelete="CASCADE"))
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_jobs.id"))
+    environment_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tf_environments.id"))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    state: Mapped[RevalidationState] = mapped_column(_enum_column(RevalidationState))
+    stored_ms: Mapped[float]
+    time_ms: Mapped[float | None]
+    vendor_ms: Mapped[float | None]
+    noise: Mapped[float | None]
+    changed: Mapped[str | None] = mapped_column(StoredText)
+
+
+class StackMark(Base):
+    """A software stack (environment) a live worker of a device class reported: first and last
+    seen. A class's newest mark is the stack its stored bests are checked against."""
+
+    __tablename__ = "tf_stack_marks"
+    __table_args__ = (
+        sa.UniqueConstraint("device_class_id", "environment_id", name="uq_tf_stack_marks_key"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    device_class_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_device_classes.id"))
+    environment_id: Mapped[int] = mapped_column(sa.ForeignKey("tf_environments.id"))
+    first_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)

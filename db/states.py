@@ -30,6 +30,14 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 
+class JobKind(str, enum.Enum):
+    """What a job does: ``tune`` (search configs) or ``revalidate`` (re-time stored bests in
+    a new environment, scheduled by a server when a worker's stack changed or on a schedule)."""
+
+    TUNE = "tune"
+    REVALIDATE = "revalidate"
+
+
 class StudyStatus(str, enum.Enum):
     """State of one (job, problem, device class) search."""
 

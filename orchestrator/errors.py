@@ -71,3 +71,8 @@ class ServerError(OrchestratorError):
 
 class ServerUnavailable(ServerError):
     """A tunefleet server could not be reached, or did not answer in time."""
+
+
+class NotRemote(OrchestratorError):
+    """The command runs on this machine (its device, its Ray) and a server is in effect: it
+    refuses rather than fall back to the local database (the CLI: one line, exit 2)."""

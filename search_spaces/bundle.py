@@ -10,6 +10,10 @@ A bundle is JSON::
                   "updated_at": "2025-06-01T12:00:00+00:00"}, ...],
      "digest": "sha256 hex"}
 
+``device_class`` is the key of the class it was measured on
+(:mod:`search_spaces.device_identity`; a file whose key cannot be one is refused), and a
+deployment picks the bundle of its own device with :func:`~search_spaces.device_identity.same_class`.
+
 Each entry says which backend wins its problem: ``triton`` (launch ``config``) or ``vendor``
 (keep the library path named by ``vendor``; ``config`` is then the fastest Triton config
 measured, for callers that must launch Triton anyway); an entry without ``backend`` is
@@ -51,6 +55,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from search_spaces.device_identity import DeviceClass, DeviceIdentityError
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_distance
 
@@ -442,6 +447,11 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
     for name in ("kernel_version", "device_class"):
         if not isinstance(data.get(name, ""), str):
             raise BundleError(f"{where}: {name!r} must be a string, got {data[name]!r}")
+    if data.get("device_class"):
+        try:
+            DeviceClass.parse(data["device_class"])
+        except DeviceIdentityError as exc:
+            raise BundleError(f"{where}: {exc}") from None
     _check_config(data["default"], f"{where}: default", spec)
     environment = _check_environment(data.get("environment"), where)
     raw_entries = data.get("entries")

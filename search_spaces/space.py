@@ -14,18 +14,11 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from search_spaces.device_identity import Vendor
 from search_spaces.errors import ConfigError
 
 Value = int | bool | str
 Config = dict[str, Value]
-
-
-class Vendor(str, enum.Enum):
-    """GPU vendor of a device class; ``cpu`` is Triton's interpreter."""
-
-    NVIDIA = "nvidia"
-    AMD = "amd"
-    CPU = "cpu"
 
 
 class ParamKind(str, enum.Enum):

@@ -11,7 +11,8 @@
 Same arguments as ``triton.autotune``, plus:
 
 * ``bundle``: a bundle file (``tunefleet pull``) or a directory of them; the one for this kernel
-  and device class is chosen the first time a key is new. A tree laid out per Triton version
+  and device class (named as the worker that measured it named it, and matched by
+  :func:`search_spaces.device_identity.same_class`) is chosen the first time a key is new. A tree laid out per Triton version
   (``pull --by-stack``) serves from the installed Triton's folder (:mod:`search_spaces.stack`);
 * ``versions``: what to do when the bundle was measured under other triton/torch/driver/runtime
   versions (or another kernel source): ``use`` (default), ``refuse`` or ``older`` (see
@@ -58,6 +59,12 @@ from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, Decision, load_bundle
 from search_spaces.bundle_env import VersionPolicy, choose, current_environment
 from search_spaces.capture_file import CONFIG_OPTIONS, kernel_name, problem_of
+from search_spaces.device_identity import (
+    DeviceClass,
+    gpu_class,
+    interpreter_class,
+    same_class,
+)
 from search_spaces.ranks import current_rank
 from search_spaces.triton_capture import (
     ENV_VAR,
@@ -107,13 +114,15 @@ def _pinned_from_env() -> bool:
     return value == "1"
 
 
-def _device_class() -> str:
-    """The class name bundles of this process's device carry (``cpu`` under the interpreter)."""
+def _device_class() -> DeviceClass:
+    """The class of this process's device, named as the worker that measured on such a device
+    stored it (:func:`device_identity.gpu_class`; ``cpu`` under the interpreter)."""
     if os.environ.get("TRITON_INTERPRET") == "1":
-        return "cpu"
+        return interpreter_class()
     import torch
 
-    return " ".join(torch.cuda.get_device_name().split())
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return gpu_class(props, hip=bool(getattr(torch.version, "hip", None)))
 
 
 def load_bundles(path: str | Path, kernel: str) -> list[Bundle]:
@@ -132,6 +141,12 @@ def load_bundles(path: str | Path, kernel: str) -> list[Bundle]:
         if bundle.kernel == kernel:
             found.append(bundle)
     return found
+
+
+def _serves(bundle: Bundle, device: DeviceClass) -> bool:
+    """Whether ``bundle`` (a loaded one: its class key checked) was measured on ``device``'s
+    class (:func:`same_class`); a bundle that names no class serves none."""
+    return bool(bundle.device_class) and same_class(bundle.device_class, device)
 
 
 class Serving:
@@ -187,11 +202,11 @@ class Serving:
                 refused = ""
             except stack.StackError as exc:
                 every, refused = [], str(exc)
-            mine = [b for b in every if b.device_class.casefold() == device.casefold()]
+            mine = [b for b in every if _serves(b, device)]
             if every and not mine:
                 self._warn(
                     f"{self.path} has bundles for {', '.join(sorted({b.device_class for b in every}))}"
-                    f", none for {device}: {fallback}"
+                    f", none for {device.key}: {fallback}"
                 )
             elif not every:
                 self._warn(f"{refused or f'{self.path} has no bundle for this kernel'}: {fallback}")

@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 from dataclasses import asdict, dataclass, fields
 from importlib import metadata
 from typing import Any
 
 from search_spaces import DeviceLimits, Vendor
-from workers.device_table import DeviceClass, find, rows_for_arch
+from search_spaces.device_identity import (
+    DeviceClass,
+    gpu_class,
+    interpreter_class,
+    normalize_arch,
+    normalize_name,
+)
+from workers.device_table import find
 from workers.errors import DeviceError
 
 __all__ = ["Backend", "DeviceClass", "Fingerprint", "detect", "normalize_arch", "normalize_name"]
-
-#: Names ROCm reports when it does not know the product; the arch then decides the class.
-_GENERIC_AMD = re.compile(r"^(amd )?(radeon( graphics)?|instinct|device [0-9a-f]{4})?$", re.I)
 
 
 class Backend(str, enum.Enum):
@@ -40,43 +43,6 @@ class Backend(str, enum.Enum):
         except ValueError:
             choices = ", ".join(b.value for b in cls)
             raise DeviceError(f"unknown backend {value!r}; choose one of {choices}") from None
-
-
-def normalize_arch(arch: str) -> str:
-    """``gfx942:sramecc+:xnack-`` -> ``gfx942``: ROCm's target-feature suffixes dropped."""
-    return arch.strip().split(":", 1)[0]
-
-
-def normalize_name(
-    raw: str,
-    arch: str | None = None,
-    *,
-    memory_bytes: int | None = None,
-    multiprocessors: int | None = None,
-) -> str:
-    """The class name for a device name as the driver reports it.
-
-    Spaces are trimmed and collapsed; other names are kept as reported (an A100-40GB stays apart
-    from an A100-80GB). A name a known class lists as an alias maps to that class, unless the
-    detected ``multiprocessors`` differ from the class's (``AMD Instinct MI250X/MI250`` is reported
-    by both models). An empty or generic AMD name takes the known class of its ``arch`` (the one
-    nearest in ``memory_bytes`` when the arch has several), else ``AMD <arch>``.
-    """
-    name = re.sub(r"\s+", " ", raw).strip()
-    base_arch = normalize_arch(arch) if arch else None
-    if base_arch and base_arch.startswith("gfx") and _GENERIC_AMD.match(name):
-        rows = rows_for_arch(base_arch)
-        if not rows:
-            return f"AMD {base_arch}"
-        if memory_bytes is None:
-            return rows[0].name
-        return min(rows, key=lambda r: abs(r.memory_bytes - memory_bytes)).name
-    row = find(name) if name else None
-    if row is None or row.name == name:
-        return name
-    if multiprocessors is not None and multiprocessors != row.limits.multiprocessors:
-        return name
-    return row.name
 
 
 @dataclass(frozen=True)
@@ -120,9 +86,10 @@ class Fingerprint:
     @property
     def device_class(self) -> DeviceClass:
         """The class results are stored under (``cpu`` for the interpreter)."""
+        replay = self.backend is Backend.REPLAY
         if self.vendor is Vendor.CPU:
-            return DeviceClass(Vendor.CPU, "cpu", "interpreter", self.backend is Backend.REPLAY)
-        return DeviceClass(self.vendor, self.name, self.arch, self.backend is Backend.REPLAY)
+            return interpreter_class(replay)
+        return DeviceClass(self.vendor, self.name, self.arch, replay)
 
     def limits(self) -> DeviceLimits:
         """The table's limits for a known class, else limits from the detected values."""
@@ -199,24 +166,17 @@ def _gpu_fingerprints(backend: Backend) -> list[Fingerprint]:
     out = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
-        if hip:
-            arch = normalize_arch(str(getattr(props, "gcnArchName", "") or ""))
-        else:
-            arch = f"sm_{props.major}{props.minor}"
+        cls = gpu_class(props, hip=bool(hip))
         smem = getattr(props, "shared_memory_per_block_optin", 0) or getattr(
             props, "shared_memory_per_block", 0
         )
-        memory = int(props.total_memory)
-        sms = int(props.multi_processor_count)
         out.append(
             Fingerprint(
-                vendor=Vendor.AMD if hip else Vendor.NVIDIA,
-                name=normalize_name(
-                    str(props.name), arch, memory_bytes=memory, multiprocessors=sms
-                ),
-                arch=arch,
-                memory_bytes=memory,
-                multiprocessors=sms,
+                vendor=cls.vendor,
+                name=cls.name,
+                arch=cls.arch,
+                memory_bytes=int(props.total_memory),
+                multiprocessors=int(props.multi_processor_count),
                 shared_mem_per_block=int(smem),
                 driver=driver,
                 runtime=runtime,

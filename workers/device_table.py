@@ -2,56 +2,57 @@
 
 Every row cites where its numbers come from. Limits are what the runtime reports for one device as
 torch sees it (one MI250X GCD is one device), so they match a detected fingerprint of that class.
+Names, aliases, arch, memory and multiprocessors (what identifies a class) live in
+:mod:`search_spaces.device_identity`; this table adds what a class can do.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from search_spaces import DeviceLimits, Vendor
+from search_spaces.device_identity import (
+    DeviceClass,
+    DeviceIdentityError,
+    KnownName,
+    canonical_key,
+    known_name,
+)
 from workers.errors import UnknownDeviceClass
 
 KIB = 1024
-GB = 10**9
-GIB = 2**30
-
-
-@dataclass(frozen=True)
-class DeviceClass:
-    """The key results are stored under: vendor, normalized name, arch; ``replay`` marks replays."""
-
-    vendor: Vendor
-    name: str
-    arch: str
-    replay: bool = False
-
-    @property
-    def key(self) -> str:
-        """Short stable string for the DB and the CLI: the name, or ``replay:<name>``."""
-        return f"replay:{self.name}" if self.replay else self.name
 
 
 @dataclass(frozen=True)
 class KnownClass:
-    """One row of the table: a device class with its limits and peak numbers."""
+    """One row of the table: a known class (its identity) with its limits and peak numbers."""
 
-    name: str
-    aliases: tuple[str, ...]
+    identity: KnownName
     limits: DeviceLimits
-    memory_bytes: int
     memory_bandwidth_gbs: float | None
     bf16_tflops: float | None
     ray_accelerator: str | None
     source: str
 
     @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self.identity.aliases
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.identity.memory_bytes
+
+    @property
     def vendor(self) -> Vendor:
-        return self.limits.vendor
+        return self.identity.vendor
 
     @property
     def arch(self) -> str:
-        return self.limits.arch
+        return self.identity.arch
 
     @property
     def device_class(self) -> DeviceClass:
@@ -78,84 +79,78 @@ class KnownClass:
         }
 
 
-def _nvidia(name: str, arch: str, smem_kib: int, sms: int) -> DeviceLimits:
-    return DeviceLimits(Vendor.NVIDIA, name, arch, smem_kib * KIB, 65536, 32, sms, 1024)
+def _identity(name: str) -> KnownName:
+    found = known_name(name)
+    if found is None or found.name != name:
+        raise AssertionError(f"device table row {name!r} is not in device_identity.KNOWN_NAMES")
+    return found
 
 
-def _amd(name: str, arch: str, cus: int) -> DeviceLimits:
+def _nvidia(name: str, smem_kib: int) -> tuple[KnownName, DeviceLimits]:
+    ident = _identity(name)
+    limits = DeviceLimits(
+        Vendor.NVIDIA, name, ident.arch, smem_kib * KIB, 65536, 32, ident.multiprocessors, 1024
+    )
+    return ident, limits
+
+
+def _amd(name: str) -> tuple[KnownName, DeviceLimits]:
     # CDNA: 64 KiB LDS per workgroup, wavefront 64, 1024 work-items per workgroup; HIP reports
     # regsPerBlock = 65536 (AMD CDNA ISA guides, HIP hipDeviceProp_t).
-    return DeviceLimits(Vendor.AMD, name, arch, 64 * KIB, 65536, 64, cus, 1024)
+    ident = _identity(name)
+    limits = DeviceLimits(
+        Vendor.AMD, name, ident.arch, 64 * KIB, 65536, 64, ident.multiprocessors, 1024
+    )
+    return ident, limits
 
 
 _CUDA_GUIDE = "CUDA C++ Programming Guide, compute-capability table (227 KB/163 KB smem per block)"
 
 KNOWN_CLASSES: tuple[KnownClass, ...] = (
     KnownClass(
-        "NVIDIA A100-SXM4-80GB",
-        ("A100", "A100-80G", "A100 80GB", "A100-SXM4-80GB"),
-        _nvidia("NVIDIA A100-SXM4-80GB", "sm_80", 163, 108),
-        80 * GB,
+        *_nvidia("NVIDIA A100-SXM4-80GB", 163),
         2039.0,
         312.0,
         "A100",
         f"NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 312 TF dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
-        "NVIDIA H100 80GB HBM3",
-        ("H100", "H100 SXM", "H100-SXM5-80GB"),
-        _nvidia("NVIDIA H100 80GB HBM3", "sm_90", 227, 132),
-        80 * GB,
+        *_nvidia("NVIDIA H100 80GB HBM3", 227),
         3350.0,
         989.0,
         "H100",
         f"NVIDIA H100 datasheet (SXM5: 3.35 TB/s, BF16 1,979 TF sparse = 989 dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
-        "NVIDIA H200",
-        ("H200", "H200 SXM"),
-        _nvidia("NVIDIA H200", "sm_90", 227, 132),
-        141 * GB,
+        *_nvidia("NVIDIA H200", 227),
         4800.0,
         989.0,
         "H200",
         f"NVIDIA H200 datasheet (SXM: 141 GB, 4.8 TB/s, BF16 989 TF dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
-        "NVIDIA B200",
-        ("B200",),
-        _nvidia("NVIDIA B200", "sm_100", 227, 148),
-        180 * GB,
+        *_nvidia("NVIDIA B200", 227),
         8000.0,
         2250.0,
         "B200",
         f"NVIDIA HGX B200 datasheet (per GPU: 180 GB, 8 TB/s, BF16 4.5 PF sparse = 2.25 dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
-        "AMD Instinct MI250X",
-        ("MI250X", "AMD Instinct MI250X/MI250", "AMD-Instinct-MI250X"),
-        _amd("AMD Instinct MI250X", "gfx90a", 110),
-        64 * GIB,
+        *_amd("AMD Instinct MI250X"),
         1638.4,
         191.5,
         "AMD-Instinct-MI250X",
         "AMD Instinct MI250X datasheet, per GCD (half an OAM): 110 CUs, 64 GB, 1.6384 TB/s, BF16 191.5 TF",
     ),
     KnownClass(
-        "AMD Instinct MI300X",
-        ("MI300X", "AMD-Instinct-MI300X-OAM", "MI300X OAM"),
-        _amd("AMD Instinct MI300X", "gfx942", 304),
-        192 * GIB,
+        *_amd("AMD Instinct MI300X"),
         5300.0,
         1307.4,
         "AMD-Instinct-MI300X-OAM",
         "AMD Instinct MI300X datasheet / CDNA3 white paper: 304 CUs, 192 GB, 5.3 TB/s, BF16 1,307.4 TF",
     ),
     KnownClass(
-        "AMD Instinct MI325X",
-        ("MI325X", "AMD-Instinct-MI325X-OAM"),
-        _amd("AMD Instinct MI325X", "gfx942", 304),
-        256 * GIB,
+        *_amd("AMD Instinct MI325X"),
         6000.0,
         1307.4,
         "AMD-Instinct-MI325X-OAM",
@@ -164,28 +159,14 @@ KNOWN_CLASSES: tuple[KnownClass, ...] = (
     # Triton's interpreter has no hardware limits. It takes H100/H200's (sm_90) on purpose, so a
     # space enumerates on `cpu` the same configs it would on sm_90 and CI checks those configs.
     KnownClass(
-        "cpu",
-        ("interpreter", "CPU"),
+        _identity("cpu"),
         DeviceLimits(Vendor.CPU, "cpu", "interpreter", 227 * KIB, 65536, 32, 132, 1024),
-        0,
         None,
         None,
         None,
         "Triton interpreter on CPU: limits copied from sm_90 (see the comment above)",
     ),
 )
-
-
-def _fold(text: str) -> str:
-    return re.sub(r"\s+", " ", text.replace("_", " ")).strip().casefold()
-
-
-def _index() -> dict[str, KnownClass]:
-    out: dict[str, KnownClass] = {}
-    for row in KNOWN_CLASSES:
-        for alias in (row.name, *row.aliases):
-            out[_fold(alias)] = row
-    return out
 
 
 def known_names() -> tuple[str, ...]:
@@ -195,7 +176,10 @@ def known_names() -> tuple[str, ...]:
 
 def find(name_or_alias: str) -> KnownClass | None:
     """The known class a name or alias (case and spacing ignored) names, or None."""
-    return _index().get(_fold(name_or_alias))
+    ident = known_name(name_or_alias)
+    if ident is None:
+        return None
+    return next(row for row in KNOWN_CLASSES if row.identity is ident)
 
 
 def lookup(name_or_alias: str) -> KnownClass:
@@ -212,25 +196,21 @@ def lookup(name_or_alias: str) -> KnownClass:
     return row
 
 
-def rows_for_arch(arch: str) -> tuple[KnownClass, ...]:
-    """Known classes of one arch (e.g. ``gfx942``), in table order."""
-    return tuple(row for row in KNOWN_CLASSES if row.arch == arch)
-
-
 def parse_class(text: str) -> DeviceClass:
-    """A DeviceClass from a CLI/DB key: a known name or alias, optionally prefixed ``replay:``."""
-    replay = text.strip().startswith("replay:")
-    row = lookup(text.strip().removeprefix("replay:"))
-    cls = row.device_class
-    return DeviceClass(cls.vendor, cls.name, cls.arch, replay=replay)
+    """The known DeviceClass a CLI/DB key names (a name or alias, optionally ``replay:``);
+    UnknownDeviceClass for a class the table does not know or text that is no key."""
+    try:
+        cls = DeviceClass.parse(text)
+    except DeviceIdentityError as exc:
+        raise UnknownDeviceClass(str(exc)) from None
+    lookup(cls.name)
+    return cls
 
 
 def canonical_class_key(text: str) -> str:
-    """The canonical key of a class name or alias (``replay:`` kept), or ``text`` stripped if unknown.
-
-    ``h200`` -> ``NVIDIA H200``, ``replay:MI300X`` -> ``replay:AMD Instinct MI300X``.
-    """
+    """:func:`search_spaces.device_identity.canonical_key`, or ``text`` stripped when it is no key
+    (for callers that pass what a user typed straight on)."""
     try:
-        return parse_class(text).key
-    except UnknownDeviceClass:
+        return canonical_key(text)
+    except DeviceIdentityError:
         return text.strip()

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from search_spaces import get_spec
+from search_spaces.device_identity import DeviceClass, normalize_name
 from search_spaces.problem import problem_key
 from search_spaces.space import Config, DeviceLimits, Vendor, config_key
 from workers.device import Backend, Fingerprint
-from workers.device_table import DeviceClass, find
+from workers.device_table import find
 from workers.landscape import Landscape, LandscapeError, LandscapeResult, read_landscape
 from workers.measurement import Measurement, Outcome
 
@@ -108,7 +109,8 @@ class ReplayRunner:
                 f"landscapes of one replay device must share a device name; got {sorted(names)}"
             )
         self.device: dict[str, Any] = dict(self.landscapes[0].device)
-        name = names.pop()
+        arch = self.device.get("arch")
+        name = normalize_name(names.pop(), str(arch) if arch else None)
         self.limits = _limits(self.device, name)
         self.fingerprint = Fingerprint(
             vendor=self.limits.vendor,

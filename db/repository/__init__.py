@@ -6,7 +6,9 @@
 * :mod:`~db.repository.studies`: studies and their trial counts
 * :mod:`~db.repository.trials`: trial writes, dedupe, reuse and warm start's reads;
   :mod:`~db.repository.trial_reads`: the reads of trials for pages, figures, priors and metrics
-* :mod:`~db.repository.best`: best configs; :mod:`~db.repository.vendor`: vendor-path measurements
+* :mod:`~db.repository.best`: best configs, the revalidation queue and workers' stacks;
+  :mod:`~db.repository.drift`: their re-timings (drift history);
+  :mod:`~db.repository.vendor`: vendor-path measurements
 * :mod:`~db.repository.tokens`: API tokens and the audit log
 
 This package is their public surface: callers write ``from db import repository`` and
@@ -24,8 +26,13 @@ from db.repository.best import (
     BestDecision,
     BestRecord,
     best_version,
+    bests_to_revalidate,
+    find_best,
     get_best,
+    get_best_by_id,
+    lock_revalidation_queue,
     mark_revalidation,
+    mark_stack,
     upsert_best,
 )
 from db.repository.catalog import (
@@ -39,15 +46,25 @@ from db.repository.catalog import (
     get_environment,
     kernel_ids,
 )
+from db.repository.drift import (
+    ClassDrift,
+    RetimingRecord,
+    drift_by_class,
+    record_retiming,
+    retimed_by_job,
+    retimings,
+)
 from db.repository.jobs import (
     JobRecord,
     cancel_requested,
     cancelled_jobs,
     cancels_requested,
     count_jobs,
+    count_jobs_since,
     create_job,
     get_job,
     list_jobs,
+    open_jobs_of_kind,
     request_cancel,
     set_job_status,
 )
@@ -68,6 +85,7 @@ from db.repository.studies import (
     ensure_study,
     set_study_status,
     studies_for_job,
+    studies_for_jobs,
     study_in_job,
     study_trial_counts,
 )
@@ -127,6 +145,7 @@ __all__ = [
     "AuditRecord",
     "BestDecision",
     "BestRecord",
+    "ClassDrift",
     "ClassVerdict",
     "DeviceClassRecord",
     "EnvironmentRecord",
@@ -138,6 +157,7 @@ __all__ = [
     "MeasuredRecord",
     "NotFound",
     "OkTrial",
+    "RetimingRecord",
     "ReusedVerdict",
     "StudyKey",
     "StudyRecord",
@@ -151,6 +171,7 @@ __all__ = [
     "acquire_lease",
     "active_token_count",
     "best_version",
+    "bests_to_revalidate",
     "cancel_requested",
     "cancelled_jobs",
     "cancels_requested",
@@ -159,17 +180,21 @@ __all__ = [
     "config_of",
     "config_timed",
     "count_jobs",
+    "count_jobs_since",
     "create_job",
     "create_token",
     "db_now",
     "device_class_by_key",
     "device_classes_by_key",
+    "drift_by_class",
     "ensure_device_class",
     "ensure_environment",
     "ensure_kernel",
     "ensure_study",
+    "find_best",
     "find_measured",
     "get_best",
+    "get_best_by_id",
     "get_environment",
     "get_job",
     "jobs_leased_by",
@@ -179,25 +204,32 @@ __all__ = [
     "list_audit",
     "list_jobs",
     "list_tokens",
+    "lock_revalidation_queue",
     "mark_revalidation",
+    "mark_stack",
     "measured_for_key",
     "measured_keys",
     "measured_vendor",
     "newest_ok_trials",
     "ok_problem_keys",
+    "open_jobs_of_kind",
     "outcome_counts",
     "outcomes_since",
+    "record_retiming",
     "record_trial",
     "record_trials",
     "record_vendor_trials",
     "release_lease",
     "renew_lease",
     "request_cancel",
+    "retimed_by_job",
+    "retimings",
     "reuse_measured",
     "revoke_token",
     "set_job_status",
     "set_study_status",
     "studies_for_job",
+    "studies_for_jobs",
     "study_final_trials",
     "study_in_job",
     "study_trial_counts",

@@ -1,4 +1,5 @@
-"""Best configs: the conditional upsert, revalidation marks and reads."""
+"""Best configs: the conditional upsert, revalidation marks and reads, the revalidation queue's
+reads and lock, and the stacks workers reported."""
 
 from __future__ import annotations
 
@@ -10,10 +11,20 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.errors import InvalidRecord, NotFound
-from db.models import BEST_KEY, BestConfig, DeviceClass, Job, Objective, Trial, utcnow
+from db.models import (
+    BEST_KEY,
+    BestConfig,
+    DeviceClass,
+    Job,
+    Objective,
+    StackMark,
+    Trial,
+    utcnow,
+)
 from db.repository._rows import coerce, record
 from db.states import STALE_STATES, BestBackend, RevalidationState
 
@@ -211,14 +222,7 @@ def get_best(
     ``device_class_key`` the class's key, an exact match), in key order (the class by its key);
     by default those of the kernel objective. Each carries the job that produced it (its own
     ``job_id``, else its trial's) and that job's team."""
-    producer = sa.func.coalesce(BestConfig.job_id, Trial.job_id)
-    query = (
-        sa.select(BestConfig, DeviceClass.key, producer, Job.team)
-        .join(DeviceClass, DeviceClass.id == BestConfig.device_class_id)
-        .outerjoin(Trial, BestConfig.trial_id == Trial.id)
-        .outerjoin(Job, Job.id == producer)
-        .where(BestConfig.kernel_name == kernel_name)
-    )
+    query = _best_query().where(BestConfig.kernel_name == kernel_name)
     filters = (
         (BestConfig.problem_key, problem_key),
         (DeviceClass.key, device_class_key),
@@ -236,10 +240,130 @@ def get_best(
         BestConfig.problem_key,
         BestConfig.objective,
     )
+    return _best_records(s, query)
+
+
+def _best_query() -> sa.Select[BestConfig, str, int | None, str | None]:
+    """Best rows with their class's key, their producer (the row's job, else its trial's) and
+    that job's team."""
+    producer = sa.func.coalesce(BestConfig.job_id, Trial.job_id)
+    return (
+        sa.select(BestConfig, DeviceClass.key, producer, Job.team)
+        .join(DeviceClass, DeviceClass.id == BestConfig.device_class_id)
+        .outerjoin(Trial, BestConfig.trial_id == Trial.id)
+        .outerjoin(Job, Job.id == producer)
+    )
+
+
+def _best_records(
+    s: Session, query: sa.Select[BestConfig, str, int | None, str | None]
+) -> list[BestRecord]:
     return [
         record(BestRecord, best, device_class_key=class_key, job_id=job_id, team=team)
         for best, class_key, job_id, team in s.execute(query).all()
     ]
+
+
+def get_best_by_id(s: Session, best_id: int) -> BestRecord:
+    """The best-config row ``best_id`` with its producer (as :func:`get_best`); NotFound if none."""
+    found = _best_records(s, _best_query().where(BestConfig.id == best_id))
+    if not found:
+        raise NotFound(f"no best config with id {best_id}")
+    return found[0]
+
+
+def find_best(
+    s: Session,
+    kernel_name: str,
+    kernel_version: str,
+    problem_key: str,
+    device_class_key: str,
+    objective: Objective,
+    triton_minor: str | None = None,
+) -> BestRecord | None:
+    """The best row of this key (the newest-updated one of any Triton minor when ``triton_minor``
+    is None), or None."""
+    found = get_best(
+        s, kernel_name, problem_key, device_class_key, kernel_version, triton_minor, objective
+    )
+    return max(found, key=lambda b: b.updated_at) if found else None
+
+
+def bests_to_revalidate(
+    s: Session,
+    device_class_key: str,
+    environment_id: int,
+    *,
+    changed: bool = True,
+    checked_before: datetime | None = None,
+) -> list[BestRecord]:
+    """Stored bests of ``device_class_key`` (any kernel, version, objective) that need timing in
+    environment ``environment_id``: with ``changed``, those measured in another environment and
+    not revalidated in this one yet; with ``checked_before``, also those whose last check (their
+    revalidation, else their last update) is older. A row with no environment is never compared
+    (nothing says what it was measured under). Each with its producer, as :func:`get_best`."""
+    due = []
+    if changed:
+        due.append(
+            sa.and_(
+                BestConfig.environment_id.is_not(None),
+                BestConfig.environment_id != environment_id,
+                sa.or_(
+                    BestConfig.revalidated_environment_id.is_(None),
+                    BestConfig.revalidated_environment_id != environment_id,
+                ),
+            )
+        )
+    if checked_before is not None:
+        due.append(
+            sa.func.coalesce(BestConfig.revalidated_at, BestConfig.updated_at) < checked_before
+        )
+    if not due:
+        return []
+    query = _best_query().where(DeviceClass.key == device_class_key, sa.or_(*due))
+    return _best_records(s, query.order_by(BestConfig.id))
+
+
+#: The PostgreSQL advisory lock key under which schedulers queue revalidation jobs.
+_REVALIDATION_LOCK = 0x7466_7265_7661
+
+
+def lock_revalidation_queue(s: Session) -> None:
+    """Hold, until the transaction ends, the lock under which revalidation jobs are queued, so
+    that two schedulers that see one new stack at once do not both queue its rows (PostgreSQL:
+    an advisory transaction lock; SQLite: a write session is serialized already)."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(sa.select(sa.func.pg_advisory_xact_lock(_REVALIDATION_LOCK)))
+
+
+def mark_stack(s: Session, device_class_id: int, environment_id: int) -> bool:
+    """Note that a live worker of the class reported this environment now; True if it is new
+    for the class (first seen)."""
+    now = utcnow()
+    done = s.execute(
+        sa.update(StackMark)
+        .where(
+            StackMark.device_class_id == device_class_id,
+            StackMark.environment_id == environment_id,
+        )
+        .values(last_seen_at=now)
+        .returning(StackMark.id)
+    ).first()
+    if done is not None:
+        return False
+    try:
+        with s.begin_nested():
+            s.add(
+                StackMark(
+                    device_class_id=device_class_id,
+                    environment_id=environment_id,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                )
+            )
+    except IntegrityError:  # another scheduler marked it between our update and insert
+        return False
+    return True
 
 
 def best_version(s: Session, kernel_name: str) -> tuple[int, datetime | None]:

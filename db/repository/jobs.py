@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from db.errors import InvalidRecord, InvalidTransition, NotFound
-from db.models import JOB_TRANSITIONS, Job, JobStatus, Kernel, Objective, utcnow
+from db.models import JOB_TRANSITIONS, Job, JobKind, JobStatus, Kernel, Objective, utcnow
 from db.repository._rows import coerce, record
 
 _Q = TypeVar("_Q", bound="sa.Select[Unpack[tuple[Any, ...]]]")
@@ -38,6 +38,7 @@ class JobRecord:
     lease_expires_at: datetime | None
     heartbeat_at: datetime | None
     lease_epoch: int
+    kind: JobKind = JobKind.TUNE
 
     @property
     def objective(self) -> Objective:
@@ -46,9 +47,14 @@ class JobRecord:
 
 
 def create_job(
-    s: Session, kernel_id: int, spec: Mapping[str, Any], team: str | None, priority: int = 0
+    s: Session,
+    kernel_id: int,
+    spec: Mapping[str, Any],
+    team: str | None,
+    priority: int = 0,
+    kind: JobKind = JobKind.TUNE,
 ) -> int:
-    """Write a new ``queued`` job with the spec exactly as given; return its id.
+    """Write a new ``queued`` job of ``kind`` with the spec exactly as given; return its id.
 
     ``priority``: higher is claimed first by :func:`claim_next_job`.
     """
@@ -60,6 +66,7 @@ def create_job(
         team=team,
         status=JobStatus.QUEUED,
         priority=priority,
+        kind=coerce(JobKind, kind, "job kind"),
     )
     s.add(job)
     s.flush()
@@ -211,3 +218,21 @@ def cancelled_jobs(s: Session, job_ids: Collection[int]) -> set[int]:
         return set()
     query = sa.select(Job.id).where(Job.id.in_(list(job_ids)), Job.status == JobStatus.CANCELLED)
     return set(s.scalars(query))
+
+
+def open_jobs_of_kind(s: Session, kind: JobKind) -> list[JobRecord]:
+    """The queued and running jobs of ``kind``, oldest first."""
+    query = _job_query().where(
+        Job.kind == coerce(JobKind, kind, "job kind"),
+        Job.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]),
+    )
+    return [_job_record(*row) for row in s.execute(query.order_by(Job.id)).all()]
+
+
+def count_jobs_since(s: Session, kind: JobKind, team: str | None, since: datetime) -> int:
+    """Jobs of ``kind`` and ``team`` (None: the jobs of no team) created at or after ``since``."""
+    owner = Job.team.is_(None) if team is None else Job.team == team
+    query = sa.select(sa.func.count(Job.id)).where(
+        Job.kind == coerce(JobKind, kind, "job kind"), owner, Job.created_at >= since
+    )
+    return s.scalar(query) or 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -66,10 +66,17 @@ def set_study_status(s: Session, study_id: int, status: StudyStatus | str) -> No
 
 def studies_for_job(s: Session, job_id: int) -> list[StudyRecord]:
     """Every study of job ``job_id`` with its device class, oldest first ([] for an unknown job)."""
+    return studies_for_jobs(s, [job_id])
+
+
+def studies_for_jobs(s: Session, job_ids: Collection[int]) -> list[StudyRecord]:
+    """Every study of the jobs ``job_ids`` with its device class, oldest first, in one query."""
+    if not job_ids:
+        return []
     rows = s.execute(
         sa.select(Study, DeviceClass)
         .join(DeviceClass, Study.device_class_id == DeviceClass.id)
-        .where(Study.job_id == job_id)
+        .where(Study.job_id.in_(list(job_ids)))
         .order_by(Study.id)
     ).all()
     return [

@@ -1,7 +1,9 @@
-"""The HTTP client of a tunefleet server (``--server URL`` on the job commands, ``submit``).
+"""The HTTP client of a tunefleet server: the remote :class:`orchestrator.app.protocol.Door`.
 
 Answers are read back into the service's views (:mod:`orchestrator.app.service`), whose ``to_dict()``
-is the server's wire format, so remote and local commands render the same data. The server's
+is the server's wire format, so remote and local commands render the same data. What a server
+does not do for a client (running a job on this machine, storing re-timings it did not measure)
+is refused here in one line, before any request (see :mod:`orchestrator.app.protocol`). The server's
 JSON errors (``{"error": ..., "detail": ...}``) become our exceptions with its one-line message:
 401 Unauthorized, 403 PermissionDenied, 404 NotFound, 409 Conflict, 400/413/422 InvalidRequest,
 anything else ServerError (an unreachable server: ServerUnavailable).
@@ -15,17 +17,21 @@ import os
 import re
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from db.states import JobStatus, Objective, TokenScope
+from orchestrator.app.protocol import DEFAULT_THRESHOLD, BestList, Resumed, RunHere
 from orchestrator.app.service import BestView, BundleFile, JobDetail, JobPage, JobView
+from orchestrator.app.tokens import NewToken, TokenView
 from orchestrator.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
+    NotRemote,
     OrchestratorError,
     PermissionDenied,
     ServerError,
@@ -35,6 +41,11 @@ from orchestrator.errors import (
 
 if TYPE_CHECKING:
     import httpx  # imported when a client is made: commands that use no server never load it
+
+    from orchestrator.app.plot import JobPlot
+    from orchestrator.app.revalidation import RevalidationReport
+    from orchestrator.run.jobs import JobSpec
+    from orchestrator.run.progress import Reporter
 
 #: Environment variables: the server's URL, the bearer token.
 SERVER_ENV = "TUNEFLEET_SERVER"
@@ -121,6 +132,7 @@ class Client:
     ) -> None:
         self.url = check_url(url)
         self.shown = masked(self.url)  # the URL in messages
+        self.where = f"on {self.shown}"
         host = urlsplit(self.url).hostname or ""
         if token and urlsplit(self.url).scheme == "http" and not _loopback(host):
             print(
@@ -194,24 +206,24 @@ class Client:
             raise ServerError(f"{self.shown} answered with something that is not JSON") from None
 
     # ----- jobs
-    def submit(self, spec: Mapping[str, Any], *, priority: int = 0) -> JobDetail:
-        """Queue the job ``spec`` (a job file's fields) with ``priority``; the queued job."""
-        body = {**spec, "priority": priority}
+    def submit(self, spec: JobSpec, *, priority: int = 0) -> JobDetail:
+        """Queue ``spec`` with ``priority``; the queued job."""
+        body = {**job_request(spec), "priority": priority}
         return JobDetail.from_dict(self._json(self._request("POST", "/v1/jobs", json=body)))
 
     def jobs(
         self,
         *,
         team: str | None = None,
-        status: str | None = None,
+        status: JobStatus | None = None,
         kernel: str | None = None,
         limit: int = 50,
         offset: int = 0,
         before: int | None = None,
     ) -> JobPage:
         """The jobs the token's team may see, newest first (``before``: ids below it)."""
-        filters = {"team": team, "status": status, "kernel": kernel}
-        page = {"limit": limit, "offset": offset, "before": before}
+        filters = {"team": team, "status": JobStatus(status).value if status else None}
+        page = {"kernel": kernel, "limit": limit, "offset": offset, "before": before}
         response = self._request("GET", "/v1/jobs", params={**filters, **page})
         return JobPage.from_dict(self._json(response))
 
@@ -224,40 +236,139 @@ class Client:
         response = self._request("POST", f"/v1/jobs/{int(job_id)}/cancel")
         return JobView.from_dict(self._json(response))
 
+    def resume(
+        self, job_id: int, *, here: RunHere | None = None, reporter: Reporter | None = None
+    ) -> Resumed:
+        """Have the server's schedulers run the job again (service.requeue_job); it is queued.
+        ``here`` options are refused: the server runs jobs on its own workers."""
+        if here is not None and here.given:
+            raise InvalidRequest(
+                f"--ray-address, --keep-workers and --kernel-module run a job on this machine; "
+                f"the server {self.shown} runs job {job_id} on its own workers: drop them, or "
+                "give --db to run it here"
+            )
+        response = self._request("POST", f"/v1/jobs/{int(job_id)}/resume")
+        return Resumed(JobDetail.from_dict(self._json(response)))
+
+    def plot_data(self, job_id: int) -> JobPlot:
+        """The job's studies and trials (``GET /v1/jobs/{id}/plot``)."""
+        from orchestrator.app.plot import JobPlot
+
+        response = self._request("GET", f"/v1/jobs/{int(job_id)}/plot")
+        return JobPlot.from_dict(self._json(response))
+
     # ----- results
     def best(
         self,
         kernel: str,
         *,
         device_class: str | None = None,
-        objective: str = "kernel",
+        objective: Objective = Objective.KERNEL,
         problem: str | None = None,
-    ) -> list[BestView]:
+    ) -> BestList:
         """The best configs the server stores for ``kernel``'s installed version."""
         params = {
             "kernel": kernel,
             "device_class": device_class,
-            "objective": objective,
+            "objective": Objective(objective).value,
             "problem": problem,
         }
         found = self._json(self._request("GET", "/v1/best", params=params))
-        return [BestView.from_dict(b) for b in found["best"]]
+        rows = tuple(BestView.from_dict(b) for b in found["best"])
+        version = found.get("kernel_version") or (rows[0].kernel_version if rows else None)
+        name = rows[0].kernel if rows else str(found.get("kernel", kernel))
+        return BestList(name, version, Objective(objective), rows)
 
     def bundle(
         self,
         kernel: str,
         *,
         device_class: str | None = None,
-        objective: str = "kernel",
+        objective: Objective = Objective.KERNEL,
         fmt: str = "native",
     ) -> BundleFile:
         """The bundle ``pull`` writes, as the server builds it (one file, or a zip of several)."""
-        params = {"device_class": device_class, "objective": objective, "format": fmt}
+        params = {
+            "device_class": device_class,
+            "objective": Objective(objective).value,
+            "format": fmt,
+        }
         response = self._request("GET", f"/v1/bundles/{quote(kernel, safe='')}", params=params)
         found = re.search(r'filename="([^"]*)"', response.headers.get("content-disposition", ""))
         name = safe_filename(found.group(1) if found else "")
         media = response.headers.get("content-type", "").split(";")[0].strip()
         return BundleFile(name, response.content, media)
+
+    def bundle_files(
+        self,
+        kernel: str,
+        *,
+        device_classes: Sequence[str] = (),
+        objective: Objective = Objective.KERNEL,
+        fmt: str = "native",
+    ) -> list[BundleFile]:
+        """The files of the server's bundles of ``kernel``: one download per class asked (none
+        asked: one of every class), unpacked (see :func:`bundle_members`)."""
+        classes: Sequence[str | None] = list(device_classes) or [None]
+        return [
+            member
+            for c in classes
+            for member in bundle_members(
+                self.bundle(kernel, device_class=c, objective=objective, fmt=fmt)
+            )
+        ]
+
+    def revalidate(
+        self,
+        kernel: str,
+        device_class: str,
+        *,
+        device: str = "auto",
+        threshold: float = DEFAULT_THRESHOLD,
+    ) -> RevalidationReport:
+        """Refused (NotRemote): a server stores only times its own workers measured."""
+        raise NotRemote(
+            f"revalidate re-times on this machine's device and {self.shown} stores only times "
+            "its own workers measure; revalidate against a database you hold with --db URL"
+        )
+
+    # ----- tokens (an admin token)
+    def create_token(
+        self,
+        team: str,
+        scope: TokenScope,
+        *,
+        expires_days: float | None = None,
+        name: str | None = None,
+    ) -> NewToken:
+        """A new token of ``team``; its secret is in this answer only."""
+        body = {
+            "team": team,
+            "scope": TokenScope(scope).value,
+            "expires_days": expires_days,
+            "name": name,
+        }
+        response = self._request("POST", "/v1/tokens", json=body)
+        return NewToken.from_dict(self._json(response))
+
+    def tokens(self) -> list[TokenView]:
+        """Every token of the server's database (never a secret)."""
+        found = self._json(self._request("GET", "/v1/tokens"))
+        return [TokenView.from_dict(t) for t in found["tokens"]]
+
+    def revoke_token(self, token_id: int) -> None:
+        """Revoke token ``token_id``; NotFound if it is not an active token."""
+        self._request("POST", f"/v1/tokens/{int(token_id)}/revoke")
+
+
+def job_request(spec: JobSpec) -> dict[str, Any]:
+    """The job's fields as a server's ``POST /v1/jobs`` takes them: kernel, problems and every
+    field that is not at its default (a server of an older version knows fewer fields)."""
+    from orchestrator.run.jobs import JobSpec
+
+    given = spec.to_dict()
+    default = JobSpec(spec.kernel, spec.problems).to_dict()
+    return {k: v for k, v in given.items() if k in ("kernel", "problems") or v != default[k]}
 
 
 def bundle_members(bundle: BundleFile) -> list[BundleFile]:

@@ -23,7 +23,9 @@ from db.repository import TrialRecord
 from orchestrator.app import service
 from orchestrator.app.plot import convergence, importance
 from orchestrator.app.service import StudyProgress, TrialPage, TrialView, View
+from orchestrator.app.study_best import BestSource
 from orchestrator.errors import InvalidRequest, NotFound
+from orchestrator.run.speedup import speedup
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
@@ -40,8 +42,14 @@ ORDERS = ("asc", "desc")
 
 @dataclasses.dataclass(frozen=True)
 class StudyAnalysis(View):
-    """One study: progress, convergence as (trial number, best ms) at each improvement, and how
-    its best config compares with the kernel spec's default and with the median ok trial."""
+    """One study: progress, convergence as (trial number, best ms) at each improvement, its best
+    as every view shows it (``best_source``, ``best_ms``, ``best_config`` and the speedups are the
+    ``study``'s, :mod:`orchestrator.app.study_best`), the spec's default and the median ok trial.
+
+    A decided study's ``default_ms`` and ``speedup_vs_default`` are those of the re-timing that
+    decided its key (``default_outcome`` None); before that, ``default_ms`` is the default's trial
+    on the key (``default_outcome`` its verdict) and there is no speedup yet. ``speedup_vs_median``
+    compares trials with trials: the median ok trial over the fastest (``fastest_trial_ms``)."""
 
     job_id: int
     study: StudyProgress
@@ -56,6 +64,9 @@ class StudyAnalysis(View):
     speedup_vs_default: float | None
     speedup_vs_median: float | None
     importance: dict[str, float]
+    best_source: BestSource | None = None
+    fastest_trial_ms: float | None = None
+    speedup_vs_vendor: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +176,8 @@ def study_analysis(
 ) -> StudyAnalysis:
     """Study ``study_id`` of job ``job_id`` (``team`` given: only that team's job) analysed.
 
-    The default's time is the study's own trial of it, else any verdict of it on the same kernel
+    Its best is the job detail's (see :class:`StudyAnalysis`). Until its key is decided, the
+    default's time is the study's own trial of it, else any verdict of it on the same kernel
     version, problem and class (warm start measures it for other jobs); None if never measured.
     """
     progress = _study(database, job_id, study_id, team)
@@ -179,7 +191,8 @@ def study_analysis(
         job = repository.get_job(s, job_id)
         default = _default_config(job.kernel_name, study.device_class.vendor)
         measured = None
-        if default is not None:
+        decided = progress.best_source is BestSource.DECIDED
+        if default is not None and not decided:
             measured = repository.find_measured(
                 s,
                 study.kernel_id,
@@ -189,27 +202,31 @@ def study_analysis(
                 job.objective,
             )
     ok_times = figures.ok_times
-    best_ms = min(ok_times) if ok_times else None
+    fastest_ms = min(ok_times) if ok_times else None
     median_ms = statistics.median(ok_times) if ok_times else None
-    default_ms = measured.median_ms if measured and measured.outcome is TrialOutcome.OK else None
-
-    def speedup(base: float | None) -> float | None:
-        return base / best_ms if base is not None and best_ms else None
-
+    if decided:
+        default_ms, default_outcome = progress.default_ms, None
+    else:
+        ok = measured is not None and measured.outcome is TrialOutcome.OK
+        default_ms = measured.median_ms if measured is not None and ok else None
+        default_outcome = measured.outcome.value if measured is not None else None
     return StudyAnalysis(
         job_id=job_id,
         study=progress,
         trials=figures.count,
         convergence=figures.steps,
-        best_ms=best_ms,
+        best_ms=progress.best_ms,
         best_config=progress.best_config,
         default_config=default,
         default_ms=default_ms,
-        default_outcome=measured.outcome.value if measured else None,
+        default_outcome=default_outcome,
         median_ms=median_ms,
-        speedup_vs_default=speedup(default_ms),
-        speedup_vs_median=speedup(median_ms),
+        speedup_vs_default=progress.speedup_vs_default,
+        speedup_vs_median=speedup(median_ms, fastest_ms),
         importance=figures.importance,
+        best_source=progress.best_source,
+        fastest_trial_ms=fastest_ms,
+        speedup_vs_vendor=progress.speedup_vs_vendor,
     )
 
 

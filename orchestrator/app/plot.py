@@ -11,20 +11,87 @@ table of each study's fastest configs; it loads nothing from the network.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import html
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from db import Database, TrialOutcome, repository
-from db.repository import TrialRecord
+from db.states import TrialOutcome
+from orchestrator.app.service import View, visible_job
 from orchestrator.export.bundle import slug
 from orchestrator.output import check_folder, write_atomically
 
+if TYPE_CHECKING:
+    from db import Database
 
-def convergence(trials: list[TrialRecord]) -> list[float | None]:
+
+class TrialLike(Protocol):
+    """What convergence and importance read of a trial (a stored row or a :class:`PlotTrial`)."""
+
+    @property
+    def outcome(self) -> TrialOutcome: ...
+    @property
+    def median_ms(self) -> float | None: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotTrial(View):
+    """One trial as a plot reads it."""
+
+    outcome: TrialOutcome
+    median_ms: float | None
+    config: dict[str, Any]
+    reused: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotStudy(View):
+    """One study of a job and its trials in the order they were recorded."""
+
+    id: int
+    problem: dict[str, Any]
+    device_class: str
+    trials: tuple[PlotTrial, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPlot(View):
+    """What ``tunefleet plot`` draws of a job: its studies with their trials."""
+
+    job_id: int
+    studies: tuple[PlotStudy, ...]
+
+
+def plot_data(database: Database, job_id: int, *, team: str | None = None) -> JobPlot:
+    """Job ``job_id``'s studies and trials (``team`` given: only that team's job; another's is
+    the same NotFound as a missing one)."""
+    from db import repository
+
+    with database.session(readonly=True) as s:
+        visible_job(s, job_id, team)
+        studies = tuple(
+            PlotStudy(
+                st.id,
+                dict(st.problem),
+                st.device_class.key,
+                tuple(
+                    PlotTrial(t.outcome, t.median_ms, dict(t.config), t.reused)
+                    for t in repository.trials_for_study(s, st.id)
+                ),
+            )
+            for st in repository.studies_for_job(s, job_id)
+        )
+    return JobPlot(job_id, studies)
+
+
+def convergence(trials: Sequence[TrialLike]) -> list[float | None]:
     """Best ok time so far after each trial (None until the first ok one); infra rows skipped."""
     out: list[float | None] = []
     best: float | None = None
@@ -37,7 +104,7 @@ def convergence(trials: list[TrialRecord]) -> list[float | None]:
     return out
 
 
-def importance(trials: list[TrialRecord]) -> dict[str, float]:
+def importance(trials: Sequence[TrialLike]) -> dict[str, float]:
     """Parameter -> share of log-time variance explained (see the module doc); {} if too few."""
     ok = [t for t in trials if t.outcome is TrialOutcome.OK and t.median_ms and t.median_ms > 0]
     if len(ok) < 3:
@@ -85,21 +152,18 @@ def _png(path: Path, title: str, curve: list[float | None], imp: dict[str, float
     plt.close(fig)
 
 
-def plot_job(database: Database, job_id: int, out_dir: str | Path, top: int = 5) -> list[Path]:
-    """Write ``study-<id>-<class>.png`` per study and ``job-<id>.html``; return the paths."""
-    with database.session(readonly=True) as s:
-        repository.get_job(s, job_id)
-        studies = [
-            (st.id, dict(st.problem), st.device_class.key, repository.trials_for_study(s, st.id))
-            for st in repository.studies_for_job(s, job_id)
-        ]
+def write_plot(plot: JobPlot, out_dir: str | Path, top: int = 5) -> list[Path]:
+    """Write ``study-<id>-<class>.png`` per study of ``plot`` and ``job-<id>.html`` into
+    ``out_dir``; return the paths."""
+    job_id = int(plot.job_id)  # names files: a number, whoever sent the data
     out = Path(out_dir)
     check_folder(out)
     paths: list[Path] = []
     sections: list[str] = []
-    for study_id, problem, class_key, trials in studies:
-        label = ",".join(f"{k}={v}" for k, v in problem.items()) + f" @ {class_key}"
-        path = out / f"study-{study_id}-{slug(class_key)}.png"
+    for study in plot.studies:
+        trials = study.trials
+        label = ",".join(f"{k}={v}" for k, v in study.problem.items()) + f" @ {study.device_class}"
+        path = out / f"study-{int(study.id)}-{slug(study.device_class)}.png"
         imp = importance(trials)
         png = functools.partial(_png, title=label, curve=convergence(trials), imp=imp)
         write_atomically(path, png)

@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from db.states import JobStatus, Objective, StudyStatus, TrialOutcome
+from db.states import JobKind, JobStatus, Objective, StudyStatus, TrialOutcome
+from orchestrator.app.study_best import BestSource, StudyBest, rows_by_key, study_best
 from orchestrator.errors import (
     Conflict,
     InvalidRequest,
@@ -36,12 +37,14 @@ from orchestrator.errors import (
 )
 from orchestrator.run.checks import check_local_workers, check_memory, local_gpus
 from orchestrator.run.jobs import ALL_CLASSES, JobSpec
+from orchestrator.run.speedup import speedup
+from search_spaces.device_identity import DeviceClass, DeviceIdentityError, canonical_key
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
 from search_spaces.registry import all_specs, get_spec, spec_from_storage
 from search_spaces.space import DeviceLimits
 from search_spaces.spec import KernelSpec
-from workers.device_table import canonical_class_key, find, lookup
+from workers.device_table import find, lookup
 
 if TYPE_CHECKING:
     from db import Database, Session
@@ -121,7 +124,9 @@ class View:
 @dataclasses.dataclass(frozen=True)
 class JobView(View):
     """One job as listings show it; ``trials_done`` of ``trials_budget`` counts every study's
-    trials that are not ``infra`` (reused ones too), ``best_ms`` is its fastest ``ok`` trial."""
+    trials that are not ``infra`` (reused ones too), ``best_ms`` is the fastest of its studies'
+    bests (each as :func:`orchestrator.app.study_best.study_best` decides: a decided key's
+    re-timed winner, else the fastest ``ok`` trial so far)."""
 
     id: int
     kernel: str
@@ -141,13 +146,19 @@ class JobView(View):
     finished_at: datetime | None
     error: str | None
     cancel_requested: bool
+    #: ``tune``, or ``revalidate`` for a job a server scheduled after a stack change.
+    kind: str = "tune"
 
 
 @dataclasses.dataclass(frozen=True)
 class StudyProgress(View):
-    """One study of a job: ``done`` of ``budget`` trials, trials by outcome, the best so far;
-    once its key is decided, which backend holds it and the speedups of its best row over the
-    default config and the vendor path (times of one re-timing; None: not measured)."""
+    """One study of a job: ``done`` of ``budget`` trials, trials by outcome, and its best as
+    :func:`orchestrator.app.study_best.study_best` decides it for every view: ``best_source``
+    ``decided`` (the key's best row: ``best_ms`` its re-timed winner's time, ``best_job`` the job
+    that wrote it, ``cancelled_job`` if that job was cancelled, which backend holds the key and
+    the speedups over the default config and the vendor path, times of one re-timing; None: not
+    measured) or ``so_far`` (the fastest ``ok`` trial of a study that still runs or whose key no
+    row decides: not re-timed, no speedups); None: no ``ok`` trial yet."""
 
     id: int
     label: str
@@ -165,6 +176,13 @@ class StudyProgress(View):
     vendor: str | None = None
     speedup_vs_default: float | None = None
     speedup_vs_vendor: float | None = None
+    best_source: BestSource | None = None
+    best_job: int | None = None
+    cancelled_job: bool = False
+    triton_ms: float | None = None
+    vendor_ms: float | None = None
+    default_ms: float | None = None
+    noise: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,11 +282,19 @@ class BestView(View):
 
     @property
     def speedup_vs_default(self) -> float | None:
-        return self.default_ms / self.time_ms if self.default_ms else None
+        return speedup(self.default_ms, self.time_ms)
 
     @property
     def speedup_vs_vendor(self) -> float | None:
-        return self.vendor_ms / self.time_ms if self.vendor_ms else None
+        return speedup(self.vendor_ms, self.time_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, and the two speedups (read back from the times by ``from_dict``)."""
+        return {
+            **super().to_dict(),
+            "speedup_vs_default": self.speedup_vs_default,
+            "speedup_vs_vendor": self.speedup_vs_vendor,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -401,19 +427,56 @@ def _study_counts(s: Session, job_ids: Sequence[int]) -> dict[int, dict[int, _Co
     return out
 
 
+def _decided_rows(
+    s: Session, jobs: Sequence[JobRecord]
+) -> dict[int, dict[tuple[str, str], BestRecord]]:
+    """Per job id, the best rows of its kernel version and objective by key (the job's own row
+    preferred), read once per kernel version."""
+    from db import repository
+
+    read: dict[tuple[str, str, Objective], list[BestRecord]] = {}
+    out = {}
+    for job in jobs:
+        version = (job.kernel_name, job.kernel_version, job.objective)
+        if version not in read:
+            read[version] = repository.get_best(
+                s, job.kernel_name, kernel_version=job.kernel_version, objective=job.objective
+            )
+        out[job.id] = rows_by_key(read[version], job.id)
+    return out
+
+
+def _job_bests(
+    s: Session, jobs: Sequence[JobRecord], counts: Mapping[int, Mapping[int, _Counts]]
+) -> dict[int, list[StudyBest | None]]:
+    """Per job id, its studies' bests (configs and cancel marks left out: a listing's need)."""
+    from db import repository
+
+    rows = _decided_rows(s, jobs)
+    out: dict[int, list[StudyBest | None]] = {job.id: [] for job in jobs}
+    for study in repository.studies_for_jobs(s, list(out)):
+        row = rows[study.job_id].get((study.problem_key, study.device_class.key))
+        fastest = counts.get(study.job_id, {}).get(study.id, _Counts()).best_ms
+        out[study.job_id].append(study_best(study.status, row, fastest))
+    return out
+
+
 def _budget(job: JobRecord) -> int:
     trials = job.spec.get("trials", 30)
     return int(trials) if isinstance(trials, int) else 30
 
 
-def _job_view(job: JobRecord, studies: Mapping[int, _Counts]) -> JobView:
+def _job_view(
+    job: JobRecord, studies: Mapping[int, _Counts], bests: Sequence[StudyBest | None] = ()
+) -> JobView:
+    """``job`` with its studies' counts and ``bests`` (each study's, see :mod:`study_best`)."""
     spec = job.spec
     classes = tuple(str(c) for c in spec.get("device_classes", [ALL_CLASSES]))
     problems = tuple(dict(p) for p in spec.get("problems", []))
     budget = _budget(job)
     # Before the driver plans the studies, count one per (problem, class named in the spec).
     planned = len(studies) or len(problems) * (1 if classes == (ALL_CLASSES,) else len(classes))
-    bests = [c.best_ms for c in studies.values() if c.best_ms is not None]
+    times = [b.time_ms for b in bests if b is not None]
     return JobView(
         id=job.id,
         kernel=job.kernel_name,
@@ -427,12 +490,13 @@ def _job_view(job: JobRecord, studies: Mapping[int, _Counts]) -> JobView:
         sampler=str(spec.get("sampler", "")),
         trials_done=sum(min(c.counted, budget) for c in studies.values()),
         trials_budget=budget * planned,
-        best_ms=min(bests) if bests else None,
+        best_ms=min(times) if times else None,
         created_at=_aware(job.created_at),
         started_at=_aware(job.started_at) if job.started_at else None,
         finished_at=_aware(job.finished_at) if job.finished_at else None,
         error=job.error,
         cancel_requested=job.cancel_requested,
+        kind=job.kind.value,
     )
 
 
@@ -449,7 +513,7 @@ def check_spec(spec: JobSpec) -> KernelSpec:
         raise JobSpecError(str(exc)) from None
     if not spec.all_classes:
         for name in spec.device_classes:
-            known = find(name.removeprefix("replay:"))
+            known = find(DeviceClass.parse(name).name)
             if known is not None and kernel.space.count(known.limits) == 0:
                 raise JobSpecError(
                     f"the {kernel.name} space has no valid config on {known.name}; "
@@ -607,6 +671,11 @@ def _runnable(database: Database, job_id: int, kernel_modules: Collection[str]) 
     or named in ``kernel_modules`` (a job row never makes us import code)."""
     with database.session(readonly=True) as s:
         job = visible_job(s, job_id, None)
+    if job.kind is JobKind.REVALIDATE:
+        raise JobStateError(
+            f"job {job_id} is a revalidation job: a server's scheduler runs it, on workers of "
+            "the stack it re-times"
+        )
     if job.status is JobStatus.DONE:
         raise JobStateError(f"job {job_id} is already done; start a new job to tune more")
     spec_from_storage(str(job.spec.get("kernel", job.kernel_name)), kernel_modules)
@@ -691,7 +760,35 @@ def cancel_job(database: Database, job_id: int, *, team: str | None = None) -> J
             mark_cancelled(s, job_id)
         job = repository.get_job(s, job_id)
         counts = _study_counts(s, [job_id])
-    return _job_view(job, counts.get(job_id, {}))
+        bests = _job_bests(s, [job], counts)
+    return _job_view(job, counts.get(job_id, {}), bests[job_id])
+
+
+def requeue_job(database: Database, job_id: int, *, team: str | None = None) -> JobDetail:
+    """Hand job ``job_id`` (``team`` given: only that team's) back to the schedulers: a failed
+    or cancelled job, or a running one whose lease expired (its driver died), goes back to
+    ``queued`` (its error and any cancel request cleared); a scheduler claims it and its driver
+    rebuilds the studies from the trial rows, up to the job's budget. A queued job nobody holds
+    is left as it is. Conflict for a done job and for one whose lease is live (it runs)."""
+    from db import repository
+    from db.errors import InvalidTransition
+
+    with database.session() as s:
+        job = visible_job(s, job_id, team)
+        if job.status is JobStatus.DONE:
+            raise Conflict(f"job {job_id} is already done; submit a new job to tune more")
+        if job.status is not JobStatus.QUEUED or repository.lease_live(s, job_id):
+            try:  # running locks the row: the lease is read again under the lock
+                repository.set_job_status(s, job_id, JobStatus.RUNNING)
+            except InvalidTransition as exc:  # it finished meanwhile
+                raise Conflict(str(exc)) from None
+            if repository.lease_live(s, job_id):
+                raise Conflict(
+                    f"job {job_id} is running (its lease is live); follow it with "
+                    f"`tunefleet job {job_id} --watch` or cancel it first"
+                )
+            repository.set_job_status(s, job_id, JobStatus.QUEUED)
+    return job_detail(database, job_id, team=team)
 
 
 def list_jobs(
@@ -725,7 +822,8 @@ def list_jobs(
         more, records = len(records) > limit, records[:limit]
         total = repository.count_jobs(s, **filters)
         counts = _study_counts(s, [r.id for r in records]) if records else {}
-    items = tuple(_job_view(r, counts.get(r.id, {})) for r in records)
+        bests = _job_bests(s, records, counts)
+    items = tuple(_job_view(r, counts.get(r.id, {}), bests[r.id]) for r in records)
     return JobPage(items, total, limit, offset, before, items[-1].id if more else None)
 
 
@@ -735,7 +833,8 @@ def _label(study: StudyRecord) -> str:
 
 
 def job_detail(database: Database, job_id: int, *, team: str | None = None) -> JobDetail:
-    """The job with each study's progress: trials by outcome, budget, best so far."""
+    """The job with each study's progress: trials by outcome, budget, and its best (a decided
+    key's re-timed winner, else the fastest trial so far: :mod:`orchestrator.app.study_best`)."""
     from db import repository
 
     with database.session(readonly=True) as s:
@@ -743,20 +842,18 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
         studies = repository.studies_for_job(s, job_id)
         counts = _study_counts(s, [job_id]).get(job_id, {})
         budget = _budget(job)
-        decided: dict[tuple[str, str], repository.BestRecord] = {}
-        for b in repository.get_best(
-            s, job.kernel_name, kernel_version=job.kernel_version, objective=job.objective
-        ):
-            key = (b.problem_key, b.device_class_key)
-            if key not in decided or b.job_id == job_id:
-                decided[key] = b
+        decided = _decided_rows(s, [job])[job_id]
+        cancelled = _cancelled_jobs(s, {r.job_id for r in decided.values() if r.job_id})
         progress = []
+        bests = []
         for study in studies:
             c = counts.get(study.id, _Counts())
-            best = decided.get((study.problem_key, study.device_class.key))
-            best_config = None
+            fastest_config = None
             if c.best_ms is not None:
-                best_config = repository.config_timed(s, study.id, c.best_ms)
+                fastest_config = repository.config_timed(s, study.id, c.best_ms)
+            row = decided.get((study.problem_key, study.device_class.key))
+            best = study_best(study.status, row, c.best_ms, fastest_config, cancelled)
+            bests.append(best)
             progress.append(
                 StudyProgress(
                     id=study.id,
@@ -769,20 +866,22 @@ def job_detail(database: Database, job_id: int, *, team: str | None = None) -> J
                     outcomes=dict(sorted(c.outcomes.items())),
                     measured=c.counted - c.reused,
                     reused=c.reused,
-                    best_ms=c.best_ms,
-                    best_config=dict(best_config) if best_config is not None else None,
-                    backend=best.backend.value if best else None,
+                    best_ms=best.time_ms if best else None,
+                    best_config=best.config if best else None,
+                    backend=best.backend if best else None,
                     vendor=best.vendor if best else None,
-                    speedup_vs_default=_ratio(best.default_ms, best) if best else None,
-                    speedup_vs_vendor=_ratio(best.vendor_ms, best) if best else None,
+                    speedup_vs_default=best.speedup_vs_default if best else None,
+                    speedup_vs_vendor=best.speedup_vs_vendor if best else None,
+                    best_source=best.source if best else None,
+                    best_job=best.job_id if best else None,
+                    cancelled_job=best.cancelled_job if best else False,
+                    triton_ms=best.triton_ms if best else None,
+                    vendor_ms=best.vendor_ms if best else None,
+                    default_ms=best.default_ms if best else None,
+                    noise=best.noise if best else None,
                 )
             )
-    return JobDetail(_job_view(job, counts), tuple(progress))
-
-
-def _ratio(base: float | None, best: BestRecord) -> float | None:
-    """``base`` over the best row's time (None without ``base``)."""
-    return base / best.time_ms if base else None
+    return JobDetail(_job_view(job, counts, bests), tuple(progress))
 
 
 def _kernel(name: str) -> KernelSpec:
@@ -819,7 +918,7 @@ def best_configs(
             else spec.validate_problem(problem)
         )
         key = problem_key(parsed)
-    class_key = canonical_class_key(device_class) if device_class else None
+    class_key = _class_key(device_class) if device_class else None
     version = spec.version_hash()
     with database.session(readonly=True) as s:
         records = repository.get_best(s, spec.name, key, class_key, version, objective=chosen)
@@ -857,6 +956,15 @@ def best_configs(
     return out
 
 
+def _class_key(device_class: str) -> str:
+    """The key results of ``device_class`` (a key, name or alias) are stored under;
+    InvalidRequest for text that cannot name a class."""
+    try:
+        return canonical_key(device_class)
+    except DeviceIdentityError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
 def _cancelled_jobs(s: Session, job_ids: Collection[int]) -> set[int]:
     """Which of ``job_ids`` are cancelled jobs (a best config's provenance mark)."""
     from db import repository
@@ -887,7 +995,7 @@ def bundle_files(
     except ValueError:
         raise InvalidRequest(f"unknown objective {objective!r}; choose kernel or graph") from None
     _kernel(kernel)
-    classes = [canonical_class_key(c) for c in device_classes]
+    classes = [_class_key(c) for c in device_classes]
     return [
         BundleFile(name, text.encode(), MEDIA_TYPES.get(name[name.rfind(".") :], "text/plain"))
         for name, text in render(database, kernel, classes, chosen, objective)
@@ -996,6 +1104,7 @@ __all__ = [
     "list_kernels",
     "mark_cancelled",
     "pool_options",
+    "requeue_job",
     "resume_job",
     "run_job",
     "submit_job",

@@ -22,6 +22,7 @@ from rich.table import Table
 from db import Database, Objective, TrialOutcome, repository
 from db.repository import JobRecord
 from orchestrator.app.rates import rates
+from orchestrator.app.study_best import rows_by_key
 from search_spaces.registry import spec_from_storage
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def collect(
             best_job: int | None = None
             decided: dict[str, Any] = {}
             if bests:
-                chosen = min(bests, key=lambda b: (b.job_id != job_id, b.time_ms))
+                chosen = rows_by_key(bests, job_id)[(study.problem_key, cls.key)]
                 best_cfg, best_ms, best_job = chosen.config, chosen.time_ms, chosen.job_id
                 decided = {
                     "backend": chosen.backend.value,

@@ -60,7 +60,7 @@ def _root(
 
 def build_app() -> typer.Typer:
     """The app with every command group registered (imports stay light: no torch, no Ray)."""
-    from orchestrator.commands import capture, core, profile, revalidate, serve, submit
+    from orchestrator.commands import capture, core, profile, revalidate, serve, submit, tokens
     from orchestrator.commands import tune as tune_commands
 
     app = typer.Typer(
@@ -78,6 +78,7 @@ def build_app() -> typer.Typer:
     revalidate.register(app)
     profile.register(app)
     serve.register(app)
+    tokens.register(app)
     return app
 
 

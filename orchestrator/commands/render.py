@@ -15,11 +15,19 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from db import Objective
+from orchestrator.app.study_best import BestSource
 from orchestrator.commands._common import console, print_json
 from orchestrator.commands.tables import Column, print_table
 
 if TYPE_CHECKING:
-    from orchestrator.app.service import BestView, JobDetail, JobPage, JobSummaryView, JobView
+    from orchestrator.app.service import (
+        BestView,
+        JobDetail,
+        JobPage,
+        JobSummaryView,
+        JobView,
+        StudyProgress,
+    )
     from orchestrator.run.progress import Reporter
 
 #: Seconds between two polls of a watched job.
@@ -140,10 +148,12 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 st.status.value,
                 f"{st.done}/{st.budget}",
                 ", ".join(f"{k} {v}" for k, v in st.outcomes.items()) or "-",
-                _fmt_ms(st.best_ms),
+                _study_best(st),
                 _pairs(st.best_config) if st.best_config else "-",
             )
         c.print(table)
+        for note in _study_notes(detail.studies):
+            c.print(note, markup=False)
         decided = [st for st in detail.studies if st.backend]
         if decided:
             keys = Table()
@@ -161,9 +171,36 @@ def show_detail(detail: JobDetail, json_out: bool) -> None:
                 )
             c.print(keys)
     elif j.status.value == "queued":
-        c.print("waiting for a scheduler or `tunefleet resume` to run it")
+        c.print(
+            f"waiting for a scheduler to run it (`tunefleet resume {j.id} --db URL` runs it "
+            "here on its database)"
+        )
     if j.error:
         c.print(f"[red]error:[/red] {j.error}")
+
+
+#: After a study's best in ``job``: its fastest trial so far (not re-timed; the key undecided).
+SO_FAR_MARK = " (so far)"
+
+
+def _study_best(st: StudyProgress) -> str:
+    """A study's best time as ``job`` shows it, marked when it is the best trial so far or was
+    written by a cancelled job (the page marks it alike)."""
+    if st.best_ms is None:
+        return "-"
+    so_far = SO_FAR_MARK if st.best_source is BestSource.SO_FAR else ""
+    return f"{_fmt_ms(st.best_ms)}{so_far}{CANCELLED_MARK if st.cancelled_job else ''}"
+
+
+def _study_notes(studies: Sequence[StudyProgress]) -> list[str]:
+    """The lines explaining the marks of ``_study_best``."""
+    notes = []
+    if any(st.best_source is BestSource.SO_FAR for st in studies):
+        notes.append("(so far): the fastest trial yet; the final re-timing decides the best")
+    jobs = sorted({st.best_job for st in studies if st.cancelled_job and st.best_job is not None})
+    if jobs:
+        notes.append(_cancelled_line(jobs))
+    return notes
 
 
 def show_summary(summary: JobSummaryView, json_out: bool) -> None:
@@ -279,12 +316,14 @@ CANCELLED_MARK = "*"
 def cancelled_note(rows: Sequence[BestView]) -> str | None:
     """The line explaining CANCELLED_MARK, naming the cancelled jobs (None if there are none)."""
     jobs = sorted({b.job_id for b in rows if b.cancelled_job and b.job_id is not None})
-    if not jobs:
-        return None
+    return _cancelled_line(jobs) if jobs else None
+
+
+def _cancelled_line(jobs: Sequence[int]) -> str:
     named = ", ".join(map(str, jobs))
     return (
         f"{CANCELLED_MARK} from cancelled job {named}: its fastest trial so far, not re-timed; "
-        f"`tunefleet resume {jobs[0]}` finishes it"
+        f"its team's `tunefleet resume {jobs[0]}` finishes it (a server queues it again)"
     )
 
 

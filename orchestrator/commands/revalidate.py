@@ -1,4 +1,5 @@
-"""``tunefleet revalidate KERNEL --device-class C``: re-time stored bests here, flag regressions."""
+"""``tunefleet revalidate KERNEL --device-class C``: re-time stored bests here, flag regressions
+(through the door: on a database; a server refuses, see orchestrator.app.protocol)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,10 @@ from orchestrator.commands._common import (
     KernelArgument,
     check_device,
     console,
-    open_database,
     print_json,
 )
-from orchestrator.errors import OrchestratorError
-from orchestrator.run.revalidate import DEFAULT_THRESHOLD, Verdict, retune_arguments, revalidate
-from search_spaces.registry import get_spec
-from workers.device_table import canonical_class_key
+from orchestrator.commands.remote import ServerOption, TokenFileOption, door_for
+from orchestrator.run.revalidate import DEFAULT_THRESHOLD, Verdict, retune_arguments
 
 
 def revalidate_command(
@@ -37,49 +35,22 @@ def revalidate_command(
         bool, typer.Option(help="Tune the regressed and failed problems again (tunefleet tune).")
     ] = False,
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Re-time the stored best configs of KERNEL on this machine's device (of class C) in the
     current environment; mark each holds, regressed or failed, naming what changed."""
-    from workers.device import detect
-    from workers.runner import RunnerOptions, TrialRequest, TrialRunner
-
     check_device(device)
-    if threshold < 1:
-        raise OrchestratorError(f"--threshold must be at least 1, got {threshold}")
-    spec = get_spec(kernel)
-    wanted = canonical_class_key(device_class)
-    fingerprint = detect(device)[0]
-    here = fingerprint.device_class.key
-    if here.casefold() != wanted.casefold():
-        raise OrchestratorError(
-            f"this machine's device is {here}, not {wanted}: revalidate on a {wanted}"
-        )
-    current = {
-        "triton": fingerprint.triton,
-        "torch": fingerprint.torch,
-        "driver": fingerprint.driver,
-        "runtime": fingerprint.runtime,
-    }
-    database = open_database(db)
-    options = RunnerOptions.for_backend(fingerprint.backend, compile_workers=0)
-    with TrialRunner(options, fingerprint=fingerprint) as runner:
-        found = revalidate(
-            database,
-            spec,
-            here,
-            current,
-            lambda problem, config: runner.run(TrialRequest(kernel, problem, config)),
-            threshold,
-        )
+    with door_for(server, token_file, db) as door:
+        report = door.revalidate(kernel, device_class, device=device, threshold=threshold)
+    found, here = report.results, report.device_class
     if json_out:
-        print_json(
-            {"kernel": spec.name, "device_class": here, "results": [r.to_dict() for r in found]}
-        )
+        print_json(report.to_dict())
     else:
         from rich.table import Table
 
-        table = Table(title=f"revalidate · {spec.name} · {here}")
+        table = Table(title=f"revalidate · {report.kernel} · {here}")
         for column in ("problem", "config", "stored ms", "now ms", "ratio", "verdict", "changed"):
             table.add_column(column)
         for r in found:

@@ -1,4 +1,4 @@
-"""Service commands: ``serve`` (the HTTP API and a scheduler) and ``token create|list|revoke``.
+"""``serve``: the HTTP API and a scheduler (its tokens: orchestrator.commands.tokens).
 
 FastAPI, uvicorn and the scheduler are imported inside ``serve``, so building the CLI stays light.
 """
@@ -10,19 +10,16 @@ import signal
 import socket
 import sys
 import threading
-from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from db.states import TokenScope
 from orchestrator.commands._common import (
     DbOption,
-    JsonOption,
     console,
     open_database,
-    print_json,
 )
+from orchestrator.commands.tokens import team_name
 from orchestrator.errors import OrchestratorError
 from orchestrator.server.connections import ConnectionLimits
 from orchestrator.server.quotas import TeamCaps
@@ -208,6 +205,38 @@ def serve(
             min=0,
         ),
     ] = 10,
+    revalidate_on_change: Annotated[
+        bool,
+        typer.Option(
+            "--revalidate-on-change/--no-revalidate-on-change",
+            help="Queue a revalidation job when a worker's stack (driver, runtime, Triton, "
+            "torch) differs from the one its class's stored bests were measured in.",
+        ),
+    ] = True,
+    revalidate_every: Annotated[
+        float | None,
+        typer.Option(
+            "--revalidate-every",
+            min=0.001,
+            help="Also re-time stored bests last checked more than DAYS ago.",
+        ),
+    ] = None,
+    revalidate_quota: Annotated[
+        int,
+        _env_option(
+            "--revalidate-quota",
+            "The most revalidation jobs this server queues per team in a day (0: none).",
+            min=0,
+        ),
+    ] = 24,
+    revalidate_retune: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--revalidate-retune",
+            help="A team (or *) whose regressed and failed bests are tuned again after a "
+            "revalidation (repeatable).",
+        ),
+    ] = None,
     docs: Annotated[
         bool,
         typer.Option(
@@ -218,9 +247,17 @@ def serve(
 ) -> None:
     """Serve the HTTP API (and, unless --no-scheduler, run queued jobs on the Ray cluster)."""
     from orchestrator.run.jobs import DeviceSource
+    from orchestrator.run.stack_watch import ALL_TEAMS, RevalidationPolicy
 
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise OrchestratorError("TLS needs both --ssl-certfile and --ssl-keyfile")
+    retune = frozenset(t if t == ALL_TEAMS else team_name(t) for t in (revalidate_retune or ()))
+    policy = RevalidationPolicy(
+        on_change=revalidate_on_change,
+        every_days=revalidate_every,
+        quota=revalidate_quota,
+        retune_teams=retune,
+    )
     sources = tuple(DeviceSource.parse(d) for d in device or ["auto"])
     if not no_scheduler:
         from workers.landscape import read_landscape
@@ -251,6 +288,7 @@ def serve(
             kernel_modules=modules,
             jobs_per_class=jobs_per_class,
             max_jobs=max_jobs,
+            revalidation=policy,
         )
     app = create_app(
         database,
@@ -292,116 +330,6 @@ def serve(
     sys.stdout.flush()
 
 
-token_app = typer.Typer(help="Manage the API's bearer tokens.", no_args_is_help=True)
-
-
-def _team(value: str) -> str:
-    from orchestrator.server.names import BadName, team
-
-    try:
-        return team(value)
-    except BadName as exc:
-        raise OrchestratorError(str(exc)) from None
-
-
-@token_app.command("create")
-def token_create(
-    team: Annotated[str, typer.Option("--team", help="The team the token acts for.")],
-    scope: Annotated[str, typer.Option("--scope", help="read, submit (and cancel) or admin.")],
-    expires: Annotated[
-        float | None, typer.Option("--expires", min=0.001, help="Days until it expires.")
-    ] = None,
-    name: Annotated[str | None, typer.Option("--name", help="A note: who or what uses it.")] = None,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-) -> None:
-    """Create a token and print it once (the database keeps only its SHA-256)."""
-    from db import repository, utcnow
-
-    try:
-        chosen = TokenScope(scope)
-    except ValueError:
-        raise OrchestratorError(f"unknown scope {scope!r}; use read, submit or admin") from None
-    checked = _team(team)
-    database = open_database(db)
-    expires_at = None if expires is None else utcnow() + timedelta(days=expires)
-    with database.session() as s:
-        record, secret = repository.create_token(
-            s, checked, chosen, expires_at=expires_at, name=name
-        )
-        repository.write_audit(
-            s, action="token.create", target=f"team {record.team}", detail={"via": "cli"}
-        )
-    if json_out:
-        print_json({"id": record.id, "team": record.team, "scope": chosen.value, "token": secret})
-        return
-    print(secret)
-    print(
-        f"token {record.id} for team {record.team} ({chosen.value}"
-        + (f", expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else "")
-        + "); it is shown only now",
-        file=sys.stderr,
-    )
-
-
-@token_app.command("list")
-def token_list(db: DbOption = None, json_out: JsonOption = False) -> None:
-    """List the tokens (never their secrets)."""
-    from rich.table import Table
-
-    from db import repository, utcnow
-
-    database = open_database(db)
-    with database.session(readonly=True) as s:
-        records = repository.list_tokens(s)
-    now = utcnow()
-    rows = [
-        {
-            "id": r.id,
-            "team": r.team,
-            "scope": TokenScope(r.scope).value,
-            "name": r.name,
-            "state": "revoked"
-            if r.revoked_at
-            else ("expired" if r.expires_at and r.expires_at <= now else "active"),
-            "created_at": r.created_at.isoformat(timespec="seconds"),
-            "expires_at": r.expires_at.isoformat(timespec="seconds") if r.expires_at else None,
-            "last_used_at": r.last_used_at.isoformat(timespec="seconds")
-            if r.last_used_at
-            else None,
-        }
-        for r in records
-    ]
-    if json_out:
-        print_json({"tokens": rows})
-        return
-    table = Table(title="tokens")
-    for column in rows[0] if rows else ("id", "team", "scope", "state"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
-    console().print(table)
-
-
-@token_app.command("revoke")
-def token_revoke(
-    token_id: Annotated[int, typer.Argument(help="Token id (see `tunefleet token list`).")],
-    db: DbOption = None,
-) -> None:
-    """Revoke a token; every server refuses it from its next request on."""
-    from db import repository
-
-    database = open_database(db)
-    with database.session() as s:
-        if not repository.revoke_token(s, token_id):
-            raise OrchestratorError(f"no active token {token_id}; see `tunefleet token list`")
-        repository.write_audit(
-            s, action="token.revoke", target=f"token {token_id}", detail={"via": "cli"}
-        )
-    print(f"token {token_id} revoked")
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``serve`` and ``token`` to ``app``."""
+    """Add ``serve`` to ``app``."""
     app.command()(serve)
-    app.add_typer(token_app, name="token")

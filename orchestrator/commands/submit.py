@@ -1,13 +1,20 @@
-"""``tunefleet submit``: queue a job on a tunefleet server (its scheduler runs it)."""
+"""``tunefleet submit``: queue a job for a scheduler, on a tunefleet server or in a database that
+a ``tunefleet serve`` runs jobs of."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-from orchestrator.commands._common import JsonOption
-from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
+from orchestrator.commands._common import DbOption, JsonOption
+from orchestrator.commands.remote import (
+    ServerOption,
+    TokenFileOption,
+    door_for,
+    same_door,
+    server_url,
+)
 from orchestrator.commands.tune import (
     ClassOption,
     CompileTimeoutOption,
@@ -27,19 +34,6 @@ from orchestrator.commands.tune import (
     build_spec,
 )
 from orchestrator.errors import OrchestratorError
-
-if TYPE_CHECKING:
-    from orchestrator.run.jobs import JobSpec
-
-
-def job_request(spec: JobSpec) -> dict[str, Any]:
-    """The job's fields as a server's ``POST /v1/jobs`` takes them: kernel, problems and every
-    field that is not at its default (a server of an older version knows fewer fields)."""
-    from orchestrator.run.jobs import JobSpec
-
-    given = spec.to_dict()
-    default = JobSpec(spec.kernel, spec.problems).to_dict()
-    return {k: v for k, v in given.items() if k in ("kernel", "problems") or v != default[k]}
 
 
 def submit(
@@ -63,30 +57,31 @@ def submit(
     watch: WatchOption = False,
     server: ServerOption = None,
     token_file: TokenFileOption = None,
+    db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Queue a job (a job file or a kernel with -p problems) on a tunefleet server."""
+    """Queue a job (a job file or a kernel with -p problems) for a scheduler: on a tunefleet
+    server, or with --db in a database whose `tunefleet serve` runs it."""
     from orchestrator.commands import render
     from orchestrator.run.progress import reporter_for
 
     spec = build_spec(target, problem, locals())
-    client = client_for(server, token_file, None)
-    if client is None:
+    if db is None and server_url(server, db) is None:
         raise OrchestratorError(
-            "submit queues a job on a server: give --server URL or set TUNEFLEET_SERVER "
-            "(`tunefleet tune` runs a job here)"
+            "submit queues a job for a scheduler: give --server URL or set TUNEFLEET_SERVER, "
+            "or --db URL of a database a `tunefleet serve` runs (`tunefleet tune` runs a job here)"
         )
-    with client:
-        detail = client.submit(job_request(spec), priority=priority)
+    with door_for(server, token_file, db) as door:
+        detail = door.submit(spec, priority=priority)
         job_id = detail.job.id
         if watch:
             reporter = reporter_for(json_out)
-            reporter.note(f"job {job_id} queued on {client.url}")
-            detail = render.watch(lambda: client.job(job_id), reporter)
+            reporter.note(f"job {job_id} queued {door.where}")
+            detail = render.watch(lambda: door.job(job_id), reporter)
         elif not json_out:
             print(
-                f"job {job_id}: queued on {client.url} (team {detail.job.team}); follow it with "
-                f"`tunefleet job {job_id} --server {client.url} --watch`"
+                f"job {job_id}: queued {door.where} (team {detail.job.team}); follow it with "
+                f"`tunefleet job {job_id}{same_door(server, db)} --watch`"
             )
             return
     render.show_detail(detail, json_out)

@@ -1,7 +1,9 @@
 """Job commands: ``tune``, ``jobs``, ``job``, ``cancel``, ``resume``, ``best``, ``pull``, ``plot``.
 
-Ray, Optuna, the driver, the service layer (SQLAlchemy), rich and the kernel registry are
-imported inside the commands that need them, so building the CLI stays light.
+Each command but ``tune`` goes through the door ``door_for`` picks (a server or the database,
+orchestrator.commands.remote) and is written once against it; ``tune`` runs here and refuses
+while a server is in effect. Ray, Optuna, the driver, the service layer (SQLAlchemy), rich and the
+kernel registry are imported inside the commands that need them, so building the CLI stays light.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from orchestrator.commands._common import (
     open_database,
     print_json,
 )
-from orchestrator.commands.remote import ServerOption, TokenFileOption, client_for
+from orchestrator.commands.remote import (
+    ServerOption,
+    TokenFileOption,
+    door_for,
+    local_only,
+    same_door,
+)
 from orchestrator.errors import OrchestratorError
 from orchestrator.study.samplers import BUILTINS, DEFAULT
 
@@ -214,6 +222,7 @@ def tune(
     from orchestrator.run.checks import replay_coverage
     from orchestrator.run.progress import JsonLinesReporter, reporter_for
 
+    local_only("tune", db)
     if json_out and json_lines:
         raise OrchestratorError("give --json or --json-lines, not both")
     if keep_workers:
@@ -268,22 +277,28 @@ def resume(
     db: DbOption = None,
     keep_workers: KeepOption = False,
     kernel_module: KernelModuleOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget."""
-    from orchestrator.app import service
+    """Continue a job whose driver stopped (killed, failed or cancelled) up to its budget: here,
+    now, on the database; or, with a server, queued again for its scheduler."""
+    from orchestrator.app.protocol import RunHere
     from orchestrator.commands import render
     from orchestrator.run.progress import reporter_for
 
-    summary = service.resume_job(
-        open_database(db),
-        job,
-        ray_address=ray_address,
-        keep_workers=keep_workers,
-        reporter=reporter_for(json_out),
-        kernel_modules=kernel_module or (),
-    )
-    render.show_summary(summary, json_out)
+    here = RunHere(ray_address, keep_workers, tuple(kernel_module or ()))
+    with door_for(server, token_file, db) as door:
+        resumed = door.resume(job, here=here, reporter=reporter_for(json_out))
+        if resumed.summary is not None:
+            render.show_summary(resumed.summary, json_out)
+        elif json_out:
+            render.show_detail(resumed.job, json_out)
+        else:
+            print(
+                f"job {job}: {resumed.job.job.status.value} {door.where}; follow it with "
+                f"`tunefleet job {job}{same_door(server, db)} --watch`"
+            )
 
 
 workers_app = typer.Typer(help="Manage worker actors kept on a Ray cluster.", no_args_is_help=True)
@@ -319,14 +334,8 @@ def cancel(
 ) -> None:
     """Stop a job: a running one stops dispatching and keeps every finished trial; one that
     nobody runs (queued, or its driver died and its lease expired) is cancelled at once."""
-    from orchestrator.app import service
-
-    client = client_for(server, token_file, db)
-    if client is None:
-        view = service.cancel_job(open_database(db), job)
-    else:
-        with client:
-            view = client.cancel(job)
+    with door_for(server, token_file, db) as door:
+        view = door.cancel(job)
     state = "cancelled" if view.status is JobStatus.CANCELLED else "cancel requested"
     print(f"job {job}: {state}")
 
@@ -348,30 +357,12 @@ def jobs(
     wide: WideOption = False,
 ) -> None:
     """List jobs, newest first: status, trials done of budget, best so far, team, age."""
-    from orchestrator.app import service
     from orchestrator.commands import render
 
-    client = client_for(server, token_file, db)
-    if client is None:
-        page = service.list_jobs(
-            open_database(db),
-            team=team,
-            kernel=kernel,
-            status=status,
-            limit=limit,
-            offset=offset,
-            before=before,
+    with door_for(server, token_file, db) as door:
+        page = door.jobs(
+            team=team, kernel=kernel, status=status, limit=limit, offset=offset, before=before
         )
-    else:
-        with client:
-            page = client.jobs(
-                team=team,
-                kernel=kernel,
-                status=status.value if status else None,
-                limit=limit,
-                offset=offset,
-                before=before,
-            )
     render.show_jobs(page, json_out, wide)
 
 
@@ -384,27 +375,13 @@ def job(
     json_out: JsonOption = False,
 ) -> None:
     """Show a job: its state and per study the trials done of budget, by outcome, best so far."""
-    from orchestrator.app import service
     from orchestrator.commands import render
     from orchestrator.run.progress import reporter_for
 
-    client = client_for(server, token_file, db)
-    if client is None:
-        database = open_database(db)
-
-        def fetch() -> service.JobDetail:
-            return service.job_detail(database, job)
-    else:
-        remote = client
-
-        def fetch() -> service.JobDetail:
-            return remote.job(job)
-
-    try:
-        detail = render.watch(fetch, reporter_for(json_out)) if watch else fetch()
-    finally:
-        if client is not None:
-            client.close()
+    with door_for(server, token_file, db) as door:
+        detail = (
+            render.watch(lambda: door.job(job), reporter_for(json_out)) if watch else door.job(job)
+        )
     render.show_detail(detail, json_out)
 
 
@@ -420,37 +397,19 @@ def best(
     wide: WideOption = False,
 ) -> None:
     """Best stored configs of the installed version of a kernel, for one timing objective."""
-    from orchestrator.app import service
     from orchestrator.commands import render
-    from search_spaces.registry import get_spec
 
     problems: list[str | None] = list(problem or []) or [None]
     classes: list[str | None] = list(device_class or []) or [None]
-    client = client_for(server, token_file, db)
-    if client is not None:
-        with client:
-            rows = [
-                row
-                for p in problems
-                for c in classes
-                for row in client.best(kernel, device_class=c, objective=objective.value, problem=p)
-            ]
-        version = rows[0].kernel_version if rows else None
-        render.show_best(
-            rows[0].kernel if rows else kernel, version, objective, rows, json_out, wide
-        )
-        return
-    spec = get_spec(kernel)
-    database = open_database(db)
-    rows = [
-        row
-        for p in problems
-        for c in classes
-        for row in service.best_configs(
-            database, kernel=kernel, device_class=c, objective=objective, problem=p
-        )
-    ]
-    render.show_best(spec.name, spec.version_hash(), objective, rows, json_out, wide)
+    with door_for(server, token_file, db) as door:
+        found = [
+            door.best(kernel, device_class=c, objective=objective, problem=p)
+            for p in problems
+            for c in classes
+        ]
+    rows = [row for listed in found for row in listed.items]
+    first = found[0]
+    render.show_best(first.kernel, first.kernel_version, objective, rows, json_out, wide)
 
 
 def _bundle_texts(
@@ -463,45 +422,16 @@ def _bundle_texts(
     token_file: Path | None,
 ) -> tuple[list[list[tuple[str, str]]], list[Any]]:
     """``pull``'s files (name, text) per format in ``formats`` and the best configs they hold
-    (for the cancelled-job note), from the database or the server."""
-    from orchestrator.app import service
-
+    (for the cancelled-job note), through the door of ``db`` / ``server``."""
     classes: list[str | None] = list(device_class or []) or [None]
-    client = client_for(server, token_file, db)
-    if client is None:
-        database = open_database(db)
+    with door_for(server, token_file, db) as door:
         texts = [
-            service.bundle_files(
-                database, kernel, device_classes=device_class or [], objective=objective, fmt=f
-            )
+            door.bundle_files(kernel, device_classes=device_class or [], objective=objective, fmt=f)
             for f in formats
         ]
         bests: list[Any] = [
-            b
-            for c in classes
-            for b in service.best_configs(
-                database, kernel=kernel, device_class=c, objective=objective
-            )
+            b for c in classes for b in door.best(kernel, device_class=c, objective=objective).items
         ]
-    else:
-        from orchestrator.app.client import bundle_members
-
-        with client:
-            texts = [
-                [
-                    member
-                    for c in classes
-                    for member in bundle_members(
-                        client.bundle(kernel, device_class=c, objective=objective.value, fmt=f)
-                    )
-                ]
-                for f in formats
-            ]
-            bests = [
-                b
-                for c in classes
-                for b in client.best(kernel, device_class=c, objective=objective.value)
-            ]
     return [[(f.filename, f.content.decode()) for f in files] for files in texts], bests
 
 
@@ -631,11 +561,15 @@ def plot(
     job: JobArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for the PNG and HTML files.")],
     db: DbOption = None,
+    server: ServerOption = None,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Convergence and parameter importance per study of a job, as PNG and HTML."""
-    from orchestrator.app.plot import plot_job
+    from orchestrator.app.plot import write_plot
 
-    for path in plot_job(open_database(db), job, out):
+    with door_for(server, token_file, db) as door:
+        data = door.plot_data(job)
+    for path in write_plot(data, out):
         print(path)
 
 

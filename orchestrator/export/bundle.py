@@ -38,6 +38,7 @@ from orchestrator.errors import BundleExportError
 from orchestrator.export.vllm import VLLM_FILES, write_files
 from orchestrator.run.revalidate import revalidation_mark
 from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
+from search_spaces.device_identity import DeviceClass, DeviceIdentityError, same_class
 from search_spaces.registry import get_spec
 from search_spaces.space import DeviceLimits, Vendor
 from search_spaces.spec import KernelSpec, split_launch_options
@@ -59,6 +60,24 @@ class BundleFormat(str, enum.Enum):
 def slug(text: str) -> str:
     """A file-name-safe form of a class key: ``replay:NVIDIA H200`` -> ``replay-NVIDIA_H200``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace(":", "-")).strip("_")
+
+
+def _one_of(class_key: str, wanted: Sequence[str]) -> bool:
+    """Whether the stored ``class_key`` is the class of one of ``wanted`` (:func:`same_class`); a
+    stored key that is no class key (written by hand into a shared database) is none of them."""
+    try:
+        return any(same_class(class_key, w) for w in wanted)
+    except DeviceIdentityError:
+        return False
+
+
+def _device_name(class_key: str) -> str:
+    """The device name of a stored class key (vLLM's files are named after it);
+    BundleExportError for a key that is no class key."""
+    try:
+        return DeviceClass.parse(class_key).name
+    except DeviceIdentityError as exc:
+        raise BundleExportError(f"cannot name vLLM files after it: {exc}") from None
 
 
 def default_config(kernel: KernelSpec, cls: DeviceClassRecord | None) -> dict[str, Any]:
@@ -285,8 +304,7 @@ def render(
     with database.session(readonly=True) as s:
         rows = repository.get_best(s, kernel.name, kernel_version=version, objective=objective)
         if device_classes:
-            wanted = {c.casefold() for c in device_classes}
-            rows = [r for r in rows if r.device_class_key.casefold() in wanted]
+            rows = [r for r in rows if _one_of(r.device_class_key, device_classes)]
         if not rows:
             where = f" on {', '.join(device_classes)}" if device_classes else ""
             raise BundleExportError(
@@ -311,7 +329,8 @@ def render(
                     f"{class_key} holds Triton interpreter timings, not GPU measurements; "
                     "pull vLLM files from a GPU device class (--device-class)"
                 )
-            device_names[class_key] = cls.name if cls is not None else class_key
+            if fmt is BundleFormat.VLLM:
+                device_names[class_key] = _device_name(class_key)
             env_id = next((r.environment_id for r in group if r.environment_id), None)
             env = repository.get_environment(s, env_id) if env_id is not None else None
             docs.append(
@@ -361,7 +380,8 @@ def by_stack(
             (f"{folders[doc['triton_minor']]}/{name}", text)
             for doc in docs.values()
             for name, text in VLLM_FILES[doc["kernel"]](
-                [(e["problem"], e["config"]) for e in doc["entries"]], doc["device_class"]
+                [(e["problem"], e["config"]) for e in doc["entries"]],
+                _device_name(doc["device_class"]),
             )
         ]
     out = []

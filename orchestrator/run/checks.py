@@ -68,12 +68,13 @@ def check_memory(spec: JobSpec, kernel: KernelSpec) -> None:
     """JobSpecError if a problem's inputs and outputs exceed the memory of a device class the
     job names and the device table knows (classes found only on the cluster: see planning)."""
     from orchestrator.run.planning import oversized
+    from search_spaces.device_identity import DeviceClass
     from workers.device_table import find
 
     if spec.all_classes:
         return
     for name in spec.device_classes:
-        known = find(name)
+        known = find(DeviceClass.parse(name).name)
         if known is None:
             continue
         for problem in spec.problems:
@@ -109,7 +110,7 @@ def check_local_workers(spec: JobSpec, ray_address: str | None, gpus: set[str] |
     named device class that none of its workers is: with no GPU worker, they are class ``cpu``
     (the interpreter) and the replayed devices' classes."""
     from orchestrator.run.jobs import GPU_KINDS
-    from workers.device_table import canonical_class_key
+    from search_spaces.device_identity import same_class
 
     if ray_address or os.environ.get("RAY_ADDRESS") or gpus is None:
         return
@@ -126,9 +127,8 @@ def check_local_workers(spec: JobSpec, ray_address: str | None, gpus: set[str] |
     served = {_replay_class(source.paths) for source in spec.devices if source.paths}
     if kinds & {SourceKind.AUTO, SourceKind.INTERPRETER}:
         served.add("cpu")
-    folded = {key.casefold() for key in served}
     for name in spec.device_classes:
-        if name.casefold() not in folded and canonical_class_key(name).casefold() not in folded:
+        if not any(same_class(name, key) for key in served):
             why = "; this machine shows no GPU" if SourceKind.AUTO in kinds else ""
             raise JobSpecError(
                 f"--device-class {name}: none of this job's workers here is of that class "

@@ -20,6 +20,7 @@ from typing import Any
 from db import Objective
 from orchestrator.errors import JobSpecError
 from orchestrator.study import samplers
+from search_spaces.device_identity import DeviceIdentityError, canonical_key
 from search_spaces.errors import SpecError
 from search_spaces.problem import Problem
 from search_spaces.registry import get_spec
@@ -111,6 +112,14 @@ def _strings(value: object, name: str) -> tuple[str, ...]:
     raise JobSpecError(f"{name} must be a string or a list of strings, got {value!r}")
 
 
+def _class_name(name: str) -> None:
+    """JobSpecError unless ``name`` can name a device class (a key, name or alias)."""
+    try:
+        canonical_key(name)
+    except DeviceIdentityError as exc:
+        raise JobSpecError(f"device_classes: {exc}") from None
+
+
 FIELDS = (
     "kernel",
     "problems",
@@ -197,6 +206,9 @@ class JobSpec:
         classes = _strings(data.get("device_classes", ALL_CLASSES), "device_classes")
         if not classes or (ALL_CLASSES in classes and len(classes) > 1):
             raise JobSpecError("device_classes must be 'all' or a list of class names")
+        for name in classes:
+            if name != ALL_CLASSES:
+                _class_name(name)
         devices = tuple(
             DeviceSource.parse(d) for d in _strings(data.get("devices", "auto"), "devices")
         )

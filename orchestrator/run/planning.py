@@ -13,10 +13,11 @@ from orchestrator.run.jobs import JobSpec
 from orchestrator.run.pool import Pool, WorkerInfo
 from orchestrator.study import samplers
 from orchestrator.study.encoding import valid_configs
+from search_spaces.device_identity import same_class
 from search_spaces.problem import Problem, problem_key
 from search_spaces.spec import KernelSpec
 from workers.device import Backend
-from workers.device_table import canonical_class_key, find
+from workers.device_table import find
 
 GPU_BACKENDS = (Backend.CUDA, Backend.ROCM)
 
@@ -42,8 +43,7 @@ class StudyPlan:
 
 
 def _match_class(wanted: str, present: Sequence[str]) -> str | None:
-    folded = {p.casefold(): p for p in present}
-    return folded.get(wanted.casefold()) or folded.get(canonical_class_key(wanted).casefold())
+    return next((p for p in present if same_class(wanted, p)), None)
 
 
 def device_memory(info: WorkerInfo) -> int:

@@ -45,6 +45,7 @@ from orchestrator.run.decision import Timed, decide
 from orchestrator.run.ledger import Ledger, OpenJob, StudyRows, triton_minor
 from orchestrator.run.pool import Candidate, Pool, RetimeJob, VendorPath
 from orchestrator.run.progress import Reporter
+from orchestrator.run.speedup import speedup
 from orchestrator.study.loop import Ranked, Study
 from search_spaces.space import Config, config_key
 
@@ -78,15 +79,15 @@ class Winner:
 
     @property
     def speedup_vs_default(self) -> float | None:
-        return self.default_ms / self.time_ms if self.default_ms else None
+        return speedup(self.default_ms, self.time_ms)
 
     @property
     def speedup_vs_median(self) -> float | None:
-        return self.median_ms / self.time_ms if self.median_ms else None
+        return speedup(self.median_ms, self.time_ms)
 
     @property
     def speedup_vs_vendor(self) -> float | None:
-        return self.vendor_ms / self.time_ms if self.vendor_ms else None
+        return speedup(self.vendor_ms, self.time_ms)
 
 
 #: Per study id: its winner.

@@ -5,8 +5,11 @@ an upgrade it may no longer be the best, or even as fast: vLLM and SGLang saw tu
 from one Triton release to the next. :func:`revalidate` times every stored best of a kernel version
 on one device class again, through a caller-given timing function (the CLI's runs the trial
 runner on this machine's device), gives each a :class:`Verdict` and marks its row with it (the
-verdict, when, the re-timed median and this environment): ``best`` and bundles then flag the
-regressed and failed ones, and a re-tune replaces them when faster than their re-timed time.
+verdict, when, the re-timed median and this environment) and appends it to the row's drift
+history (``tf_retimings``, with the row's noise floor and what changed): ``best`` and bundles
+then flag the regressed and failed ones, and a re-tune replaces them when faster than their
+re-timed time. A server schedules the same re-timing as a job of its own
+(:mod:`orchestrator.run.revalidation_job`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from search_spaces.bundle_env import differences
 from search_spaces.spec import KernelSpec
 
 if TYPE_CHECKING:
-    from db import BestRecord, Database
+    from db import BestRecord, Database, Session
     from workers.measurement import Measurement
 
 #: Re-timed / stored above this counts as a regression (noise here is a few percent).
@@ -124,7 +127,7 @@ def revalidate(
                 )
             )
             continue
-        verdict = Verdict.REGRESSED if m.median_ms > threshold * r.time_ms else Verdict.HOLDS
+        verdict = judge(r.time_ms, m.median_ms, threshold)
         out.append(
             Revalidation(r.id, problem, dict(r.config), r.time_ms, m.median_ms, verdict, changed)
         )
@@ -132,26 +135,58 @@ def revalidate(
     return out
 
 
+def judge(stored_ms: float, now_ms: float | None, threshold: float = DEFAULT_THRESHOLD) -> Verdict:
+    """The verdict on a stored best re-timed at ``now_ms`` (None: it did not run ok)."""
+    if now_ms is None:
+        return Verdict.FAILED
+    return Verdict.REGRESSED if now_ms > threshold * stored_ms else Verdict.HOLDS
+
+
+def changes_line(changed: list[str]) -> str | None:
+    """What changed in the stack, as the drift history stores it (None: nothing)."""
+    return "; ".join(changed)[:500] or None
+
+
+def environment_id(s: Session, device_class: str, current: Mapping[str, Any]) -> int | None:
+    """The id of environment ``current`` (triton, torch, driver, runtime) of ``device_class``,
+    created if new; None when the class has no row."""
+    from db import repository
+
+    cls = repository.device_class_by_key(s, device_class)
+    if cls is None:
+        return None
+    return repository.ensure_environment(
+        s,
+        cls.id,
+        str(current.get("driver") or ""),
+        str(current.get("runtime") or ""),
+        str(current.get("triton") or ""),
+        str(current.get("torch") or ""),
+    )
+
+
 def _mark(
     database: Database, device_class: str, current: Mapping[str, Any], found: list[Revalidation]
 ) -> None:
-    """Write each verdict onto its best-config row, with this environment (one transaction)."""
+    """Write each verdict onto its best-config row and its drift history, with this environment
+    (one transaction)."""
     from db import repository
 
     with database.session() as s:
-        env_id = None
-        cls = repository.device_class_by_key(s, device_class)
-        if cls is not None:
-            env_id = repository.ensure_environment(
-                s,
-                cls.id,
-                str(current.get("driver", "")),
-                str(current.get("runtime", "")),
-                str(current.get("triton", "")),
-                str(current.get("torch", "")),
-            )
+        env_id = environment_id(s, device_class, current)
         for r in found:
+            best = repository.get_best_by_id(s, r.best_id)
             repository.mark_revalidation(s, r.best_id, r.verdict, r.now_ms, env_id)
+            repository.record_retiming(
+                s,
+                r.best_id,
+                r.verdict,
+                r.stored_ms,
+                r.now_ms,
+                environment_id=env_id,
+                noise=best.noise,
+                changed=changes_line(r.changed),
+            )
 
 
 def revalidation_mark(best: BestRecord) -> dict[str, Any] | None:

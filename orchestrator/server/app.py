@@ -6,15 +6,18 @@ Routes (all but ``/healthz`` need a bearer token, see :mod:`orchestrator.server.
 * jobs: ``POST /v1/jobs`` (submit), ``GET /v1/jobs`` (the token's team's, paged),
   ``GET /v1/jobs/{id}``, ``GET /v1/jobs/{id}/studies/{sid}/trials`` (paged, from
   :mod:`orchestrator.server.views_api`),
-  ``GET /v1/jobs/{id}/events`` (server-sent progress),
-  ``POST /v1/jobs/{id}/cancel``;
+  ``GET /v1/jobs/{id}/events`` (server-sent progress), ``GET /v1/jobs/{id}/plot`` (the trials
+  ``tunefleet plot`` draws), ``POST /v1/jobs/{id}/cancel``, ``POST /v1/jobs/{id}/resume``
+  (back to the queue);
 * shared results: ``GET /v1/kernels``, ``GET /v1/kernels/{name}/space``, ``GET /v1/device-classes``,
   ``GET /v1/best``, ``GET /v1/bundles/{kernel}`` (exactly the file ``tunefleet pull`` writes);
 * tokens (admin): ``POST /v1/tokens``, ``GET /v1/tokens``, ``POST /v1/tokens/{id}/revoke``;
 * ``GET /healthz`` (no auth), ``GET /metrics`` (Prometheus text).
 
-A team sees and cancels only its own jobs (an admin token: every team's); best configs and bundles
-are shared by all teams. Submits, cancels and token changes are audited. The web page (issue 16)
+A team sees, cancels and resumes only its own jobs (an admin token: every team's); best configs and
+bundles are shared by all teams. Submits, cancels, resumes and token changes are audited. Every
+route calls the application layer's use cases (:mod:`orchestrator.app`), the same functions the
+CLI's local door calls. The web page (issue 16)
 mounts on this app under ``/`` with ``templates/`` and ``static/`` beside this module.
 """
 
@@ -26,7 +29,6 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Collection, Hashable, Sequence
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query, Request
@@ -34,8 +36,8 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.responses import Response, StreamingResponse
 
-from db import Database, JobStatus, Objective, TokenScope, repository, utcnow
-from orchestrator.app import service
+from db import Database, JobStatus, Objective, TokenScope, repository
+from orchestrator.app import plot, service, tokens
 from orchestrator.errors import PermissionDenied
 from orchestrator.export.bundle import BundleFormat
 from orchestrator.run.jobs import JobSpec, SourceKind
@@ -128,19 +130,6 @@ def _plain(value: Any) -> Any:
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     body = json.dumps(_plain(value), default=str, separators=(",", ":"))
     return Response(body, status_code=status, media_type="application/json", headers=headers)
-
-
-def _token_view(record: Any) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "team": record.team,
-        "scope": TokenScope(record.scope).value,
-        "name": record.name,
-        "created_at": record.created_at,
-        "expires_at": record.expires_at,
-        "revoked_at": record.revoked_at,
-        "last_used_at": record.last_used_at,
-    }
 
 
 class _Api:
@@ -358,17 +347,24 @@ def _routes(app: FastAPI, api: _Api) -> None:
 
     refusals: RefusalAudit = app.state.refusals
 
-    def audited(principal: Principal, action: str, target: str, run: Any) -> Any:
+    def audited(
+        principal: Principal, action: str, target: str, run: Any, *, done: bool = True
+    ) -> Any:
         """``run()``, with an audit row of its outcome (the error's status if it raises; those
-        rows rate-limited per token, see :mod:`orchestrator.server.refusals`)."""
+        rows rate-limited per token, see :mod:`orchestrator.server.refusals`). ``done=False``:
+        ``run()`` audits its own success (the token use cases, in the change's transaction)."""
         try:
             result = run()
         except Exception as exc:
             status = exc.status if isinstance(exc, ApiError) else status_of(exc)
             refusals.write(principal, action, target=target, detail={"status": status})
             raise
-        audit(database, principal, action, target=target, detail={"status": 200})
+        if done:
+            audit(database, principal, action, target=target, detail={"status": 200})
         return result
+
+    def actor(principal: Principal) -> tokens.Actor:
+        return tokens.Actor("api", principal.token_id, principal.team)
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> Response:
@@ -492,6 +488,28 @@ def _routes(app: FastAPI, api: _Api) -> None:
         api.progress.forget(job_id)
         return json_response(view)
 
+    @app.post("/v1/jobs/{job_id}/resume", tags=["jobs"])
+    def resume(job_id: JobId, principal: SubmitPrincipal) -> Response:
+        """Queue a failed, cancelled or stalled job again (own team's with a submit token, any
+        with admin); a scheduler runs it on from its trials up to its budget. 409 for a done job
+        or one whose lease is live."""
+
+        def run() -> Any:
+            problem = api.scheduler_problem()
+            if problem is not None:
+                raise ApiError(503, f"this server cannot run jobs now: {problem}")
+            return service.requeue_job(database, job_id, team=principal.team_filter())
+
+        view = audited(principal, "job.resume", f"job {job_id}", run)
+        api.progress.forget(job_id)
+        return json_response(view)
+
+    @app.get("/v1/jobs/{job_id}/plot", tags=["jobs"])
+    def plot_data(job_id: JobId, principal: ReadPrincipal) -> Response:
+        """The job's studies with their trials in recorded order (outcome, median, config,
+        reused): what ``tunefleet plot`` draws."""
+        return json_response(plot.plot_data(database, job_id, team=principal.team_filter()))
+
     @app.get("/v1/kernels", tags=["kernels"])
     def kernels(_: ReadPrincipal) -> Response:
         """The kernels this server can tune, with their problem schema and an example."""
@@ -532,7 +550,15 @@ def _routes(app: FastAPI, api: _Api) -> None:
             found = [view for views in index.values() for view in views]
         else:
             found = index.get(problem_key(api.spec(kernel).parse_problem(problem)), [])
-        return json_response({"kernel": kernel, "objective": objective.value, "best": found})
+        version = api.spec(kernel).version_hash()
+        return json_response(
+            {
+                "kernel": kernel,
+                "kernel_version": version,
+                "objective": objective.value,
+                "best": found,
+            }
+        )
 
     @app.get("/v1/bundles/{kernel}", tags=["results"])
     async def bundle(
@@ -561,36 +587,33 @@ def _routes(app: FastAPI, api: _Api) -> None:
         """A new token; its secret is in this answer only (the database keeps a digest)."""
         team = names.team(body.team)
 
-        def run() -> tuple[Any, str]:
-            expires = (
-                None
-                if body.expires_days is None
-                else utcnow() + timedelta(days=float(body.expires_days))
+        def run() -> tokens.NewToken:
+            return tokens.create_token(
+                database,
+                team,
+                body.scope,
+                expires_days=None if body.expires_days is None else float(body.expires_days),
+                name=body.name,
+                actor=actor(principal),
             )
-            with database.session() as s:
-                return repository.create_token(
-                    s, team, body.scope, expires_at=expires, name=body.name
-                )
 
-        record, secret = audited(principal, "token.create", f"team {team}", run)
-        return json_response({**_token_view(record), "token": secret}, 201)
+        created = audited(principal, "token.create", f"team {team}", run, done=False)
+        return json_response(created, 201)
 
     @app.get("/v1/tokens", tags=["tokens"])
-    def tokens(_: AdminPrincipal) -> Response:
+    def list_tokens(_: AdminPrincipal) -> Response:
         """Every token (never its secret)."""
-        with database.session(readonly=True) as s:
-            records = repository.list_tokens(s)
-        return json_response({"tokens": [_token_view(r) for r in records]})
+        return json_response({"tokens": tokens.list_tokens(database)})
 
     @app.post("/v1/tokens/{token_id}/revoke", tags=["tokens"])
     def revoke(token_id: JobId, principal: AdminPrincipal) -> Response:
         """Revoke a token: at once on this server, within a second on the others."""
-
-        def run() -> None:
-            with database.session() as s:
-                if not repository.revoke_token(s, token_id):
-                    raise ApiError(404, f"no active token {token_id}")
-
-        audited(principal, "token.revoke", f"token {token_id}", run)
+        audited(
+            principal,
+            "token.revoke",
+            f"token {token_id}",
+            lambda: tokens.revoke_token(database, token_id, actor=actor(principal)),
+            done=False,
+        )
         app.state.authenticator.forget(token_id)
         return json_response({"id": token_id, "revoked": True})

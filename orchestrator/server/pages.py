@@ -1,5 +1,5 @@
-"""The web page of the team service: HTML shells at ``/``, ``/jobs/{id}``, ``/best`` and
-``/portability``, static files at ``/static``, and the JSON routes of
+"""The web page of the team service: HTML shells at ``/``, ``/jobs/{id}``, ``/best``,
+``/portability`` and ``/drift`` (one stored best's re-timings), static files at ``/static``, and the JSON routes of
 :mod:`orchestrator.server.views_api`.
 
 The shells hold no data: their scripts ask the JSON API for everything with the token the user
@@ -71,6 +71,10 @@ def mount(app: FastAPI) -> None:
     @app.get("/best", include_in_schema=False)
     def best_page(request: Request) -> Response:
         return _shell(request, "best", "Best configs", formats=[f.value for f in BundleFormat])
+
+    @app.get("/drift", include_in_schema=False)
+    def drift_page(request: Request) -> Response:
+        return _shell(request, "drift", "Drift")
 
     @app.get("/portability", include_in_schema=False)
     def portability_page(request: Request) -> Response:

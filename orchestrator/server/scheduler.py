@@ -25,6 +25,15 @@ scheduler once its lease expires; a scheduler given the same explicit ``owner`` 
 (taking the lease raises its epoch, fencing out any other holder of that owner id). On SQLite one
 scheduler serves a database file (a file lock beside it): a second one raises SchedulerConflict.
 
+Revalidation: each cycle, before claiming, the scheduler looks at the stacks (driver, runtime,
+Triton, torch) its live workers report; a stack it has not seen yet (a worker joined, a pool
+restarted after an upgrade), and every stack once per ``recheck_s``, goes to
+:func:`orchestrator.run.stack_watch.watch`, which queues revalidation jobs under the operator's
+:class:`~orchestrator.run.stack_watch.RevalidationPolicy`. So a worker of a new Triton version
+leads to a revalidation job of its class's stored bests that is claimed in the same cycle. Such
+a job runs like a tuning job (lease, fencing, cancel) on the groups whose workers have that
+stack (:func:`orchestrator.run.revalidation_job.run_revalidation`).
+
 Health: a lost worker actor is replaced by its pool (orchestrator.run.healing); the claiming thread
 also takes on the replacements of idle pools. :meth:`Scheduler.health` says why the scheduler
 cannot run jobs now (its workers did not start, its thread ended, a class has no live worker).
@@ -42,17 +51,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db import Database, JobStatus, repository
+from db import Database, JobKind, JobStatus, Objective, repository
 from db.errors import DatabaseError, LeaseLost
 from orchestrator.app import service
 from orchestrator.app.service import DeviceClassView
 from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
 from orchestrator.run.jobs import DeviceSource, JobSpec, SourceKind
 from orchestrator.run.lease import LeaseKeeper, default_owner
+from orchestrator.run.revalidation_job import RevalidationSpec, run_revalidation
+from orchestrator.run.stack_watch import RevalidationPolicy, stack_of, watch
 from orchestrator.server.shared_pool import JobView, SharedPool
+from search_spaces.device_identity import same_class
 from search_spaces.errors import SpecError
 from search_spaces.registry import spec_from_storage
-from workers.device_table import canonical_class_key
 from workers.errors import WorkerError
 
 if TYPE_CHECKING:
@@ -143,6 +154,7 @@ class _Job:
     groups: list[_Group] = field(default_factory=list)
     thread: threading.Thread | None = None
     team: str | None = None
+    kind: JobKind = JobKind.TUNE
 
 
 def _group_key(plan: WorkerPlan) -> tuple[Any, ...]:
@@ -165,13 +177,18 @@ class Scheduler:
         kernel_modules: Collection[str] = (),
         jobs_per_class: int = 8,
         max_jobs: int | None = None,
+        revalidation: RevalidationPolicy | None = None,
+        recheck_s: float = 300.0,
     ) -> None:
         """``pool_options``: the base settings of every pool (a job's ``in_flight`` and
         objective override theirs). ``kernel_modules``: the modules whose ``module:attribute``
         kernels jobs may name (the server's allow-list); a job row naming another is failed
         without importing anything. ``jobs_per_class``: jobs that share a class's pool at once.
         ``max_jobs``: jobs this scheduler holds at once (None: no bound); the rest stay queued
-        for other schedulers, since every driver of a server shares one interpreter."""
+        for other schedulers, since every driver of a server shares one interpreter.
+        ``revalidation``: when to queue revalidation jobs (None: the default policy, on stack
+        change); ``recheck_s``: how often every live stack is looked at again (a new one is at
+        once)."""
         if jobs_per_class < 1:
             raise OrchestratorError("jobs_per_class must be at least 1")
         if max_jobs is not None and max_jobs < 1:
@@ -198,6 +215,11 @@ class Scheduler:
         self._lock_fd: int | None = None
         self._started_ray = False
         self.error: str | None = None
+        self.revalidation = revalidation or RevalidationPolicy()
+        self.recheck_s = recheck_s
+        self._stacks: dict[tuple[str, tuple[str, ...]], float] = {}  # stack -> when last watched
+        #: Claiming cycles run so far (a stack seen in cycle n has its jobs claimed in cycle n).
+        self.cycles = 0
 
     # ----- life cycle
     def start(self) -> None:
@@ -370,10 +392,12 @@ class Scheduler:
         while not self._stopping.is_set():
             self._heal_idle()
             try:
+                self._watch_stacks()
                 self._read_cancels()
                 self._step()
             except DatabaseError as exc:
                 log.warning("scheduler: %s", exc)
+            self.cycles += 1
             self._wake.wait(self.poll_s)
             self._wake.clear()
 
@@ -405,6 +429,26 @@ class Scheduler:
             idle = [g.pool for g in self._groups if g.pool is not None and not g.jobs]
         for pool in idle:
             pool.heal()
+
+    def _watch_stacks(self) -> None:
+        """Hand each live worker stack that is new here, or last watched ``recheck_s`` ago, to
+        :func:`~orchestrator.run.stack_watch.watch` (which marks it and queues revalidation
+        jobs as the policy says)."""
+        with self._lock:
+            pools = [g.pool for g in self._groups if g.pool is not None]
+        now = time.monotonic()
+        for pool in pools:
+            for worker in pool.workers():
+                fp = worker.fingerprint
+                key = (fp.device_class.key, tuple(stack_of(fp).values()))
+                seen = self._stacks.get(key)
+                if seen is not None and now - seen < self.recheck_s:
+                    continue
+                self._stacks[key] = now
+                try:
+                    watch(self.database, fp, self.revalidation, owner=self.owner)
+                except JOB_ERRORS as exc:
+                    log.warning("scheduler: revalidation of %s not scheduled: %s", key[0], exc)
 
     def _take(self, job_id: int) -> bool:
         """Hold job ``job_id``'s lease from now on (False if another owner has it)."""
@@ -504,8 +548,51 @@ class Scheduler:
             self._release(job)
             return None
         job.team = record.team
+        job.kind = record.kind
+        if record.kind is JobKind.REVALIDATE:
+            again = RevalidationSpec.from_mapping(record.spec)
+            return self._stack_groups(again), self._revalidation_options(again.objective)
         spec = self._spec(record.spec)
         return self._match(spec), service.pool_options(spec, base=self._base)
+
+    def _stack_groups(self, spec: RevalidationSpec) -> list[_Group]:
+        """The groups with a live worker of the job's class and stack (NoWorkersError: none)."""
+        wanted = tuple(
+            spec.environment.get(k, "") for k in ("triton", "torch", "driver", "runtime")
+        )
+        with self._lock:
+            groups = list(self._groups)
+        found = [
+            g
+            for g in groups
+            if g.pool is not None
+            and any(
+                w.class_key == spec.device_class
+                and tuple(stack_of(w.fingerprint).values()) == wanted
+                for w in g.pool.workers()
+            )
+        ]
+        if not found:
+            raise NoWorkersError(
+                f"no live worker of {spec.device_class} with the stack to revalidate "
+                f"({', '.join(f'{k} {v}' for k, v in spec.environment.items() if v)})"
+            )
+        return found
+
+    def _revalidation_options(self, objective: Objective) -> PoolOptions:
+        """A revalidation job's pool options: a default tuning job's (so they share a pool)."""
+        import dataclasses
+
+        from orchestrator.run.dispatch import PoolOptions
+
+        return dataclasses.replace(
+            self._base or PoolOptions(),
+            in_flight=None,
+            graph=objective is Objective.GRAPH,
+            keep=False,
+            compile_timeout_s=JobSpec.compile_timeout_s,
+            run_timeout_s=JobSpec.run_timeout_s,
+        )
 
     def _spec(self, stored: Mapping[str, Any]) -> JobSpec:
         """The job spec of a job row; a ``module:attribute`` kernel only from an allowed module
@@ -530,8 +617,7 @@ class Scheduler:
         chosen: list[_Group] = []
         present = sorted({c for g in groups for c in g.classes})
         for wanted in spec.device_classes:
-            keys = {wanted.casefold(), canonical_class_key(wanted).casefold()}
-            found = [g for g in groups if any(c.casefold() in keys for c in g.classes)]
+            found = [g for g in groups if any(same_class(wanted, c) for c in g.classes)]
             if not found:
                 raise NoWorkersError(
                     f"no worker of device class {wanted!r}; classes present: {', '.join(present)}"
@@ -560,18 +646,33 @@ class Scheduler:
         views: list[JobView] = []
         try:
             with self.database.session(readonly=True) as s:
-                spec = self._spec(repository.get_job(s, job.id).spec)
-            options = service.pool_options(spec, base=self._base)
+                stored = repository.get_job(s, job.id).spec
+            if job.kind is JobKind.REVALIDATE:
+                objective = RevalidationSpec.from_mapping(stored).objective
+                options = self._revalidation_options(objective)
+            else:
+                spec = self._spec(stored)
+                options = service.pool_options(spec, base=self._base)
             for g in job.groups:
                 views.append(self._view(g, options, job))
-            status = service.drive(
-                self.database,
-                PoolSet(views),
-                job.id,
-                job.keeper,
-                stop=self._stopping.is_set,
-                cancelled=lambda: job.id in self._cancels,
-            ).status
+            if job.kind is JobKind.REVALIDATE:
+                status = run_revalidation(
+                    self.database,
+                    PoolSet(views),
+                    job.id,
+                    job.keeper.lease,
+                    stop=lambda: job.keeper.lost() or self._stopping.is_set(),
+                    cancelled=lambda: job.id in self._cancels,
+                )
+            else:
+                status = service.drive(
+                    self.database,
+                    PoolSet(views),
+                    job.id,
+                    job.keeper,
+                    stop=self._stopping.is_set,
+                    cancelled=lambda: job.id in self._cancels,
+                ).status
             log.info("job %d: %s", job.id, status.value)
         except LeaseLost as exc:
             log.warning("job %d: left to its new owner: %s", job.id, exc)

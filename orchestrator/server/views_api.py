@@ -3,7 +3,9 @@
 * ``GET /v1/whoami``: the token's team and scope (what the page may offer, e.g. cancel);
 * ``GET /v1/jobs/{id}/studies/{study}``: one study analysed (:func:`orchestrator.app.insights.study_analysis`);
 * ``GET /v1/jobs/{id}/studies/{study}/trials``: its trials paged and sorted by the database;
-* ``GET /v1/portability?kernel=&problem=&objective=``: best config of class A run on class B.
+* ``GET /v1/portability?kernel=&problem=&objective=``: best config of class A run on class B;
+* ``GET /v1/drift?kernel=&problem=&device_class=&objective=&triton=&limit=``: a stored best's
+  re-timings (:func:`orchestrator.app.drift.key_drift`).
 
 Same auth as every other route (a read token), same JSON errors; another team's job is the
 same 404 as a missing one.
@@ -18,7 +20,7 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from db import Objective, TrialOutcome
-from orchestrator.app import insights
+from orchestrator.app import drift, insights
 from orchestrator.app.service import View
 from orchestrator.server.auth import ReadPrincipal
 
@@ -100,4 +102,30 @@ def portability(
         insights.portability(
             request.app.state.database, kernel=kernel, problem=problem, objective=objective
         ),
+    )
+
+
+@router.get("/v1/drift")
+def key_drift(
+    request: Request,
+    _: ReadPrincipal,
+    kernel: Annotated[str, Query(min_length=1, max_length=200)],
+    problem: Annotated[str, Query(min_length=1, max_length=1000)],
+    device_class: Annotated[str, Query(min_length=1, max_length=200)],
+    objective: Objective = Objective.KERNEL,
+    triton: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=drift.MAX_POINTS)] = 1000,
+) -> Response:
+    """A stored best's drift: its newest re-timings with the noise floor, the stack each ran
+    in, and where it regressed after which change (every team's, like best configs)."""
+    return _json(
+        drift.key_drift(
+            request.app.state.database,
+            kernel=kernel,
+            problem=problem,
+            device_class=device_class,
+            objective=objective,
+            triton=triton,
+            limit=limit,
+        )
     )

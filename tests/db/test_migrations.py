@@ -16,7 +16,7 @@ from db import Database, JobStatus, Objective, SchemaOutOfDate
 from db import repository as repo
 from db.states import RevalidationState
 
-HEAD = "0008"
+HEAD = "0009"
 ROOT = Path(__file__).resolve().parents[2]
 
 # Rows every older database with results has: a kernel, a device class, a job, an ok trial that a

@@ -21,6 +21,7 @@ from db import (
     Database,
     InvalidRecord,
     InvalidTransition,
+    JobKind,
     JobStatus,
     NotFound,
     Objective,
@@ -34,7 +35,7 @@ from db.session import VERSION_TABLE
 from db.states import BestBackend, RevalidationState
 from tests.db._upsert_worker import CLASS_KEY, KEY, best_key, hammer
 
-HEAD = "0008"
+HEAD = "0009"
 TABLES = {
     "tf_device_classes",
     "tf_environments",
@@ -1031,6 +1032,77 @@ class TestStorage:
                 assert {(b.problem_key, b.device_class_key) for b in rows} == keyed
                 assert {b.device_class_id for b in rows if b.device_class_key == CLASS_KEY} == {7}
                 assert repo.device_class_by_key(s, "x") == other  # no second class of a key
+        finally:
+            database.close()
+
+    def test_0007_to_0009_and_back_keeps_best_rows_and_drops_the_drift_tables(
+        self, empty_url: str
+    ) -> None:
+        """0009 stacks on 0008: a best row of 0007 keeps its class through 0008 and 0009, takes
+        re-timings, stack marks and job kinds there; down to 0008 the drift tables, the kind
+        column and the revalidation jobs go, the best row stays keyed by its class id; down to
+        0007 its key comes back; up to the head again, the tuning job reads as one."""
+        database = Database(empty_url)
+        try:
+            _migrate(database, "0007")
+            with database.engine.begin() as conn:
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO tf_device_classes (id, key, vendor, name, arch, replay) "
+                        "VALUES (7, :cls, 'nvidia', :cls, 'sm_90', false)"
+                    ),
+                    {"cls": CLASS_KEY},
+                )
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO tf_best_configs (kernel_name, kernel_version, problem_key, "
+                        "device_class_key, triton_minor, objective, config, time_ms, "
+                        "updated_at, backend) VALUES ('matmul', 'v1', 'p1', :cls, '3.6', "
+                        "'kernel', '{}', 2.0, CURRENT_TIMESTAMP, 'triton')"
+                    ),
+                    {"cls": CLASS_KEY},
+                )
+            _migrate(database, "0008")
+            _migrate(database, "0009")
+            database.check_schema()
+            with database.engine.connect() as conn:
+                context = MigrationContext.configure(
+                    conn, opts={"compare_type": True, "version_table": VERSION_TABLE}
+                )
+                assert compare_metadata(context, Base.metadata) == []
+            with database.session() as s:
+                (best,) = repo.get_best(s, "matmul")
+                assert (best.device_class_id, best.device_class_key) == (7, CLASS_KEY)
+                env = repo.ensure_environment(s, 7, "d", "cuda 12.8", "3.6.0", "2.9.0")
+                kernel = repo.ensure_kernel(s, "matmul", "v1", "s1")
+                tune = repo.create_job(s, kernel, {"kernel": "matmul"}, "ml")
+                check = repo.create_job(s, kernel, {}, "ml", kind=JobKind.REVALIDATE)
+                repo.record_retiming(
+                    s, best.id, RevalidationState.HOLDS, 2.0, 2.1, job_id=check, environment_id=env
+                )
+                assert repo.mark_stack(s, 7, env) is True
+                (drift,) = repo.drift_by_class(s)
+                assert (drift.device_class, drift.retimings) == (CLASS_KEY, {"holds": 1})
+            _migrate(database, "0008", down=True)
+            with database.engine.connect() as conn:
+                inspector = sa.inspect(conn)
+                assert not {"tf_retimings", "tf_stack_marks"} & set(inspector.get_table_names())
+                assert "kind" not in {c["name"] for c in inspector.get_columns("tf_jobs")}
+                assert conn.scalars(sa.text("SELECT id FROM tf_jobs")).all() == [tune]
+                assert conn.execute(
+                    sa.text("SELECT device_class_id, time_ms FROM tf_best_configs")
+                ).all() == [(7, 2.0)]
+            _migrate(database, "0007", down=True)
+            with database.engine.connect() as conn:
+                assert conn.execute(
+                    sa.text("SELECT device_class_key, time_ms FROM tf_best_configs")
+                ).all() == [(CLASS_KEY, 2.0)]
+            database.upgrade()
+            assert database.current_revision() == HEAD
+            with database.session(readonly=True) as s:
+                assert repo.get_job(s, tune).kind is JobKind.TUNE
+                assert repo.retimings(s, best.id) == []
+                assert [b.device_class_id for b in repo.get_best(s, "matmul")] == [7]
         finally:
             database.close()
 

@@ -70,7 +70,7 @@ def test_version_mismatch_warned_once_and_refused_by_option(
         "driver": "",
     }
     (tmp_path / "b.json").write_text(json.dumps(doc))
-    from tests.orchestrator.test_capture_tune import serve
+    from tests.orchestrator.commands.test_capture_tune import serve
 
     report = serve(tmp_path, 100, 100, APP_VERSIONS=policy)
     (warning,) = report["warnings"]

@@ -156,3 +156,10 @@ def test_replay_answers_a_vendor_path_from_the_landscapes_vendor_times(tmp_path:
     assert runner.calls == []  # configs only
     bare = ReplayRunner([write_landscape(tmp_path / "bare.json", _landscape())])
     assert bare.run(Req("matmul", PROBLEM, vendor="torch.matmul")).outcome is Outcome.INVALID
+
+
+def test_replay_names_its_device_as_detection_does(tmp_path: Path) -> None:
+    generic = _landscape("AMD Radeon Graphics")
+    generic.device.update(vendor="amd", arch="gfx942")
+    runner = ReplayRunner([write_landscape(tmp_path / "amd.json", generic)])
+    assert runner.device_class.key == "replay:AMD Instinct MI300X"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from search_spaces.device_identity import gpu_class, interpreter_class
 from workers.profiling.bound import amdahl, speedup
 from workers.profiling.check import ERROR_FLOOR, MAX_ERROR_RATIO, max_rel_error, refusal
 from workers.profiling.emit import HotShape, PointShapes, hot_shapes, job_documents, write_jobs
@@ -142,16 +143,17 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         from workers.profiling.swap import FIELDS, install, load_bundles
 
         if capture.cuda(options.device):
-            device_name = torch.cuda.get_device_name(torch.device(options.device))
+            props = torch.cuda.get_device_properties(torch.device(options.device))
+            device = gpu_class(props, hip=bool(getattr(torch.version, "hip", None)))
         elif os.environ.get("TRITON_INTERPRET") == "1":
-            device_name = "cpu"
+            device = interpreter_class()
             notes.append("--with-bundle on the CPU: Triton's interpreter ran the tuned kernels")
         else:
             raise ProfileError(
                 "--with-bundle runs tuned Triton kernels: it needs a CUDA device "
                 "(or TRITON_INTERPRET=1 on the CPU)"
             )
-        bundles = load_bundles(options.bundle, device_name)
+        bundles = load_bundles(options.bundle, device)
         twin = workload.fp32_twin()  # before the swap wraps the model's modules
         swap = install(workload.model, bundles)
     capture.init_gpu_profiler(options.device)

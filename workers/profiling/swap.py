@@ -40,6 +40,7 @@ from torch import nn
 
 from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
+from search_spaces.device_identity import DeviceClass, same_class
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
@@ -63,9 +64,9 @@ KEPT = "kept vendor"
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
-def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
-    """The bundles in ``folder`` whose device class is part of ``device_name`` (``NVIDIA H200`` for
-    a card named so), first file by name per kernel; in a stack-laid tree (``pull --by-stack``),
+def load_bundles(folder: str | Path, device: DeviceClass) -> dict[str, Bundle]:
+    """The bundles in ``folder`` of ``device``'s class (:func:`same_class`; a bundle that names
+    no class fits any device), first file by name per kernel; in a stack-laid tree (``pull --by-stack``),
     those of the installed Triton's folder (:func:`search_spaces.stack.resolve`). ProfileError if
     none fits."""
     path = Path(folder)
@@ -81,12 +82,12 @@ def load_bundles(folder: str | Path, device_name: str) -> dict[str, Bundle]:
             bundle = load_bundle(file)
         except BundleError:
             continue
-        theirs = bundle.device_class.lower()
-        if bundle.kernel in SWAPPABLE and (theirs in device_name.lower() or not theirs):
+        theirs = bundle.device_class
+        if bundle.kernel in SWAPPABLE and (not theirs or same_class(theirs, device)):
             found.setdefault(bundle.kernel, bundle)
     if not found:
         raise ProfileError(
-            f"no {'/'.join(SWAPPABLE)} bundle for {device_name} in {path}; "
+            f"no {'/'.join(SWAPPABLE)} bundle for {device.key} in {path}; "
             "use `tunefleet pull KERNEL --out DIR`"
         )
     return found

@@ -108,6 +108,8 @@ const TF = (() => {
   const fmt = {
     ms: (v) => (v === null || v === undefined ? "–" : Number(v).toPrecision(4)),
     num: (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toPrecision(digits)),
+    /* A speedup the server computed (the one computation the CLI prints too), as `2.66x`. */
+    speedup: (v) => (v === null || v === undefined ? "–" : `${Number(v).toFixed(2)}x`),
     when: (iso) => (iso ? new Date(iso).toLocaleString() : "–"),
     /* `K=v,...` with the names in `order` first (a kernel's problem schema), then the rest. */
     problem: (p, order = []) => {

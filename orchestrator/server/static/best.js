@@ -15,18 +15,31 @@
   }
 
   // Which backend holds the key, and its speedups over the default config and the vendor path
-  // (times of the re-timing that decided it).
+  // (the server's, as `tunefleet best` prints them: times of the re-timing that decided it).
   function decided(b) {
-    const vs = (base) => (base ? `${(base / b.time_ms).toFixed(2)}x` : "–");
     const backend = b.backend === "vendor" ? `vendor (${b.vendor})` : b.backend || "triton";
-    return `${backend} · vs default ${vs(b.default_ms)} · vs vendor ${vs(b.vendor_ms)}`;
+    return `${backend} · vs default ${fmt.speedup(b.speedup_vs_default)} · vs vendor ${fmt.speedup(b.speedup_vs_vendor)}`;
+  }
+
+  // After a job link, as after the job id in `tunefleet best`: the config comes from a cancelled job.
+  const CANCELLED_MARK = "*";
+
+  // The line explaining the mark, naming the cancelled jobs ("" when there are none).
+  function cancelledNote(rows) {
+    const jobs = [...new Set(rows.filter((b) => b.cancelled_job && b.job_id).map((b) => b.job_id))].sort((x, y) => x - y);
+    if (!jobs.length) return "";
+    return `${CANCELLED_MARK} from cancelled job ${jobs.join(", ")}: its fastest trial so far, not re-timed; ` +
+      `\`tunefleet resume ${jobs[0]}\` finishes it`;
   }
 
   function cell(b) {
     if (!b) return el("td", { class: "nodata", text: "no best config" });
+    const drift = new URLSearchParams({ kernel: b.kernel, problem: fmt.problem(b.problem), device_class: b.device_class,
+      objective: b.objective, triton: b.triton });
     const who = el("span", { class: "muted small" }, `team ${b.team || "–"} · `,
       b.job_id ? el("a", { href: `/jobs/${b.job_id}`, text: `job ${b.job_id}` }) : "no job",
-      ` · ${fmt.when(b.updated_at)}`);
+      b.cancelled_job ? el("span", { class: "cancelled-mark", title: "cancelled job: its fastest trial so far, not re-timed", text: CANCELLED_MARK }) : "",
+      ` · ${fmt.when(b.updated_at)} · `, el("a", { class: "drift", href: `/drift?${drift}`, text: "drift" }));
     return el("td", { class: "best-cell", title: JSON.stringify(b.config) },
       el("strong", { text: `${fmt.ms(b.time_ms)} ms` }), el("br"), el("span", { text: rate(b) }), el("br"),
       el("span", { class: "small", text: decided(b) }), el("br"),
@@ -46,6 +59,9 @@
     }
     const table = $("#best-table");
     const empty = $("#best-empty");
+    const note = $("#best-note");
+    note.textContent = cancelledNote(data.best);
+    note.hidden = !note.textContent;
     const chooser = $("#bundle-class");
     chooser.replaceChildren(el("option", { value: "", text: "all classes" }), ...classes.map((c) => el("option", { text: c })));
     if (!data.best.length) {

@@ -26,6 +26,13 @@
     }));
   }
 
+  // A study's best as `tunefleet job` shows it: the decided key's re-timed winner, or the
+  // fastest trial so far (marked), with "*" when a cancelled job wrote it.
+  function bestText(st) {
+    if (st.best_ms === null) return "–";
+    return fmt.ms(st.best_ms) + (st.best_source === "so_far" ? " (so far)" : "") + (st.cancelled_job ? "*" : "");
+  }
+
   function renderJob(detail) {
     job = detail;
     const status = $("#job-status");
@@ -49,7 +56,7 @@
         el("td", {}, el("span", { class: `status ${st.status}`, text: st.status })),
         el("td", {}, progress(st.done, st.budget)),
         el("td", { text: Object.entries(st.outcomes).map(([k, v]) => `${k} ${v}`).join(", ") || "–" }),
-        el("td", { class: "num", text: fmt.ms(st.best_ms) }));
+        el("td", { class: "num best-ms", text: bestText(st) }));
       row.addEventListener("click", (ev) => { ev.preventDefault(); choose(st.id); });
       return row;
     }));
@@ -80,14 +87,24 @@
     bars($("#outcomes"), OUTCOMES.filter((o) => counts[o]).map((o) => [o, counts[o]]), (v) => String(v));
     if (!Object.keys(counts).length) $("#outcomes").replaceChildren(el("p", { class: "empty", text: "No trial yet." }));
     const best = $("#best");
-    if (a.best_config) {
-      const rows = [["time", `${fmt.ms(a.best_ms)} ms`]];
-      rows.push(["vs spec default", a.speedup_vs_default ? `${a.speedup_vs_default.toFixed(2)}× faster (default ${fmt.ms(a.default_ms)} ms)`
-        : (a.default_outcome ? `default was ${a.default_outcome}` : "default not measured")]);
-      rows.push(["vs median trial", a.speedup_vs_median ? `${a.speedup_vs_median.toFixed(2)}× faster (median ${fmt.ms(a.median_ms)} ms)` : "–"]);
+    if (a.best_ms !== null) {
+      const st = a.study;
+      const decided = a.best_source === "decided";
+      const rows = [[decided ? "time (re-timed winner)" : "time (best trial so far)", `${fmt.ms(a.best_ms)} ms`]];
+      if (st.cancelled_job) rows.push(["from", `cancelled job ${st.best_job}: its fastest trial so far, not re-timed`]);
+      else if (decided && st.best_job !== a.job_id) rows.push(["from", `job ${st.best_job} (the key's stored best)`]);
+      if (decided) {
+        rows.push(["backend", st.backend === "vendor" ? `vendor (${st.vendor})` : st.backend]);
+        rows.push(["vs spec default", a.speedup_vs_default ? `${fmt.speedup(a.speedup_vs_default)} (default ${fmt.ms(a.default_ms)} ms, same re-timing)` : "default not re-timed"]);
+        rows.push(["vs vendor", a.speedup_vs_vendor ? `${fmt.speedup(a.speedup_vs_vendor)} (${st.vendor || "vendor path"} ${fmt.ms(st.vendor_ms)} ms, same re-timing)` : "vendor path not measured"]);
+      } else {
+        rows.push(["vs spec default", a.default_ms ? `after the final re-timing (default's trial ${fmt.ms(a.default_ms)} ms)`
+          : (a.default_outcome ? `default was ${a.default_outcome}` : "after the final re-timing")]);
+      }
+      rows.push(["vs median trial", a.speedup_vs_median ? `${fmt.speedup(a.speedup_vs_median)} (fastest trial ${fmt.ms(a.fastest_trial_ms)} ms, median ${fmt.ms(a.median_ms)} ms)` : "–"]);
       best.replaceChildren(
-        el("table", { class: "kv" }, ...rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v })))),
-        el("pre", { class: "config", text: JSON.stringify(a.best_config, null, 1) }));
+        el("table", { class: "kv best-kv" }, ...rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v })))),
+        el("pre", { class: "config", text: a.best_config ? JSON.stringify(a.best_config, null, 1) : "no Triton config ran ok" }));
     } else {
       best.replaceChildren(el("p", { class: "empty", text: "No ok trial yet." }));
     }

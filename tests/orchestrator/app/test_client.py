@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from db import Database, JobStatus, repository
 from db.errors import DatabaseURLError
 from orchestrator.app import service
-from orchestrator.app.client import Client, bundle_members, read_token
+from orchestrator.app.client import Client, bundle_members, job_request, read_token
 from orchestrator.commands.cli import main
 from orchestrator.errors import (
     Conflict,
@@ -51,6 +51,10 @@ STATUS = (
     (Conflict, 409),
     (OrchestratorError, 422),
 )
+
+
+def _spec(**fields: Any) -> JobSpec:
+    return JobSpec.from_mapping({"kernel": "matmul", "problems": [TINY], **fields})
 
 
 def make_app(database: Database, seen: list[dict[str, Any]]) -> FastAPI:
@@ -152,8 +156,8 @@ def test_requests_carry_the_token_and_answers_read_back_as_views(
     url, seen = served
     with Client(url + "/", TOKEN) as client:
         spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [TINY], "team": "red"})
-        detail = client.submit(spec.to_dict(), priority=3)
-        assert seen[-1]["body"] == {**spec.to_dict(), "priority": 3}
+        detail = client.submit(spec, priority=3)
+        assert seen[-1]["body"] == {**job_request(spec), "priority": 3}
         assert seen[-1]["auth"] == f"Bearer {TOKEN}"
         assert (detail.job.status, detail.job.priority, detail.job.team) == (
             JobStatus.QUEUED,
@@ -169,7 +173,7 @@ def test_requests_carry_the_token_and_answers_read_back_as_views(
         assert client.job(detail.job.id) == detail
         assert client.cancel(detail.job.id).status is JobStatus.CANCELLED
         store_best(database, detail.job.id, "cpu", PROBLEM)
-        (best,) = client.best("matmul", problem=TINY)
+        (best,) = client.best("matmul", problem=TINY).items
         assert seen[-1]["query"] == {"kernel": "matmul", "objective": "kernel", "problem": TINY}
         assert (best.config, best.job_id, best.team) == (CONFIG, detail.job.id, "red")
         one = client.bundle("matmul", device_class="cpu")
@@ -194,15 +198,15 @@ def test_error_statuses_become_our_exceptions_with_the_servers_message(
     with Client(url, TOKEN) as client:
         with pytest.raises(NotFound, match=r"no job 999.*HTTP 404"):
             client.job(999)
-        ours = client.submit({"kernel": "matmul", "problems": [TINY], "team": "red"}).job.id
-        theirs = client.submit({"kernel": "matmul", "problems": [TINY], "team": "blue"}).job.id
+        ours = client.submit(_spec(team="red")).job.id
+        theirs = client.submit(_spec(team="blue")).job.id
         client.cancel(ours)
         with pytest.raises(Conflict, match=r"already cancelled.*HTTP 409"):
             client.cancel(ours)
         with pytest.raises(NotFound, match=rf"no job {theirs} of yours.*HTTP 404"):
             client.cancel(theirs)
         with pytest.raises(InvalidRequest, match=r"unknown kernel 'nope'.*HTTP 422"):
-            client.submit({"kernel": "nope", "problems": [TINY]})
+            client.submit(JobSpec("nope", _spec().problems))
         with pytest.raises(ServerError, match="HTTP 500"):
             client.best("boom")
         with pytest.raises(ServerError, match="refusing to write it"):

@@ -10,7 +10,7 @@ from db import Database, JobStatus
 from orchestrator.run.driver import Driver, submit_job
 from orchestrator.run.jobs import JobSpec
 from orchestrator.run.local_pool import LocalPool
-from tests.orchestrator.test_cli_tables import assert_fits, headers, run
+from tests.orchestrator.commands.test_cli_tables import assert_fits, headers, run
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from db import Database, repository
 from orchestrator.commands.cli import main
 from search_spaces import stack
+from search_spaces.device_identity import DeviceClass
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from search_spaces.triton_autotune import load_bundles
@@ -128,7 +129,7 @@ def test_the_drop_in_refuses_a_newer_only_tree_in_one_warning(
     from search_spaces.bundle_env import VersionPolicy
 
     _installed(monkeypatch, "3.5.2")
-    monkeypatch.setattr(triton_autotune, "_device_class", lambda: "NVIDIA H200")
+    monkeypatch.setattr(triton_autotune, "_device_class", lambda: DeviceClass.parse("H200"))
     serving = triton_autotune.Serving("matmul", "", tree, VersionPolicy.USE, False, None)
     with pytest.warns(RuntimeWarning) as warned:
         assert serving.bundle() is None

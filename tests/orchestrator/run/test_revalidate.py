@@ -68,7 +68,14 @@ def test_revalidate_flags_the_regressed_best(
 
     with database.session(readonly=True) as s:
         rows = {r.problem_key: r for r in repository.get_best(s, "matmul")}
-    marked, kept = (rows[problem_key(p)] for p in PROBLEMS)
+        marked, kept = (rows[problem_key(p)] for p in PROBLEMS)
+        (history,) = repository.retimings(s, marked.id)  # the drift history has the re-timing
+    assert (history.state, history.time_ms, history.job_id) == (
+        Verdict.REGRESSED,
+        fast["now_ms"],
+        None,
+    )
+    assert history.changed is not None and "triton 3.0.0 -> " in history.changed
     assert (marked.revalidation, marked.revalidated_ms) == (Verdict.REGRESSED, fast["now_ms"])
     assert kept.revalidation is Verdict.HOLDS and not kept.stale
     assert marked.revalidated_environment_id not in (None, marked.environment_id)
