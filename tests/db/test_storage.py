@@ -993,13 +993,7 @@ class TestStorage:
                 )
                 for problem, cls in sorted(keyed):
                     conn.execute(sa.text(best), {"problem": problem, "cls": cls})
-            _migrate(database, "0008")
-            database.check_schema()
-            with database.engine.connect() as conn:
-                context = MigrationContext.configure(
-                    conn, opts={"compare_type": True, "version_table": VERSION_TABLE}
-                )
-                assert compare_metadata(context, Base.metadata) == []
+            _migrate(database, "0008")  # the schema at 0009 is compared to the models below
             with database.session() as s:
                 rows = repo.get_best(s, "matmul")
                 assert {(b.problem_key, b.device_class_key) for b in rows} == keyed
