@@ -18,6 +18,7 @@ def _row(job_id: int, time_ms: float, **decision: object) -> BestRecord:
         kernel_name="matmul",
         kernel_version="v",
         problem_key=KEY[0],
+        device_class_id=1,
         device_class_key=KEY[1],
         triton_minor="3.6",
         objective=Objective.KERNEL,
