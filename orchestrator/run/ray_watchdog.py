@@ -173,6 +173,7 @@ def start(driver_pid: int, raylet_pid: int, pids: Sequence[int]) -> bool:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            cwd="/",
             check=True,
             timeout=30,
         )
