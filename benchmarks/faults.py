@@ -109,6 +109,18 @@ SCENARIOS: dict[str, list[str]] = {
         F
         + "test_lease_faults.py::test_a_config_lost_with_the_only_worker_gets_its_final_row_on_resume"
     ],
+    "45.10 read-only SQLite (file, WAL, folder) mid-job, permissions binding: one line, exit 2": [
+        F + "test_readonly_faults.py"
+    ],
+    "45.11 kill -9 of a driver: its local Ray gone in 10 s; an attached cluster kept": [
+        F + "test_kill_faults.py"
+    ],
+    "45.11 SIGTERM on tune with a trial running: exit 143 within 10 s": [
+        F + "test_cli_faults.py::test_sigterm_ends_a_tune_within_seconds_while_its_trial_still_runs"
+    ],
+    "45.11 /docs and /redoc: no third-party script, CSP script-src 'self'": [
+        "tests/server/test_docs.py"
+    ],
 }
 
 

@@ -241,7 +241,7 @@ def serve(
         bool,
         typer.Option(
             "--docs",
-            help="Serve the interactive /docs and /redoc pages (they load scripts from a CDN).",
+            help="Serve the interactive /docs and /redoc pages (their scripts come from this server).",
         ),
     ] = False,
 ) -> None:

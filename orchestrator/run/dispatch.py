@@ -15,8 +15,10 @@ found again by the next job of the same owner (the user, by default) with the sa
 options, so their trial processes, compile pools and CUDA contexts stay warm between jobs;
 ``stop_kept_workers`` ends one owner's, never another's.
 
-A local Ray started here (:func:`ensure_ray`) binds to 127.0.0.1 with no dashboard and leaves
-Ray's token authentication as configured; a ``--ray-address`` that does not answer fails within
+A local Ray started here (:func:`ensure_ray`) binds to 127.0.0.1 with no dashboard, leaves
+Ray's token authentication as configured, and is guarded by a watchdog process
+(orchestrator.run.ray_watchdog) that ends it within seconds if this process is killed; a Ray
+found at an address is never guarded (nor ended); a ``--ray-address`` that does not answer fails within
 ``CONNECT_TIMEOUT_S``, and Ray start or connect failures are one-line ``OrchestratorError``s.
 
 Faults: a call that fails with a RayActorError means the actor (or its node) is gone: every trial
@@ -47,6 +49,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.errors import NoWorkersError, OrchestratorError, WorkerFailure
+from orchestrator.run import ray_watchdog
 from orchestrator.run.healing import Healer
 from orchestrator.run.jobs import DeviceSource, SourceKind
 from orchestrator.run.pool import Done, RetimeJob, WorkerInfo
@@ -115,7 +118,19 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
         lines = [line for line in str(exc).splitlines() if line.strip()] or [repr(exc)]
         what = f"connect to Ray at {target}" if target else "start a local Ray"
         raise OrchestratorError(f"could not {what}: {lines[-1].strip()}") from None
+    _guard_local_ray()
     return True
+
+
+def _guard_local_ray() -> None:
+    """Start the watchdog (orchestrator.run.ray_watchdog) that ends the local Ray just started
+    here if this process dies without shutting it down; logged, not raised, if it cannot."""
+    node = ray._private.worker._global_node
+    processes: dict[str, list[Any]] = getattr(node, "all_processes", {}) if node else {}
+    raylets = [p.process.pid for p in processes.get("raylet", [])]
+    others = [p.process.pid for k, ps in processes.items() if k != "raylet" for p in ps]
+    if len(raylets) != 1 or not ray_watchdog.start(os.getpid(), raylets[0], others):
+        logging.getLogger(__name__).warning("no watchdog for the local Ray: a kill -9 may leave it")
 
 
 @contextlib.contextmanager

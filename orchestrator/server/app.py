@@ -41,6 +41,7 @@ from orchestrator.app import plot, service, tokens
 from orchestrator.errors import PermissionDenied
 from orchestrator.export.bundle import BundleFormat
 from orchestrator.run.jobs import JobSpec, SourceKind
+from orchestrator.server import docs as api_docs
 from orchestrator.server import names, pages
 from orchestrator.server.auth import (
     AdminPrincipal,
@@ -306,8 +307,8 @@ def create_app(
     ``served_devices``: the server's ``--device`` values a job may name besides auto/interpreter.
     ``caps``: what a non-admin team's job may ask (default: TeamCaps()).
     ``refusals_per_minute``: audit rows of refused requests per token and minute (see refusals).
-    ``docs``: serve the interactive ``/docs`` and ``/redoc`` pages, which load scripts from a
-    CDN on the page's origin (default off; ``/openapi.json`` is always served).
+    ``docs``: serve the interactive ``/docs`` and ``/redoc`` pages, their scripts from this server
+    (orchestrator.server.docs; default off; ``/openapi.json`` is always served).
     """
     api = _Api(database, scheduler, allow_kernel_modules, served_devices, caps or TeamCaps())
     metrics = Metrics(database)
@@ -315,8 +316,8 @@ def create_app(
         title="tunefleet",
         version=API_VERSION,
         summary="Distributed autotuning of GPU kernels for teams: jobs, shared best configs, bundles.",
-        docs_url="/docs" if docs else None,
-        redoc_url="/redoc" if docs else None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.database = database
     app.state.refusals = RefusalAudit(database, refusals_per_minute)
@@ -326,6 +327,8 @@ def create_app(
     install(app)
     _routes(app, api)
     pages.mount(app)
+    if docs:
+        api_docs.mount(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(PathGuard)
     app.add_middleware(metrics.middleware)

@@ -294,14 +294,14 @@ def test_admin_manages_tokens_over_http(api: Api) -> None:
     assert ("token.revoke", f"token {created['id']}") in actions
 
 
-def test_openapi_always_and_the_cdn_docs_pages_only_when_asked(serve: ServerFactory) -> None:
+def test_openapi_always_and_the_docs_pages_only_when_asked(serve: ServerFactory) -> None:
     api = serve()
     doc = api.call(None, "GET", "/openapi.json").json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}/events", "/v1/bundles/{kernel}", "/metrics"} <= set(
         doc["paths"]
     )
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
-    # /docs and /redoc load scripts from a CDN on the origin that keeps the page's token: off.
+    # /docs and /redoc (their assets served here, tests/server/test_docs.py): off by default.
     for page in ("/docs", "/redoc"):
         assert "cdn" not in api.call(None, "GET", page).text.lower()
     assert "swagger" in serve(docs=True).call(None, "GET", "/docs").text.lower()
