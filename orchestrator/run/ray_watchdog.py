@@ -168,7 +168,7 @@ def start(driver_pid: int, raylet_pid: int, pids: Sequence[int]) -> bool:
     try:
         # Double fork: the intermediate exits at once (reaped here), the watchdog is reparented.
         subprocess.run(
-            [sys.executable, "-I", __file__, "--daemon", *args],
+            [sys.executable, "-I", __file__, "daemon", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -183,8 +183,8 @@ def start(driver_pid: int, raylet_pid: int, pids: Sequence[int]) -> bool:
 
 
 def main(argv: Sequence[str]) -> None:
-    """``ray_watchdog.py [--daemon] DRIVER:START RAYLET:START [PID:START ...]``."""
-    if argv and argv[0] == "--daemon":
+    """``ray_watchdog.py [daemon] DRIVER:START RAYLET:START [PID:START ...]``."""
+    if argv and argv[0] == "daemon":
         if os.fork():
             os._exit(0)
         argv = argv[1:]

@@ -38,9 +38,10 @@ ALL_TEAMS = "*"
 
 @dataclass(frozen=True)
 class RevalidationPolicy:
-    """The operator's switches (``tunefleet serve --revalidate-*``): ``on_change`` schedules a
-    revalidation when a worker's stack differs from the one a stored best was measured in;
-    ``every_days`` also re-checks bests last checked longer ago (None: never); ``quota`` is the
+    """The operator's switches (``tunefleet serve``'s ``--revalidate-on-change``,
+    ``--revalidate-every``, ``--revalidate-quota`` and ``--revalidate-retune``): ``on_change``
+    schedules a revalidation when a worker's stack differs from the one a stored best was measured
+    in; ``every_days`` also re-checks bests last checked longer ago (None: never); ``quota`` is the
     most revalidation jobs scheduled per team in a day; ``retune_teams`` the teams (``*``: all)
     whose regressed and failed rows are queued for tuning again; ``threshold`` as in
     ``tunefleet revalidate``."""

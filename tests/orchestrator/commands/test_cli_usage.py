@@ -256,7 +256,11 @@ def test_every_option_a_message_names_is_an_option_of_the_cli() -> None:
 
     commands = [ROOT, *(command for _, command in LEAVES)]
     options = {"--help"} | {
-        o for command in commands for p in command.params for o in p.opts if o.startswith("--")
+        o
+        for command in commands
+        for p in command.params
+        for o in (*p.opts, *p.secondary_opts)
+        if o.startswith("--")
     }
     others = {"--head", "--flag"}  # `ray start --head`; capture's example of an app's own flag
     root = pathlib.Path(__file__).resolve().parents[3]
