@@ -124,6 +124,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
+@pytest.fixture(scope="session")
+def landscapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """Device name -> its synthetic matmul landscapes (tests/orchestrator/landscapes: two devices,
+    two problems each), written once per test process for every test that replays them."""
+    from tests.orchestrator.landscapes.make_landscapes import write_all
+
+    return write_all(tmp_path_factory.mktemp("landscapes"))
+
+
 PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

@@ -17,7 +17,7 @@ from orchestrator.run.dispatch import PoolOptions, ensure_ray
 from orchestrator.run.jobs import DeviceSource
 from orchestrator.server.scheduler import Scheduler
 from search_spaces.bundle import load_bundle
-from tests.orchestrator.conftest import H200, landscapes  # noqa: F401 (fixture)
+from tests.orchestrator.conftest import H200
 from tests.server.conftest import Api, ServerFactory
 
 SMALL = "M=256,N=256,K=256,dtype=float16"
@@ -34,7 +34,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 def remote(
     db: Database,
     serve: ServerFactory,
-    landscapes: dict[str, list[Path]],  # noqa: F811 (the fixture imported above)
+    landscapes: dict[str, list[Path]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Api]:
     """The API with a scheduler of replay workers (H200 landscapes) on ``db``; the CLI's

@@ -31,7 +31,6 @@ from orchestrator.server.app import create_app
 from orchestrator.server.scheduler import Scheduler
 from search_spaces.bundle import load_bundle
 from tests.orchestrator.conftest import A100, H200
-from tests.orchestrator.landscapes.make_landscapes import write_all
 from tests.server.conftest import LiveServer, make_token
 
 CHROMIUM = "/usr/bin/chromium"
@@ -87,9 +86,10 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(
+    tmp_path_factory: pytest.TempPathFactory, landscapes: dict[str, list[Path]]
+) -> Iterator[Site]:
     tmp = tmp_path_factory.mktemp("page")
-    landscapes = write_all(tmp / "landscapes")
     database = Database(f"sqlite:///{tmp / 'page.db'}")
     database.ensure_schema()
     ensure_ray(None, 2)
