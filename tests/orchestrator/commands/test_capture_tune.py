@@ -1,6 +1,5 @@
-"""A captured app tuned with and without --widen (CLI, interpreter, short budgets; the tunes join
-the module's Ray head through RAY_ADDRESS), its bundle served by the drop-in decorator: known keys
-launch with no benchmarking, a new key is recorded."""
+"""A captured app tuned with and without --widen (CLI, interpreter, short budgets), its bundle
+served by the drop-in decorator: known keys launch with no benchmarking, a new key is recorded."""
 
 from __future__ import annotations
 
@@ -19,11 +18,8 @@ from workers.capture_spec import ref_for
 CLI = [sys.executable, "-m", "orchestrator"]
 
 
-def cli(*args: str, ray_address: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``tunefleet ARGS``; with ``ray_address`` its trials run on that Ray (RAY_ADDRESS)."""
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
-    if ray_address:
-        env["RAY_ADDRESS"] = ray_address
     return subprocess.run(
         [*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400
     )
@@ -57,18 +53,9 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_capture_tuned_listed_and_widened_then_served(
-    capture: Path, tmp_path: Path, db_url: str, ray_address: str
+    capture: Path, tmp_path: Path, db_url: str
 ) -> None:
-    listed = cli(
-        "tune",
-        "--from-capture",
-        str(capture),
-        "--device",
-        "interpreter",
-        "--db",
-        db_url,
-        ray_address=ray_address,
-    )
+    listed = cli("tune", "--from-capture", str(capture), "--device", "interpreter", "--db", db_url)
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.count("bundle: tunefleet pull") == 2  # one job per kernel
     wide = cli(
@@ -83,7 +70,6 @@ def test_capture_tuned_listed_and_widened_then_served(
         "--db",
         db_url,
         "--json",
-        ray_address=ray_address,
     )
     assert wide.returncode == 0, wide.stderr
     ref = ref_for(capture, "app_kernels.scaled_add", True)
