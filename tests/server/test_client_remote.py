@@ -40,7 +40,10 @@ def remote(
     """The API with a scheduler of replay workers (H200 landscapes) on ``db``; the CLI's
     default server."""
     started = ensure_ray(None, 2)
-    device = DeviceSource.parse("replay:" + ",".join(str(p) for p in landscapes[H200]))
+    # The landscape of SMALL, the one problem of these jobs (a replay worker loads every file it
+    # is given, in each pool and each re-timing).
+    (small,) = [p for p in landscapes[H200] if p.name.endswith("-M256.json.gz")]
+    device = DeviceSource.parse(f"replay:{small}")
     scheduler = Scheduler(
         db, devices=(device,), pool_options=PoolOptions(replay_delay_s=0.05), poll_s=0.2
     )
