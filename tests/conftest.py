@@ -19,7 +19,6 @@ os.environ["TUNEFLEET_CAPTURE_INDEX"] = os.path.join(
 )
 
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -221,19 +220,3 @@ def ray_head(env: dict[str, str], temp_dir: Path | None = None) -> Iterator[str]
     finally:
         os.killpg(head.pid, signal.SIGKILL)  # the head, its GCS, raylet and workers: one group
         head.wait()
-
-
-@pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """``host:port`` of a real two-CPU Ray head (see :func:`ray_head`) for the module's CLI
-    subprocesses to join through RAY_ADDRESS, instead of each starting a local Ray of its own.
-    Started with this process's environment (TRITON_INTERPRET, PYTHONPATH, the capture index),
-    as a local Ray of the command would be, in a temp folder of its own: a plain ``ray.init()``
-    elsewhere on the machine does not find it."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    temp_dir = Path(tempfile.mkdtemp(prefix="tf-ray-"))  # short: Ray's socket paths have a limit
-    try:
-        with ray_head(env, temp_dir) as address:
-            yield address
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -1,7 +1,5 @@
-"""The CLI end to end in subprocesses (those that run trials join the module's Ray head through
-RAY_ADDRESS; a command that starts its own local Ray is tests/orchestrator/run/test_kept_workers.py):
-tune on the interpreter, query/pull/plot the result, bad input exits 2, and resume after the
-driver was killed."""
+"""The CLI end to end in subprocesses (each starts its own local Ray): tune on the interpreter,
+query/pull/plot the result, bad input exits 2, and resume after the driver was killed."""
 
 from __future__ import annotations
 
@@ -27,14 +25,8 @@ CLI = [sys.executable, "-c", "from orchestrator.commands.cli import main; main()
 TINY = "M=16,N=16,K=16,dtype=float16"
 
 
-def cli(
-    *args: str, ray_address: str | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    """``tunefleet ARGS``; with ``ray_address`` its trials run on that Ray (RAY_ADDRESS)."""
-    env = {**os.environ, **({"RAY_ADDRESS": ray_address} if ray_address else {})}
-    return subprocess.run(
-        [*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def test_bad_input_exits_2_with_one_line(db_url: str) -> None:
@@ -51,9 +43,7 @@ def test_bad_input_exits_2_with_one_line(db_url: str) -> None:
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_tune_on_the_interpreter_then_query_pull_plot(
-    db_url: str, tmp_path: Path, ray_address: str
-) -> None:
+def test_tune_on_the_interpreter_then_query_pull_plot(db_url: str, tmp_path: Path) -> None:
     started = time.monotonic()
     done = cli(
         "tune",
@@ -67,7 +57,6 @@ def test_tune_on_the_interpreter_then_query_pull_plot(
         "--db",
         db_url,
         "--json",
-        ray_address=ray_address,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
@@ -144,18 +133,15 @@ def _rows(db_url: str) -> list[Trial]:
     return found
 
 
-def test_resume_after_the_driver_is_killed(
-    db_url: str, landscapes: dict[str, list[Path]], ray_address: str
-) -> None:
+def test_resume_after_the_driver_is_killed(db_url: str, landscapes: dict[str, list[Path]]) -> None:
     replay = str(landscapes[H200][0])
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, db_url, replay, str(LEASE_S)],
         cwd=ROOT,
-        env={**os.environ, "RAY_ADDRESS": ray_address},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        start_new_session=True,  # its own process group: the kill takes all of it
+        start_new_session=True,  # its own process group: the kill takes its local Ray along
     )
     try:
         job = int((proc.stdout.readline() if proc.stdout else "").strip())
@@ -170,13 +156,13 @@ def test_resume_after_the_driver_is_killed(
     before = _rows(db_url)
     assert 8 <= len(before) < 40
 
-    refused = cli("resume", str(job), "--db", db_url, ray_address=ray_address)
+    refused = cli("resume", str(job), "--db", db_url)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "is being run by killed-driver" in refused.stderr
     # The dead driver's lease expires (LEASE_S after its last renewal at the latest): the job
     # can be taken over.
     time.sleep(max(0.0, killed + LEASE_S - time.monotonic()))
-    done = cli("resume", str(job), "--db", db_url, "--json", ray_address=ray_address)
+    done = cli("resume", str(job), "--db", db_url, "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["status"] == "done"
