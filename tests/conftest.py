@@ -108,12 +108,28 @@ SLOWEST_FIRST = (
     "tests/faults/test_text_faults.py",
     "tests/orchestrator/run/test_vendor_paths.py",
     "tests/server/test_health.py",
+    "tests/search_spaces/test_space.py",
+    "tests/db/test_storage.py",
+    "tests/faults/test_driver_faults.py",
+    "tests/server/test_end_to_end.py",
+    "tests/orchestrator/study/test_learned_sampler.py",
+    "tests/server/test_client_remote.py",
+    "tests/db/test_migrations.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.fixture(scope="session")
+def landscapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """Device name -> its synthetic matmul landscapes (tests/orchestrator/landscapes: two devices,
+    two problems each), written once per test process for every test that replays them."""
+    from tests.orchestrator.landscapes.make_landscapes import write_all
+
+    return write_all(tmp_path_factory.mktemp("landscapes"))
 
 
 PG_URL = os.environ.get("TUNEFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

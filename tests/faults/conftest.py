@@ -1,6 +1,6 @@
-"""Fixtures of the fault suite (databases of both backends come from tests/conftest.py): the synthetic
-replay landscapes (tests/orchestrator/landscapes), and :class:`FaultPool`, a real pool with a
-fault injected at the n-th result."""
+"""Fixtures of the fault suite (databases of both backends and the synthetic replay landscapes come
+from tests/conftest.py): :class:`FaultPool`, a real pool with a fault injected at the n-th result;
+``make_landscapes`` importable for the scenarios that build a landscape of their own."""
 
 from __future__ import annotations
 
@@ -9,21 +9,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from orchestrator.run.pool import Done, RetimeJob, WorkerInfo
 from workers.trial import TrialRequest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "orchestrator" / "landscapes"))
-from make_landscapes import write_all
 
 H200 = "NVIDIA H200"
 MATMUL_SMALL = {"M": 256, "N": 256, "K": 256, "dtype": "float16"}
-
-
-@pytest.fixture(scope="session")
-def landscapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
-    return write_all(tmp_path_factory.mktemp("landscapes"))
 
 
 #: Called with each result and its number (from 1); returns the result the driver sees.

@@ -1,8 +1,8 @@
-"""Shared fixtures: synthetic landscapes of two devices, a fresh SQLite database per test."""
+"""Shared fixtures: a replay pool of the synthetic H200 landscapes (the ``landscapes`` fixture is
+tests/conftest.py's), a fresh SQLite database per test."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,17 +12,8 @@ from db import Database
 from orchestrator.run.local_pool import LocalPool
 from orchestrator.run.worker import WorkerPlan
 
-sys.path.insert(0, str(Path(__file__).parent / "landscapes"))
-from make_landscapes import write_all
-
 H200 = "NVIDIA H200"
 A100 = "NVIDIA A100-SXM4-80GB"
-
-
-@pytest.fixture(scope="session")
-def landscapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
-    """Device name -> its synthetic matmul landscapes (two problems each)."""
-    return write_all(tmp_path_factory.mktemp("landscapes"))
 
 
 @pytest.fixture

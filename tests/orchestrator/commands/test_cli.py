@@ -152,13 +152,16 @@ def test_resume_after_the_driver_is_killed(db_url: str, landscapes: dict[str, li
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    killed = time.monotonic()  # its lease was last renewed before this
     before = _rows(db_url)
     assert 8 <= len(before) < 40
 
     refused = cli("resume", str(job), "--db", db_url)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "is being run by killed-driver" in refused.stderr
-    time.sleep(LEASE_S)  # the dead driver's lease expires: the job can be taken over
+    # The dead driver's lease expires (LEASE_S after its last renewal at the latest): the job
+    # can be taken over.
+    time.sleep(max(0.0, killed + LEASE_S - time.monotonic()))
     done = cli("resume", str(job), "--db", db_url, "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
