@@ -1,1 +1,1 @@
-"""tunefleet's team service: the HTTP API (app, auth, metrics), the scheduler and, later, the web page."""
+"""tunefleet's team service: the HTTP API over the application layer, the scheduler, auth and tokens, limits, metrics and the web page."""
