@@ -55,6 +55,7 @@ def job_row(job: JobView) -> dict[str, Any]:
     """A job as a row of ``jobs --json`` (the keys it always had, then progress and times)."""
     return {
         "job": job.id,
+        "kind": job.kind,
         "kernel": job.kernel,
         "status": job.status.value,
         "team": job.team,
@@ -96,7 +97,7 @@ def show_jobs(page: JobPage, json_out: bool, wide: bool = False) -> None:
     rows = [
         [
             str(j.id),
-            j.kernel,
+            j.kernel + ("" if j.kind == "tune" else f" ({j.kind})"),
             j.status.value
             + (
                 " (cancel asked)"

@@ -21,6 +21,8 @@ from db import Database, JobKind, JobStatus, repository
 from db.errors import LeaseLost
 from db.states import RevalidationState, TokenScope
 from orchestrator.app import service
+from orchestrator.app.client import Client
+from orchestrator.commands.render import job_row
 from orchestrator.errors import JobStateError
 from orchestrator.run.dispatch import PoolOptions, ensure_ray
 from orchestrator.run.jobs import DeviceSource, JobSpec
@@ -160,6 +162,9 @@ def test_a_new_triton_version_is_revalidated_within_one_scheduler_cycle(
         with httpx.Client(base_url=live.url, headers=headers, timeout=30) as client:
             listed = client.get("/v1/jobs").json()["items"]
             assert [j["kind"] for j in listed if j["id"] == job.id] == ["revalidate"]
+            with Client(live.url, admin) as door:  # as `tunefleet jobs --json` prints it
+                rows = [job_row(j) for j in door.jobs().items if j.id == job.id]
+                assert [r["kind"] for r in rows] == ["revalidate"]
             drift = client.get(
                 "/v1/drift",
                 params={"kernel": "matmul", "problem": SMALL, "device_class": CLASS},
