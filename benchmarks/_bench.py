@@ -338,7 +338,7 @@ def tune_without_ray(argv: list[str]) -> None:
     each trial handed to the compile pool when the driver submits it, so compiling runs ahead of
     timing as on a cluster. The rest (planning, sampler, database, re-timing, summary) is the
     command's own path."""
-    from orchestrator.app import service
+    from orchestrator.app import running
     from orchestrator.commands.cli import main as cli_main
     from orchestrator.run.local_pool import LocalPool
     from orchestrator.run.pool import RetimeJob, WorkerInfo
@@ -378,7 +378,7 @@ def tune_without_ray(argv: list[str]) -> None:
         finally:
             pool.shutdown()
 
-    service._ray_pool = local_pool  # type: ignore[assignment]
+    running._ray_pool = local_pool  # type: ignore[assignment]
     cli_main(["tune", *argv])
 
 

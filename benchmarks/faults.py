@@ -28,8 +28,8 @@ SCENARIOS: dict[str, list[str]] = {
         "tests/db/test_migrations.py::test_db_upgrade_command_migrates_an_existing_database"
     ],
     "2 two drivers on one job (lease)": [
-        "tests/orchestrator/app/test_service.py::test_run_refuses_a_live_lease_and_a_done_job_before_ray",
-        "tests/orchestrator/app/test_service.py::test_lease_keeper_renews_refuses_notices_loss_and_releases",
+        "tests/orchestrator/app/test_jobs.py::test_run_refuses_a_live_lease_and_a_done_job_before_ray",
+        "tests/orchestrator/app/test_jobs.py::test_lease_keeper_renews_refuses_notices_loss_and_releases",
     ],
     "3 SQLite file deleted / read-only mid-job": [
         F

@@ -327,7 +327,7 @@ def main() -> None:
         raise SystemExit("bounded benchmark: 1-200 clients, at most 120 s, at most 20000 entries")
 
     with tempfile.TemporaryDirectory() as tmp:
-        url = args.db or f"sqlite:///{Path(tmp) / 'service.db'}"
+        url = args.db or f"sqlite:///{Path(tmp) / 'load.db'}"
         database = Database(url)
         database.upgrade()
         problems = seed(database, args.entries)

@@ -21,7 +21,7 @@ import sys
 
 def main(argv: list[str]) -> int:
     from db import JobStatus, Objective
-    from orchestrator.app import service
+    from orchestrator.app.jobs import check_spec, job_summary
     from orchestrator.commands import render
     from orchestrator.commands._common import open_database
     from orchestrator.commands.tune import build_spec
@@ -53,12 +53,12 @@ def main(argv: list[str]) -> int:
         print(f"== tune {file}", file=sys.stderr, flush=True)
         try:
             spec = build_spec(file, None, values)
-            service.check_spec(spec)
+            check_spec(spec)
         except OrchestratorError as exc:
             print(f"error: {file}: {exc}", file=sys.stderr)
             return 2
         gpu = spec.devices[0].kind is SourceKind.AUTO and _has_gpu()
-        # service.pool_options's settings, built here: it imports the Ray pool's module.
+        # orchestrator.app.running.pool_options's settings, built here: it imports the Ray pool's module.
         options = dataclasses.replace(
             PoolOptions(),
             in_flight=spec.in_flight,
@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
             result = Driver(database, pool, reporter=reporter_for(args.json)).run(job_id)
         finally:
             pool.shutdown()
-        summary = service.job_summary(database, job_id, ())
+        summary = job_summary(database, job_id, ())
         if args.json:
             print(json.dumps(summary.to_dict(), default=str), flush=True)
         else:

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from db import Database
-from orchestrator.app import service
 from orchestrator.app.capture_jobs import capture_jobs
+from orchestrator.app.jobs import job_summary
 from orchestrator.run.driver import Driver, submit_job
 from orchestrator.run.local_pool import LocalPool
 from orchestrator.run.worker import PoolOptions, WorkerPlan
@@ -42,7 +42,7 @@ def main() -> None:
     database = Database(args.db)
     database.ensure_schema()
     for cj in capture_jobs(args.capture, args.widen, overrides):
-        # service.pool_options's settings, without its import of orchestrator.run.dispatch (Ray).
+        # orchestrator.app.running.pool_options's settings, without its import of orchestrator.run.dispatch (Ray).
         options = PoolOptions(
             compile_timeout_s=cj.job.compile_timeout_s, run_timeout_s=cj.job.run_timeout_s
         )
@@ -53,7 +53,7 @@ def main() -> None:
             )
         finally:
             pool.shutdown()
-        summary = service.job_summary(database, result.job_id, (cj.ref,)).summary
+        summary = job_summary(database, result.job_id, (cj.ref,)).summary
         print(json.dumps({"kernel": cj.ref, "job": result.job_id, **summary}, default=str))
         print(f"{cj.spec.name}: job {result.job_id} {result.status.value}", file=sys.stderr)
 

@@ -1,9 +1,10 @@
 """The HTTP client of a tunefleet server: the remote :class:`orchestrator.app.protocol.Door`.
 
-Answers are read back into the service's views (:mod:`orchestrator.app.service`), whose ``to_dict()``
-is the server's wire format, so remote and local commands render the same data. What a server
-does not do for a client (running a job on this machine, storing re-timings it did not measure)
-is refused here in one line, before any request (see :mod:`orchestrator.app.protocol`). The server's
+Answers are read back into the application layer's views (:mod:`orchestrator.app.views`), whose
+``to_dict()`` is the server's wire format, so remote and local commands render the same data.
+What a server does not do for a client (running a job on this machine, storing re-timings it did
+not measure) is refused here in one line, before any request (see
+:mod:`orchestrator.app.protocol`). The server's
 JSON errors (``{"error": ..., "detail": ...}``) become our exceptions with its one-line message:
 401 Unauthorized, 403 PermissionDenied, 404 NotFound, 409 Conflict, 400/413/422 InvalidRequest,
 anything else ServerError (an unreachable server: ServerUnavailable).
@@ -25,8 +26,8 @@ from urllib.parse import quote, urlsplit
 
 from db.states import JobStatus, Objective, TokenScope
 from orchestrator.app.protocol import DEFAULT_THRESHOLD, BestList, Resumed, RunHere
-from orchestrator.app.service import BestView, BundleFile, JobDetail, JobPage, JobView
 from orchestrator.app.tokens import NewToken, TokenView
+from orchestrator.app.views import BestView, BundleFile, JobDetail, JobPage, JobView
 from orchestrator.errors import (
     Conflict,
     InvalidRequest,
@@ -232,14 +233,14 @@ class Client:
         return JobDetail.from_dict(self._json(self._request("GET", f"/v1/jobs/{int(job_id)}")))
 
     def cancel(self, job_id: int) -> JobView:
-        """Cancel the job (see service.cancel_job); the job as it is after."""
+        """Cancel the job (see orchestrator.app.jobs.cancel_job); the job as it is after."""
         response = self._request("POST", f"/v1/jobs/{int(job_id)}/cancel")
         return JobView.from_dict(self._json(response))
 
     def resume(
         self, job_id: int, *, here: RunHere | None = None, reporter: Reporter | None = None
     ) -> Resumed:
-        """Have the server's schedulers run the job again (service.requeue_job); it is queued.
+        """Have the server's schedulers run the job again (orchestrator.app.jobs.requeue_job); it is queued.
         ``here`` options are refused: the server runs jobs on its own workers."""
         if here is not None and here.given:
             raise InvalidRequest(

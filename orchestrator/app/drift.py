@@ -16,7 +16,7 @@ from typing import Any
 from db import Database, Objective, repository
 from db.repository import RetimingRecord
 from db.states import STALE_STATES
-from orchestrator.app.service import View
+from orchestrator.app.views import View
 from orchestrator.errors import InvalidRequest, NotFound
 from search_spaces.bundle_env import ENV_FIELDS, differences
 from search_spaces.errors import SpecError

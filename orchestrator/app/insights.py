@@ -1,9 +1,9 @@
-"""What the web page shows beyond :mod:`orchestrator.app.service`: one study analysed (convergence,
+"""What the web page shows beyond :mod:`orchestrator.app.jobs`: one study analysed (convergence,
 outcomes, best config against the spec default and the median trial, parameter importance), a
 study's trials paged and sorted in SQL, and the portability matrix of a kernel's problem across
 device classes.
 
-Like the service functions these return frozen :class:`~orchestrator.app.service.View` dataclasses
+Like the job use cases these return frozen :class:`~orchestrator.app.views.View` dataclasses
 (``to_dict()`` is the wire format) and read only trial rows that are a config's own verdict
 (neither ``infra`` nor provisional), so the figures match what the jobs list counts.
 """
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from db import Database, Objective, TrialOutcome, repository
 from db.repository import TrialRecord
-from orchestrator.app import service
+from orchestrator.app.jobs import MAX_LIMIT, job_detail, visible_job
 from orchestrator.app.plot import convergence, importance
-from orchestrator.app.service import StudyProgress, TrialPage, TrialView, View
 from orchestrator.app.study_best import BestSource
+from orchestrator.app.views import StudyProgress, TrialPage, TrialView, View, aware
 from orchestrator.errors import InvalidRequest, NotFound
 from orchestrator.run.speedup import speedup
 from search_spaces.errors import SpecError
@@ -97,7 +97,7 @@ class PortabilityMatrix(View):
 
 
 def _study(database: Database, job_id: int, study_id: int, team: str | None) -> StudyProgress:
-    detail = service.job_detail(database, job_id, team=team)
+    detail = job_detail(database, job_id, team=team)
     for study in detail.studies:
         if study.id == study_id:
             return study
@@ -107,7 +107,7 @@ def _study(database: Database, job_id: int, study_id: int, team: str | None) -> 
 def _check_study(s: Session, job_id: int, study_id: int, team: str | None) -> None:
     """NotFound unless job ``job_id`` (of ``team``, if given) has study ``study_id`` (another
     team's job: the same NotFound as a missing one)."""
-    service.visible_job(s, job_id, team)
+    visible_job(s, job_id, team)
     if not repository.study_in_job(s, job_id, study_id):
         raise NotFound(f"job {job_id} has no study {study_id}")
 
@@ -233,7 +233,7 @@ def study_analysis(
 def _trial_view(trial: TrialRecord) -> TrialView:
     values = {f.name: getattr(trial, f.name) for f in dataclasses.fields(TrialView)}
     values["config"] = dict(trial.config)
-    values["created_at"] = service._aware(trial.created_at)
+    values["created_at"] = aware(trial.created_at)
     return TrialView(**values)
 
 
@@ -252,8 +252,8 @@ def trial_page(
     """One page of a study's trials (provisional rows included: they are on the record), sorted
     by ``sort`` (one of :data:`TRIAL_SORT_COLUMNS`) in ``order``, optionally of one outcome.
     The database sorts and pages, so a study of any size costs one page."""
-    if not 1 <= limit <= service.MAX_LIMIT or offset < 0:
-        raise InvalidRequest(f"limit must be 1 to {service.MAX_LIMIT} and offset 0 or more")
+    if not 1 <= limit <= MAX_LIMIT or offset < 0:
+        raise InvalidRequest(f"limit must be 1 to {MAX_LIMIT} and offset 0 or more")
     if sort not in TRIAL_SORT_COLUMNS:
         raise InvalidRequest(f"unknown sort {sort!r}; one of {', '.join(TRIAL_SORT_COLUMNS)}")
     if order not in ORDERS:

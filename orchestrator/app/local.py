@@ -1,7 +1,7 @@
 """The local door: :class:`orchestrator.app.protocol.Door` over a database, in this process.
 
-Each method calls the use-case function the server's routes call (orchestrator.app.service,
-.plot, .tokens, .revalidation), with no team filter: whoever holds the database sees every
+Each method calls the use-case function the server's routes call (orchestrator.app.jobs,
+.results, .running, .plot, .tokens, .revalidation), with no team filter: whoever holds the database sees every
 team's jobs. The database is opened (and its schema created or upgraded) on first use, so a
 command that fails its own checks first writes nothing.
 """
@@ -13,11 +13,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from db.states import JobStatus, Objective, TokenScope
-from orchestrator.app import service
 from orchestrator.app import tokens as token_cases
+from orchestrator.app.jobs import cancel_job, job_detail, list_jobs, submit_job
 from orchestrator.app.protocol import DEFAULT_THRESHOLD, BestList, Resumed, RunHere
-from orchestrator.app.service import BundleFile, JobDetail, JobPage, JobView
+from orchestrator.app.results import best_configs, bundle_files
+from orchestrator.app.running import resume_job
 from orchestrator.app.tokens import NewToken, TokenView
+from orchestrator.app.views import BundleFile, JobDetail, JobPage, JobView
 from search_spaces.registry import get_spec
 
 if TYPE_CHECKING:
@@ -64,8 +66,8 @@ class LocalDoor:
 
     # ----- jobs
     def submit(self, spec: JobSpec, *, priority: int = 0) -> JobDetail:
-        job_id = service.submit_job(self.database, spec, priority=priority)
-        return service.job_detail(self.database, job_id)
+        job_id = submit_job(self.database, spec, priority=priority)
+        return job_detail(self.database, job_id)
 
     def jobs(
         self,
@@ -77,7 +79,7 @@ class LocalDoor:
         offset: int = 0,
         before: int | None = None,
     ) -> JobPage:
-        return service.list_jobs(
+        return list_jobs(
             self.database,
             team=team,
             status=status,
@@ -88,17 +90,17 @@ class LocalDoor:
         )
 
     def job(self, job_id: int) -> JobDetail:
-        return service.job_detail(self.database, job_id)
+        return job_detail(self.database, job_id)
 
     def cancel(self, job_id: int) -> JobView:
-        return service.cancel_job(self.database, job_id)
+        return cancel_job(self.database, job_id)
 
     def resume(
         self, job_id: int, *, here: RunHere | None = None, reporter: Reporter | None = None
     ) -> Resumed:
-        """Run the job here to its end (service.resume_job); its summary."""
+        """Run the job here to its end (orchestrator.app.running.resume_job); its summary."""
         here = here or RunHere()
-        summary = service.resume_job(
+        summary = resume_job(
             self.database,
             job_id,
             ray_address=here.ray_address,
@@ -106,7 +108,7 @@ class LocalDoor:
             reporter=reporter,
             kernel_modules=here.kernel_modules,
         )
-        return Resumed(service.job_detail(self.database, job_id), summary)
+        return Resumed(job_detail(self.database, job_id), summary)
 
     def plot_data(self, job_id: int) -> JobPlot:
         from orchestrator.app.plot import plot_data
@@ -123,7 +125,7 @@ class LocalDoor:
         problem: str | None = None,
     ) -> BestList:
         spec = get_spec(kernel)
-        found = service.best_configs(
+        found = best_configs(
             self.database,
             kernel=kernel,
             device_class=device_class,
@@ -140,7 +142,7 @@ class LocalDoor:
         objective: Objective = Objective.KERNEL,
         fmt: str = "native",
     ) -> list[BundleFile]:
-        return service.bundle_files(
+        return bundle_files(
             self.database, kernel, device_classes=device_classes, objective=objective, fmt=fmt
         )
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from db.states import TrialOutcome
-from orchestrator.app.service import View, visible_job
+from orchestrator.app.jobs import visible_job
+from orchestrator.app.views import View
 from orchestrator.export.bundle import slug
 from orchestrator.output import check_folder, write_atomically
 

@@ -28,15 +28,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from db.states import JobStatus, Objective, TokenScope
-from orchestrator.app.service import (
-    BestView,
-    BundleFile,
-    JobDetail,
-    JobPage,
-    JobSummaryView,
-    JobView,
-)
 from orchestrator.app.tokens import NewToken, TokenView
+from orchestrator.app.views import BestView, BundleFile, JobDetail, JobPage, JobSummaryView, JobView
 from orchestrator.run.revalidate import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:

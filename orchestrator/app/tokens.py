@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from db.states import TokenScope
-from orchestrator.app.service import View
+from orchestrator.app.views import View
 from orchestrator.errors import InvalidRequest, NotFound
 
 if TYPE_CHECKING:

@@ -70,7 +70,7 @@ def _rate(value: float | None, fmt: str) -> str:
 
 def kernels(json_out: JsonOption = False, wide: WideOption = False) -> None:
     """List the kernels that can be tuned, with their problem schema and an example problem."""
-    from orchestrator.app.service import list_kernels
+    from orchestrator.app.kernels import list_kernels
 
     views = list_kernels()
     if json_out:
@@ -104,7 +104,7 @@ def space(
     """Show a kernel's search space on a device class: parameters, constraints, default, counts."""
     from rich.table import Table
 
-    from orchestrator.app.service import kernel_space
+    from orchestrator.app.kernels import kernel_space
 
     view = kernel_space(kernel, device_class)
     if json_out:

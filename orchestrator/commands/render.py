@@ -1,6 +1,6 @@
-"""Rendering of the service's views for the job commands: tables, JSON and live progress.
+"""Rendering of the application layer's views for the job commands: tables, JSON and live progress.
 
-Local commands and ``--server`` commands render the same views (orchestrator.app.service), so their
+Local commands and ``--server`` commands render the same views (orchestrator.app.views), so their
 output is the same.
 """
 
@@ -20,7 +20,7 @@ from orchestrator.commands._common import console, print_json
 from orchestrator.commands.tables import Column, print_table
 
 if TYPE_CHECKING:
-    from orchestrator.app.service import (
+    from orchestrator.app.views import (
         BestView,
         JobDetail,
         JobPage,

@@ -217,7 +217,8 @@ def tune(
     """Tune a kernel on problems for device classes; store the best configs; print a summary."""
     import sys
 
-    from orchestrator.app import service
+    from orchestrator.app import running
+    from orchestrator.app.jobs import check_spec
     from orchestrator.commands import render
     from orchestrator.run.checks import replay_coverage
     from orchestrator.run.progress import JsonLinesReporter, reporter_for
@@ -226,7 +227,7 @@ def tune(
     if json_out and json_lines:
         raise OrchestratorError("give --json or --json-lines, not both")
     if keep_workers:
-        service.cluster_address(ray_address)  # fail before touching the database
+        running.cluster_address(ray_address)  # fail before touching the database
     if from_capture is not None:
         if target is not None or problem:
             raise OrchestratorError("--from-capture takes no job file, kernel or -p problems")
@@ -235,7 +236,7 @@ def tune(
         database = open_database(db)
 
         def run_one(job: JobSpec) -> int:
-            summary = service.tune(
+            summary = running.tune(
                 database,
                 job,
                 ray_address=ray_address,
@@ -250,7 +251,7 @@ def tune(
     if target is None:
         raise OrchestratorError("give a job file or a kernel name, or --from-capture DIR")
     spec = build_spec(target, problem, locals())
-    kernel = service.check_spec(spec)  # before Ray starts or the database is touched
+    kernel = check_spec(spec)  # before Ray starts or the database is touched
     stream = JsonLinesReporter() if json_lines else None
     for coverage in replay_coverage(spec, kernel):
         if not coverage.complete:
@@ -258,7 +259,7 @@ def tune(
                 stream.note(coverage.warning(kernel.name))
             else:
                 print(coverage.warning(kernel.name), file=sys.stderr)
-    summary = service.tune(
+    summary = running.tune(
         open_database(db),
         spec,
         ray_address=ray_address,
@@ -316,10 +317,10 @@ def workers_stop(
     are left alone)."""
     import ray
 
-    from orchestrator.app import service
+    from orchestrator.app import running
     from orchestrator.run.dispatch import ensure_ray, stop_kept_workers
 
-    ensure_ray(service.cluster_address(ray_address))
+    ensure_ray(running.cluster_address(ray_address))
     try:
         print(f"stopped {stop_kept_workers(owner=owner)} kept worker(s)")
     finally:

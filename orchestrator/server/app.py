@@ -1,5 +1,5 @@
 """The HTTP API of tunefleet's team service: JSON over FastAPI, every use case from
-:mod:`orchestrator.app.service`.
+the application layer (:mod:`orchestrator.app`).
 
 Routes (all but ``/healthz`` need a bearer token, see :mod:`orchestrator.server.auth`):
 
@@ -37,7 +37,18 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from starlette.responses import Response, StreamingResponse
 
 from db import Database, JobStatus, Objective, TokenScope, repository
-from orchestrator.app import plot, service, tokens
+from orchestrator.app import kernels as kernel_views
+from orchestrator.app import plot, tokens
+from orchestrator.app.jobs import (
+    cancel_job,
+    job_detail,
+    list_jobs,
+    no_job,
+    requeue_job,
+    submit_job,
+)
+from orchestrator.app.results import best_configs, build_bundle
+from orchestrator.app.views import BundleFile
 from orchestrator.errors import PermissionDenied
 from orchestrator.export.bundle import BundleFormat
 from orchestrator.run.jobs import JobSpec, SourceKind
@@ -206,11 +217,11 @@ class _Api:
         """A job's detail (at most PROGRESS_TTL_S old, or STALE_S while it is refreshed); another
         team's job is the same 404 as a missing one."""
         view: dict[str, Any] = await self.recent(
-            self.progress, job_id, lambda: _plain(service.job_detail(self.database, job_id))
+            self.progress, job_id, lambda: _plain(job_detail(self.database, job_id))
         )
         team = principal.team_filter()
         if team is not None and view["team"] != team:
-            raise service.no_job(job_id)
+            raise no_job(job_id)
         return view
 
     async def _best_cached(self, kernel: str, key: tuple[Any, ...], compute: Any) -> Any:
@@ -229,7 +240,7 @@ class _Api:
         """The best configs of ``kernel`` by problem key (cached until they change)."""
 
         def compute() -> dict[str, list[dict[str, Any]]]:
-            found = service.best_configs(
+            found = best_configs(
                 self.database, kernel=kernel, device_class=device_class, objective=objective
             )
             index: dict[str, list[dict[str, Any]]] = {}
@@ -245,16 +256,16 @@ class _Api:
 
     async def bundle(
         self, kernel: str, device_class: str | None, objective: Objective, fmt: BundleFormat
-    ) -> tuple[service.BundleFile, str]:
+    ) -> tuple[BundleFile, str]:
         """The bundle file and its ETag (cached until the kernel's best configs change)."""
 
-        def compute() -> tuple[service.BundleFile, str]:
-            file = service.build_bundle(
+        def compute() -> tuple[BundleFile, str]:
+            file = build_bundle(
                 self.database, kernel, device_class=device_class, objective=objective, fmt=fmt.value
             )
             return file, f'"{hashlib.sha256(file.content).hexdigest()[:32]}"'
 
-        found: tuple[service.BundleFile, str] = await self._best_cached(
+        found: tuple[BundleFile, str] = await self._best_cached(
             kernel, ("bundle", device_class, objective, fmt), compute
         )
         return found
@@ -398,8 +409,8 @@ def _routes(app: FastAPI, api: _Api) -> None:
                 raise ApiError(503, f"this server cannot run jobs now: {problem}")
             spec = JobSpec.from_mapping(api.job_mapping(body, principal))
             api.check_caps(spec, body.priority, principal)
-            job_id = service.submit_job(database, spec, priority=body.priority)
-            return service.job_detail(database, job_id)
+            job_id = submit_job(database, spec, priority=body.priority)
+            return job_detail(database, job_id)
 
         job = audited(principal, "job.submit", body.kernel, run)
         view = _plain(job)
@@ -425,7 +436,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
                 raise PermissionDenied(f"team {principal.team} cannot list team {team}'s jobs")
         if kernel is not None:
             api.kernel(kernel)
-        page = service.list_jobs(
+        page = list_jobs(
             database,
             team=team if team is not None else principal.team_filter(),
             status=status,
@@ -486,7 +497,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
             principal,
             "job.cancel",
             f"job {job_id}",
-            lambda: service.cancel_job(database, job_id, team=principal.team_filter()),
+            lambda: cancel_job(database, job_id, team=principal.team_filter()),
         )
         api.progress.forget(job_id)
         return json_response(view)
@@ -501,7 +512,7 @@ def _routes(app: FastAPI, api: _Api) -> None:
             problem = api.scheduler_problem()
             if problem is not None:
                 raise ApiError(503, f"this server cannot run jobs now: {problem}")
-            return service.requeue_job(database, job_id, team=principal.team_filter())
+            return requeue_job(database, job_id, team=principal.team_filter())
 
         view = audited(principal, "job.resume", f"job {job_id}", run)
         api.progress.forget(job_id)
@@ -516,14 +527,14 @@ def _routes(app: FastAPI, api: _Api) -> None:
     @app.get("/v1/kernels", tags=["kernels"])
     def kernels(_: ReadPrincipal) -> Response:
         """The kernels this server can tune, with their problem schema and an example."""
-        return json_response({"kernels": service.list_kernels()})
+        return json_response({"kernels": kernel_views.list_kernels()})
 
     @app.get("/v1/kernels/{name}/space", tags=["kernels"])
     def kernel_space(name: KernelName, _: ReadPrincipal, device_class: KnownClassQuery) -> Response:
         """A kernel's search space on a known device class: parameters, rules, default, counts."""
         api.kernel(name)
         names.device_class(device_class)
-        return json_response(service.kernel_space(name, device_class))
+        return json_response(kernel_views.kernel_space(name, device_class))
 
     @app.get("/v1/device-classes", tags=["kernels"])
     def device_classes(_: ReadPrincipal) -> Response:

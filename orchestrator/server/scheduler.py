@@ -53,8 +53,9 @@ from typing import TYPE_CHECKING, Any
 
 from db import Database, JobKind, JobStatus, Objective, repository
 from db.errors import DatabaseError, LeaseLost
-from orchestrator.app import service
-from orchestrator.app.service import DeviceClassView
+from orchestrator.app.jobs import mark_cancelled
+from orchestrator.app.running import drive, pool_options
+from orchestrator.app.views import DeviceClassView
 from orchestrator.errors import JobSpecError, NoWorkersError, OrchestratorError, SchedulerConflict
 from orchestrator.run.jobs import DeviceSource, JobSpec, SourceKind
 from orchestrator.run.lease import LeaseKeeper, default_owner
@@ -543,7 +544,7 @@ class Scheduler:
             cancelled = record.cancel_requested
             if cancelled:
                 repository.check_lease(s, job.keeper.lease)
-                service.mark_cancelled(s, job.id)
+                mark_cancelled(s, job.id)
         if cancelled:
             self._release(job)
             return None
@@ -553,7 +554,7 @@ class Scheduler:
             again = RevalidationSpec.from_mapping(record.spec)
             return self._stack_groups(again), self._revalidation_options(again.objective)
         spec = self._spec(record.spec)
-        return self._match(spec), service.pool_options(spec, base=self._base)
+        return self._match(spec), pool_options(spec, base=self._base)
 
     def _stack_groups(self, spec: RevalidationSpec) -> list[_Group]:
         """The groups with a live worker of the job's class and stack (NoWorkersError: none)."""
@@ -652,7 +653,7 @@ class Scheduler:
                 options = self._revalidation_options(objective)
             else:
                 spec = self._spec(stored)
-                options = service.pool_options(spec, base=self._base)
+                options = pool_options(spec, base=self._base)
             for g in job.groups:
                 views.append(self._view(g, options, job))
             if job.kind is JobKind.REVALIDATE:
@@ -665,7 +666,7 @@ class Scheduler:
                     cancelled=lambda: job.id in self._cancels,
                 )
             else:
-                status = service.drive(
+                status = drive(
                     self.database,
                     PoolSet(views),
                     job.id,

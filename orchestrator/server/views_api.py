@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from db import Objective, TrialOutcome
 from orchestrator.app import drift, insights
-from orchestrator.app.service import View
+from orchestrator.app.views import View
 from orchestrator.server.auth import ReadPrincipal
 
 router = APIRouter(tags=["page"])

@@ -12,7 +12,7 @@ import sys
 
 from db import Database, LeaseLost
 from db.models import utcnow
-from orchestrator.app import service
+from orchestrator.app.running import drive
 from orchestrator.errors import JobLeased
 from orchestrator.run.lease import LeaseKeeper, default_owner
 from orchestrator.run.local_pool import LocalPool
@@ -30,7 +30,7 @@ def main(url: str, job_id: int, landscapes: str, ttl_s: float, delay_s: float) -
     try:
         with LeaseKeeper(database, job_id, owner, ttl_s) as keeper:
             print("owner", keeper.owner, keeper.lease.epoch, flush=True)
-            result = service.drive(database, pool, job_id, keeper)
+            result = drive(database, pool, job_id, keeper)
         print("status", result.status.value, flush=True)
         return 0
     except LeaseLost as exc:

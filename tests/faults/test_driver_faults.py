@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from db import Database, DatabaseLost, JobStatus, TrialOutcome, repository
-from orchestrator.app import service
+from orchestrator.app.running import pool_options
 from orchestrator.errors import OrchestratorError
 from orchestrator.run.dispatch import ensure_ray
 from orchestrator.run.driver import Driver, submit_job
@@ -222,12 +222,12 @@ def test_the_sqlite_file_deleted_mid_job_stops_it_with_nothing_written_anywhere(
 
 
 def test_the_spec_timeouts_reach_the_runner_a_hanging_kernel_costs_two_seconds() -> None:
-    """Item 10: the job's pool options (service.pool_options) carry the spec's timeouts into the
+    """Item 10: the job's pool options (orchestrator.app.running.pool_options) carry the spec's timeouts into the
     worker's runner."""
     job = JobSpec.from_mapping(
         {"kernel": "matmul", "problems": [MATMUL_SMALL], "run_timeout_s": 2, "compile_timeout_s": 2}
     )
-    options = service.pool_options(job)
+    options = pool_options(job)
     assert (options.compile_timeout_s, options.run_timeout_s) == (2.0, 2.0)
     worker = TrialWorker(WorkerPlan("interpreter"), options, node_id="local")
     try:

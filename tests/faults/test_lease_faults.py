@@ -22,7 +22,8 @@ import ray
 
 from db import Database, JobStatus, TrialOutcome, repository
 from db.models import CLOCK_OFFSET_ENV, utcnow
-from orchestrator.app import service
+from orchestrator.app import jobs
+from orchestrator.app.running import drive
 from orchestrator.errors import NoWorkersError
 from orchestrator.run.dispatch import WorkerPool, ensure_ray
 from orchestrator.run.driver import Driver, submit_job
@@ -118,7 +119,7 @@ def test_a_frozen_driver_writes_nothing_once_its_job_is_taken_over(
     ``done`` by B with exactly the budget of final rows, none twice."""
     url, database = migrated
     budget = 16
-    job_id = service.submit_job(database, spec(budget))
+    job_id = jobs.submit_job(database, spec(budget))
     a = driver(url, job_id, landscapes)
     b_pool = LocalPool([WorkerPlan("replay", paths(landscapes))], PoolOptions(replay_delay_s=0.1))
     taken: dict[str, object] = {}
@@ -133,9 +134,7 @@ def test_a_frozen_driver_writes_nothing_once_its_job_is_taken_over(
                 keeper.lease.epoch,
                 max(t.id for t in rows(database, job_id)),
             )
-            taken["status"] = service.drive(
-                database, FaultPool(b_pool, by_b), job_id, keeper
-            ).status
+            taken["status"] = drive(database, FaultPool(b_pool, by_b), job_id, keeper).status
 
     b = threading.Thread(target=take_over, daemon=True)
     try:
@@ -174,7 +173,7 @@ def test_two_drivers_of_one_host_have_distinct_owners_and_one_runs_the_job(
     instead of sharing it."""
     url, database = migrated
     budget = 12
-    job_id = service.submit_job(database, spec(budget))
+    job_id = jobs.submit_job(database, spec(budget))
     first = driver(url, job_id, landscapes, ttl_s=10.0, delay_s=0.3)
     until(lambda: job(database, job_id).lease_owner is not None, 120, "the first lease")
     second = driver(url, job_id, landscapes, ttl_s=10.0)
@@ -197,7 +196,7 @@ def test_a_host_clock_off_by_an_hour_changes_no_lease(
     host clock is an hour ahead (TUNEFLEET_CLOCK_OFFSET_S, read by db.models.utcnow) is refused a
     live lease; one whose clock is an hour behind takes an expired lease over at once."""
     url, database = migrated
-    job_id = service.submit_job(database, spec(6))
+    job_id = jobs.submit_job(database, spec(6))
     with LeaseKeeper(database, job_id, default_owner(), ttl_s=30.0) as keeper:
         ahead = driver(url, job_id, landscapes, env={CLOCK_OFFSET_ENV: "3600"})
         out, err = ahead.communicate(timeout=120)
@@ -284,7 +283,7 @@ def test_a_job_with_no_study_to_run_fails_with_its_reason_never_done(
             LeaseKeeper(db, job_id, default_owner(), 10.0) as keeper,
             pytest.raises(NoWorkersError, match="would run no study: the pool has no live"),
         ):
-            service.drive(db, NoWorkerLeft(local, lambda d, n: d), job_id, keeper)
+            drive(db, NoWorkerLeft(local, lambda d, n: d), job_id, keeper)
     finally:
         local.shutdown()
     assert job(db, job_id).status is JobStatus.QUEUED

@@ -20,8 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from db import Database, JobKind, JobStatus, repository
 from db.errors import LeaseLost
 from db.states import RevalidationState, TokenScope
-from orchestrator.app import service
 from orchestrator.app.client import Client
+from orchestrator.app.jobs import cancel_job, submit_job
+from orchestrator.app.running import drive, run_job
 from orchestrator.commands.render import job_row
 from orchestrator.errors import JobStateError
 from orchestrator.run.dispatch import PoolOptions, ensure_ray
@@ -93,11 +94,11 @@ def tune_on_old_stack(
             "team": team,
         }
     )
-    job_id = service.submit_job(database, spec)
+    job_id = submit_job(database, spec)
     pool = LocalPool([WorkerPlan("replay", paths)])
     try:
         with LeaseKeeper(database, job_id, "seeder", 30) as keeper:
-            assert service.drive(database, pool, job_id, keeper).status is JobStatus.DONE
+            assert drive(database, pool, job_id, keeper).status is JobStatus.DONE
     finally:
         pool.shutdown()
     return job_id
@@ -217,13 +218,13 @@ def test_the_operator_switch_and_the_team_quota(
     (first,) = watch(database, new, RevalidationPolicy(quota=1))
     assert watch(database, new, RevalidationPolicy(quota=5)) == []  # an open job covers them
     with pytest.raises(JobStateError, match="a server's scheduler runs it"):
-        service.run_job(database, first)  # tunefleet resume: refused in one line
-    service.cancel_job(database, first)
+        run_job(database, first)  # tunefleet resume: refused in one line
+    cancel_job(database, first)
     assert watch(database, new, RevalidationPolicy(quota=1)) == []  # alpha used its one a day
     (second,) = watch(database, new, RevalidationPolicy(quota=2))
     # The old stack's worker: nothing differs from what the bests were measured in...
     old = fingerprint(landscapes[H200])
-    service.cancel_job(database, second)
+    cancel_job(database, second)
     assert watch(database, old, RevalidationPolicy(quota=9)) == []
     # ... unless they were last checked longer ago than --revalidate-every.
     time.sleep(0.05)

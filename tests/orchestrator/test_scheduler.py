@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from db import Database, JobStatus, repository
 from db.models import Trial
-from orchestrator.app import service
+from orchestrator.app.jobs import cancel_job, submit_job
 from orchestrator.errors import OrchestratorError, SchedulerConflict
 from orchestrator.run.dispatch import PoolOptions, ensure_ray
 from orchestrator.run.jobs import DeviceSource, JobSpec
@@ -51,7 +51,7 @@ def submit(database: Database, device: str, trials: int, priority: int = 0) -> i
             "trials": trials,
         }
     )
-    return service.submit_job(database, spec, priority=priority)
+    return submit_job(database, spec, priority=priority)
 
 
 def job(database: Database, job_id: int) -> repository.JobRecord:
@@ -127,7 +127,7 @@ def test_a_cancel_reaches_the_running_job_through_the_schedulers_one_read(
     scheduler.start()
     try:
         until(lambda: len(trials(database, job_id)) >= 2, what="2 trial rows")
-        service.cancel_job(database, job_id)
+        cancel_job(database, job_id)
         until(lambda: job(database, job_id).status is JobStatus.CANCELLED, what="cancelled")
     finally:
         scheduler.stop(60)

@@ -18,7 +18,7 @@ import pytest
 
 from db import Database, JobStatus, TrialOutcome, repository
 from db.models import TokenScope
-from orchestrator.app import service
+from orchestrator.app.jobs import cancel_job
 from orchestrator.server.app import create_app
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
@@ -74,7 +74,7 @@ def _cancelled_job(database: Database, team: str) -> int:
             study_id=study_id,
             median_ms=1.5,
         )
-    service.cancel_job(database, job_id)
+    cancel_job(database, job_id)
     return job_id
 
 

@@ -24,8 +24,9 @@ from starlette.responses import JSONResponse, Response
 
 from db import Database, JobStatus, repository
 from db.errors import DatabaseURLError
-from orchestrator.app import service
 from orchestrator.app.client import Client, bundle_members, job_request, read_token
+from orchestrator.app.jobs import cancel_job, job_detail, list_jobs, submit_job
+from orchestrator.app.results import best_configs, build_bundle
 from orchestrator.commands.cli import main
 from orchestrator.errors import (
     Conflict,
@@ -84,8 +85,8 @@ def make_app(database: Database, seen: list[dict[str, Any]]) -> FastAPI:
     @app.post("/v1/jobs", status_code=201)
     def submit(body: dict[str, Any]) -> Any:
         priority = body.pop("priority", 0)
-        job_id = service.submit_job(database, JobSpec.from_mapping(body), priority=priority)
-        return service.job_detail(database, job_id).to_dict()
+        job_id = submit_job(database, JobSpec.from_mapping(body), priority=priority)
+        return job_detail(database, job_id).to_dict()
 
     @app.get("/v1/jobs")
     def jobs(
@@ -97,31 +98,29 @@ def make_app(database: Database, seen: list[dict[str, Any]]) -> FastAPI:
         before: int | None = None,
     ) -> Any:
         filters = {"team": team, "status": status, "kernel": kernel}
-        page = service.list_jobs(database, **filters, limit=limit, offset=offset, before=before)
+        page = list_jobs(database, **filters, limit=limit, offset=offset, before=before)
         return page.to_dict()
 
     @app.get("/v1/jobs/{job_id}")
     def job(job_id: int) -> Any:
-        return service.job_detail(database, job_id).to_dict()
+        return job_detail(database, job_id).to_dict()
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def cancel(job_id: int) -> Any:
-        return service.cancel_job(database, job_id, team="red").to_dict()  # the token's team
+        return cancel_job(database, job_id, team="red").to_dict()  # the token's team
 
     @app.get("/v1/best")
     def best(kernel: str, device_class: str | None = None, problem: str | None = None) -> Any:
         if kernel == "boom":
             raise RuntimeError("a bug")  # a plain-text 500
-        found = service.best_configs(
-            database, kernel=kernel, device_class=device_class, problem=problem
-        )
+        found = best_configs(database, kernel=kernel, device_class=device_class, problem=problem)
         return {"kernel": kernel, "best": [b.to_dict() for b in found]}
 
     @app.get("/v1/bundles/{kernel}")
     def bundle(kernel: str, device_class: str | None = None, format: str = "native") -> Response:
         if kernel == "evil":
             return Response(b"x", headers={"Content-Disposition": 'attachment; filename="..x"'})
-        file = service.build_bundle(database, kernel, device_class=device_class, fmt=format)
+        file = build_bundle(database, kernel, device_class=device_class, fmt=format)
         return Response(
             file.content,
             media_type=file.media_type,

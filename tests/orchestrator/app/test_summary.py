@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from db import Database, JobStatus, repository
-from orchestrator.app import service
+from orchestrator.app.jobs import job_summary
 from orchestrator.run.driver import Driver, submit_job
 from orchestrator.run.jobs import JobSpec
 from orchestrator.run.local_pool import LocalPool
@@ -43,7 +43,7 @@ def _run(
         submit_job(database, spec, pool)
     )
     assert result.status is JobStatus.DONE
-    summary = service.job_summary(database, result.job_id, winners=result.winners).to_dict()
+    summary = job_summary(database, result.job_id, winners=result.winners).to_dict()
     (study,) = summary["studies"]
     with database.session(readonly=True) as s:
         (row,) = repository.studies_for_job(s, result.job_id)
@@ -104,7 +104,7 @@ def test_a_study_not_retimed_has_no_speedups(pool: LocalPool, database: Database
 
     result = Driver(database, pool, poll_s=0.0, stop=cancel_after_first).run(job_id)
     assert result.status is JobStatus.CANCELLED
-    summary = service.job_summary(database, job_id, winners=result.winners).to_dict()
+    summary = job_summary(database, job_id, winners=result.winners).to_dict()
     (study,) = summary["studies"]
     assert study["best"] is not None and study["retimed"]["retimed"] is False
     assert study["speedup_vs_default"] is None and study["speedup_vs_median"] is None

@@ -103,7 +103,8 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from db import Database
-    from orchestrator.app import service
+    from orchestrator.app.jobs import submit_job
+    from orchestrator.app.running import drive
     from orchestrator.run.dispatch import PoolOptions, WorkerPool, ensure_ray, plans_for
     from orchestrator.run.jobs import JobSpec
     from orchestrator.run.lease import LeaseKeeper
@@ -116,10 +117,10 @@ DRIVER = textwrap.dedent(
                                  "devices": ["replay:" + landscapes], "trials": 40})
     options = PoolOptions(replay_delay_s=0.2)
     pool = WorkerPool(plans_for(spec.devices, options), options)
-    job = service.submit_job(database, spec)
+    job = submit_job(database, spec)
     print(job, flush=True)
     with LeaseKeeper(database, job, "killed-driver", ttl_s=lease_s) as keeper:
-        service.drive(database, pool, job, keeper)
+        drive(database, pool, job, keeper)
     """
 )
 

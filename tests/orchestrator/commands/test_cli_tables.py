@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from db import Database
-from orchestrator.app import service
+from orchestrator.app.jobs import cancel_job, submit_job
 from orchestrator.commands.cli import main
 from orchestrator.run.jobs import JobSpec
 from tests.orchestrator.rows import add_study
@@ -106,11 +106,9 @@ def test_best_and_pull_mark_a_config_from_a_cancelled_job(
     url = f"sqlite:///{tmp_path}/cancelled.db"
     database = Database(url)
     database.ensure_schema()
-    job = service.submit_job(
-        database, JobSpec.from_mapping({"kernel": "matmul", "problems": [SMALL]})
-    )
+    job = submit_job(database, JobSpec.from_mapping({"kernel": "matmul", "problems": [SMALL]}))
     add_study(database, job, SMALL, [("ok", 2.0), ("ok", 0.7)])
-    service.cancel_job(database, job)
+    cancel_job(database, job)
     out = run(capsys, ["best", "matmul", "--db", url])
     assert_fits(out)
     (row,) = [line for line in out.splitlines() if "M=16" in line]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from db import Database, JobStatus, repository
-from orchestrator.app import service
+from orchestrator.app.jobs import submit_job
 from orchestrator.commands.cli import main
 from orchestrator.run.jobs import JobSpec
 from search_spaces.bundle import load_bundle
@@ -47,7 +47,7 @@ def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Database:
     database.upgrade()
     for _ in range(3):
         spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [TINY], "team": "local"})
-        job_id = service.submit_job(database, spec)
+        job_id = submit_job(database, spec)
         with database.session() as s:
             repository.set_job_status(s, job_id, JobStatus.RUNNING)
             repository.set_job_status(s, job_id, JobStatus.FAILED, "local failure")

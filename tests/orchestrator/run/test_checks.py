@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from db import Database, JobStatus, repository
-from orchestrator.app import service
+from orchestrator.app.jobs import submit_job
 from orchestrator.errors import JobSpecError
 from orchestrator.run.checks import check_local_workers, check_memory, local_gpus, replay_coverage
 from orchestrator.run.jobs import JobSpec
@@ -163,7 +163,7 @@ def test_cli_refuses_what_no_local_worker_serves_and_a_done_job_without_ray(
     url = f"sqlite:///{tmp_path}/checks.db"
     database = Database(url)
     database.ensure_schema()
-    done = service.submit_job(database, _spec())
+    done = submit_job(database, _spec())
     with database.session() as s:
         repository.set_job_status(s, done, JobStatus.RUNNING)
         repository.set_job_status(s, done, JobStatus.DONE)

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from db import Database, JobStatus, repository
 from db.models import Trial
-from orchestrator.app import service
+from orchestrator.app.results import best_configs
 from orchestrator.errors import JobSpecError
 from orchestrator.run.driver import Driver, plan_job, submit_job
 from orchestrator.run.jobs import JobSpec
@@ -118,7 +118,7 @@ def test_a_cancelled_job_promotes_its_fastest_trials_marked_and_resume_replaces_
     assert cancelled.status is JobStatus.CANCELLED and len(cancelled.winners) == 2
     assert all(not w.retimed and w.speedup_vs_default is None for w in cancelled.winners.values())
     trials = rows(database, job_id)
-    bests = service.best_configs(database, kernel="matmul", device_class=H200_CLASS)
+    bests = best_configs(database, kernel="matmul", device_class=H200_CLASS)
     assert len(bests) == 2 and all(b.job_id == job_id and b.cancelled_job for b in bests)
     for b in bests:  # each study's fastest ok trial, at its trial time
         key = problem_key(b.problem)
@@ -129,7 +129,7 @@ def test_a_cancelled_job_promotes_its_fastest_trials_marked_and_resume_replaces_
     assert resumed.status is JobStatus.DONE
     trials = rows(database, job_id)
     assert len(trials) == 2 * 10
-    bests = service.best_configs(database, kernel="matmul", device_class=H200_CLASS)
+    bests = best_configs(database, kernel="matmul", device_class=H200_CLASS)
     assert len(bests) == 2 and not any(b.cancelled_job for b in bests)
     for b in bests:  # noise-free replay: the re-timed winner is the fastest trial of all
         key = problem_key(b.problem)

@@ -17,7 +17,18 @@ from typing import Any
 import pytest
 
 from db import Database, JobStatus, Objective, StudyStatus, repository
-from orchestrator.app import service
+from orchestrator.app.jobs import (
+    MAX_LIMIT,
+    cancel_job,
+    check_spec,
+    job_detail,
+    list_jobs,
+    submit_job,
+)
+from orchestrator.app.kernels import kernel_space, list_kernels
+from orchestrator.app.results import best_configs, build_bundle, bundle_files
+from orchestrator.app.running import run_job
+from orchestrator.app.views import BestView, JobDetail, JobPage, SpaceView
 from orchestrator.errors import (
     Conflict,
     InvalidRequest,
@@ -42,8 +53,8 @@ def spec(**fields: Any) -> JobSpec:
 
 
 def test_submit_writes_a_queued_job_and_checks_without_a_cluster(db: Database) -> None:
-    job_id = service.submit_job(db, spec(team="red"), priority=5)
-    view = service.job_detail(db, job_id).job
+    job_id = submit_job(db, spec(team="red"), priority=5)
+    view = job_detail(db, job_id).job
     assert (view.status, view.team, view.priority, view.kernel) == (
         JobStatus.QUEUED,
         "red",
@@ -52,15 +63,15 @@ def test_submit_writes_a_queued_job_and_checks_without_a_cluster(db: Database) -
     )
     assert (view.trials_done, view.trials_budget, view.best_ms) == (0, 10, None)
     with pytest.raises(JobSpecError, match="priority must be an integer"):
-        service.submit_job(db, spec(), priority="high")  # type: ignore[arg-type]
+        submit_job(db, spec(), priority="high")  # type: ignore[arg-type]
     with pytest.raises(JobSpecError, match="unknown kernel"):
-        service.check_spec(JobSpec("nokernel", ({"M": 16},)))
-    assert service.list_jobs(db).total == 1  # nothing written by the refused ones
+        check_spec(JobSpec("nokernel", ({"M": 16},)))
+    assert list_jobs(db).total == 1  # nothing written by the refused ones
 
 
 def test_list_filters_and_pages_newest_first(db: Database) -> None:
     ids = [
-        service.submit_job(db, spec(team=team, kernel=kernel, problems=[problem]))
+        submit_job(db, spec(team=team, kernel=kernel, problems=[problem]))
         for team, kernel, problem in [
             ("red", "matmul", SMALL),
             ("blue", "matmul", SMALL),
@@ -68,33 +79,33 @@ def test_list_filters_and_pages_newest_first(db: Database) -> None:
             ("red", "matmul", BIG),
         ]
     ]
-    service.cancel_job(db, ids[0])
-    page = service.list_jobs(db, team="red", limit=2)
+    cancel_job(db, ids[0])
+    page = list_jobs(db, team="red", limit=2)
     assert [j.id for j in page.items] == [ids[3], ids[2]] and page.total == 3
-    assert [j.id for j in service.list_jobs(db, team="red", offset=2).items] == [ids[0]]
-    assert [j.id for j in service.list_jobs(db, kernel="matmul").items] == [
+    assert [j.id for j in list_jobs(db, team="red", offset=2).items] == [ids[0]]
+    assert [j.id for j in list_jobs(db, kernel="matmul").items] == [
         ids[3],
         ids[1],
         ids[0],
     ]
-    cancelled = service.list_jobs(db, status="cancelled")
+    cancelled = list_jobs(db, status="cancelled")
     assert [j.id for j in cancelled.items] == [ids[0]] and cancelled.total == 1
     walked, before = [], None
     while True:  # keyset paging visits every job once, newest first, and ends
-        page = service.list_jobs(db, limit=2, before=before)
+        page = list_jobs(db, limit=2, before=before)
         walked += [j.id for j in page.items]
         if page.next_before is None:
             break
         before = page.next_before
     assert walked == ids[::-1] and page.total == 4
-    bad_pages: list[dict[str, Any]] = [{"limit": 0}, {"limit": service.MAX_LIMIT + 1}]
+    bad_pages: list[dict[str, Any]] = [{"limit": 0}, {"limit": MAX_LIMIT + 1}]
     for bad in (*bad_pages, {"offset": -1}, {"status": "x"}, {"before": 0}):
         with pytest.raises(InvalidRequest):
-            service.list_jobs(db, **bad)
+            list_jobs(db, **bad)
 
 
 def test_detail_counts_trials_by_outcome_with_budget_and_best(db: Database) -> None:
-    job_id = service.submit_job(db, spec(team="red"))
+    job_id = submit_job(db, spec(team="red"))
     study = add_study(db, job_id, SMALL, [("ok", 2.0), ("ok", 1.5), ("wrong", 0), ("infra", 0)])
     with db.session() as s:  # a crash that is measured again: not counted until it stands
         first = repository.trials_for_study(s, study)[0]
@@ -111,7 +122,7 @@ def test_detail_counts_trials_by_outcome_with_budget_and_best(db: Database) -> N
             provisional=True,
         )
     add_study(db, job_id, BIG, [("ok", 9.0)] + [("invalid", 0)] * 5)
-    detail = service.job_detail(db, job_id, team="red")
+    detail = job_detail(db, job_id, team="red")
     small, big = detail.studies
     assert small.outcomes == {"infra": 1, "ok": 2, "wrong": 1}
     assert (small.done, small.budget, small.measured, small.reused) == (3, 5, 2, 1)
@@ -119,13 +130,13 @@ def test_detail_counts_trials_by_outcome_with_budget_and_best(db: Database) -> N
     assert small.label == "M=16,N=16,K=16,dtype=float16 @ cpu" and small.device_class == "cpu"
     assert (big.done, big.best_ms, big.status) == (5, 9.0, StudyStatus.RUNNING)  # 6 rows, capped
     assert (detail.job.trials_done, detail.job.trials_budget, detail.job.best_ms) == (8, 10, 1.5)
-    (listed,) = service.list_jobs(db).items
+    (listed,) = list_jobs(db).items
     assert listed == detail.job
     # The wire format: JSON-ready, and read back equal.
     wire = json.loads(json.dumps(detail.to_dict()))
     assert wire["studies"][0]["outcomes"]["ok"] == 2 and wire["status"] == "queued"
-    assert service.JobDetail.from_dict(wire) == detail
-    assert service.JobPage.from_dict(json.loads(json.dumps(service.list_jobs(db).to_dict())))
+    assert JobDetail.from_dict(wire) == detail
+    assert JobPage.from_dict(json.loads(json.dumps(list_jobs(db).to_dict())))
 
 
 def test_job_views_need_no_importable_kernel(db: Database) -> None:
@@ -139,26 +150,26 @@ def test_job_views_need_no_importable_kernel(db: Database) -> None:
             "red",
         )
     add_study(db, job_id, {"n": 4}, [("ok", 1.0)])
-    detail = service.job_detail(db, job_id)
+    detail = job_detail(db, job_id)
     assert detail.job.kernel == "no_such_module:SPEC" and detail.studies[0].done == 1
-    assert service.list_jobs(db).items[0].trials_budget == 3
+    assert list_jobs(db).items[0].trials_budget == 3
 
 
 def test_teams_see_only_their_jobs_and_missing_ones_are_not_found(db: Database) -> None:
-    job_id = service.submit_job(db, spec(team="red"))
+    job_id = submit_job(db, spec(team="red"))
     # Another team's job is the same NotFound as a missing one.
     with pytest.raises(NotFound, match=f"no job {job_id} of yours"):
-        service.job_detail(db, job_id, team="blue")
+        job_detail(db, job_id, team="blue")
     with pytest.raises(NotFound, match=f"no job {job_id} of yours"):
-        service.cancel_job(db, job_id, team="blue")
+        cancel_job(db, job_id, team="blue")
     with pytest.raises(NotFound, match="no job 999"):
-        service.job_detail(db, 999)
-    assert service.job_detail(db, job_id).job.status is JobStatus.QUEUED
+        job_detail(db, 999)
+    assert job_detail(db, job_id).job.status is JobStatus.QUEUED
 
 
 def test_cancel_under_a_live_an_expired_and_no_lease(db: Database) -> None:
-    queued, leased, expired = (service.submit_job(db, spec()) for _ in range(3))
-    view = service.cancel_job(db, queued)
+    queued, leased, expired = (submit_job(db, spec()) for _ in range(3))
+    view = cancel_job(db, queued)
     assert view.status is JobStatus.CANCELLED and view.finished_at is not None
     with db.session() as s:
         assert repository.acquire_lease(s, leased, "other:1:x", 60.0)
@@ -166,52 +177,52 @@ def test_cancel_under_a_live_an_expired_and_no_lease(db: Database) -> None:
         repository.set_job_status(s, expired, JobStatus.RUNNING)
     add_study(db, expired, SMALL, [("ok", 1.0)])
     time.sleep(0.1)
-    view = service.cancel_job(db, leased)  # its owner stops when it polls the flag
+    view = cancel_job(db, leased)  # its owner stops when it polls the flag
     assert view.status is JobStatus.QUEUED and view.cancel_requested
-    detail = service.job_detail(db, expired)
+    detail = job_detail(db, expired)
     assert detail.studies[0].status is StudyStatus.RUNNING
-    view = service.cancel_job(db, expired)  # its driver died: nobody would stop it
+    view = cancel_job(db, expired)  # its driver died: nobody would stop it
     assert view.status is JobStatus.CANCELLED
-    assert service.job_detail(db, expired).studies[0].status is StudyStatus.CANCELLED
+    assert job_detail(db, expired).studies[0].status is StudyStatus.CANCELLED
     with pytest.raises(Conflict, match="already cancelled"):
-        service.cancel_job(db, queued)
+        cancel_job(db, queued)
 
 
 def test_cancelling_a_job_nobody_runs_promotes_its_fastest_ok_trials_marked(db: Database) -> None:
-    job_id = service.submit_job(db, spec(team="red"))
+    job_id = submit_job(db, spec(team="red"))
     add_study(db, job_id, SMALL, [("ok", 2.0), ("ok", 0.7), ("crash", 0.1), ("ok", 1.5)])
-    other = service.submit_job(db, spec())
+    other = submit_job(db, spec())
     store_best(db, other, "cpu", BIG)
-    service.cancel_job(db, job_id)
-    (best,) = service.best_configs(db, kernel="matmul", problem="M=16,N=16,K=16,dtype=float16")
+    cancel_job(db, job_id)
+    (best,) = best_configs(db, kernel="matmul", problem="M=16,N=16,K=16,dtype=float16")
     assert (best.job_id, best.team, best.time_ms) == (job_id, "red", 0.7)
     assert best.config == {**CONFIG, "BLOCK_K": 32} and best.cancelled_job
     wire = json.loads(json.dumps(best.to_dict()))
-    assert service.BestView.from_dict(wire) == best
+    assert BestView.from_dict(wire) == best
     del wire["cancelled_job"]  # a server of an older version does not send it
-    assert not service.BestView.from_dict(wire).cancelled_job
-    (kept,) = service.best_configs(db, kernel="matmul", problem="M=64,N=64,K=64,dtype=float16")
+    assert not BestView.from_dict(wire).cancelled_job
+    (kept,) = best_configs(db, kernel="matmul", problem="M=64,N=64,K=64,dtype=float16")
     assert kept.job_id == other and not kept.cancelled_job
 
 
 def test_run_refuses_a_live_lease_and_a_done_job_before_ray(db: Database) -> None:
-    job_id = service.submit_job(db, spec())
+    job_id = submit_job(db, spec())
     with db.session() as s:
         repository.acquire_lease(s, job_id, "elsewhere:7:ab", 60.0)
     with pytest.raises(JobLeased, match="elsewhere:7:ab"):
-        service.run_job(db, job_id)
-    done = service.submit_job(db, spec())
+        run_job(db, job_id)
+    done = submit_job(db, spec())
     with db.session() as s:
         repository.set_job_status(s, done, JobStatus.RUNNING)
         repository.set_job_status(s, done, JobStatus.DONE)
     with pytest.raises(JobStateError, match="already done"):
-        service.run_job(db, done)
+        run_job(db, done)
     with pytest.raises(NotFound):
-        service.run_job(db, 999)
+        run_job(db, 999)
 
 
 def test_lease_keeper_renews_refuses_notices_loss_and_releases(db: Database) -> None:
-    job_id = service.submit_job(db, spec())
+    job_id = submit_job(db, spec())
     # A ttl of 2 s: a loaded 2-core CI machine may stall the test for most of a second.
     with LeaseKeeper(db, job_id, "me:1:a", ttl_s=2.0) as keeper:
         with pytest.raises(JobLeased), LeaseKeeper(db, job_id, "you:2:b", ttl_s=2.0):
@@ -239,45 +250,45 @@ def test_lease_keeper_renews_refuses_notices_loss_and_releases(db: Database) -> 
 
 
 def test_best_configs_keep_their_provenance(db: Database) -> None:
-    job_id = service.submit_job(db, spec(team="red"))
+    job_id = submit_job(db, spec(team="red"))
     store_best(db, job_id, "cpu", SMALL)
     store_best(db, job_id, "cpu", BIG)
-    rows = service.best_configs(db, kernel="matmul")
+    rows = best_configs(db, kernel="matmul")
     assert [r.problem for r in rows] == [BIG, SMALL] or [r.problem for r in rows] == [SMALL, BIG]
-    (one,) = service.best_configs(db, kernel="matmul", problem="M=16,N=16,K=16,dtype=float16")
+    (one,) = best_configs(db, kernel="matmul", problem="M=16,N=16,K=16,dtype=float16")
     assert (one.team, one.job_id, one.config, one.time_ms) == ("red", job_id, CONFIG, 0.5)
     assert one.tflops and one.tflops > 0 and one.roofline_pct is None  # cpu: no roofline
-    assert service.BestView.from_dict(json.loads(json.dumps(one.to_dict()))) == one
-    assert service.best_configs(db, kernel="matmul", objective=Objective.GRAPH) == []
+    assert BestView.from_dict(json.loads(json.dumps(one.to_dict()))) == one
+    assert best_configs(db, kernel="matmul", objective=Objective.GRAPH) == []
     with pytest.raises(NotFound):
-        service.best_configs(db, kernel="nokernel")
+        best_configs(db, kernel="nokernel")
     with pytest.raises(InvalidRequest):
-        service.best_configs(db, kernel="matmul", objective="bogus")
+        best_configs(db, kernel="matmul", objective="bogus")
 
 
 def test_bundle_is_one_file_or_a_zip_of_what_pull_writes(db: Database, tmp_path: Path) -> None:
-    job_id = service.submit_job(db, spec())
+    job_id = submit_job(db, spec())
     store_best(db, job_id, "cpu", SMALL)
-    one = service.build_bundle(db, "matmul", device_class="cpu")
+    one = build_bundle(db, "matmul", device_class="cpu")
     assert one.media_type == "application/json" and one.filename.endswith(".json")
     path = tmp_path / one.filename
     path.write_bytes(one.content)
     assert load_bundle(path).lookup(SMALL) == CONFIG
     store_best(db, job_id, "replay:cpu", SMALL)
-    both = service.build_bundle(db, "matmul", fmt="triton")
+    both = build_bundle(db, "matmul", fmt="triton")
     assert both.media_type == "application/zip" and both.filename == "matmul-triton.zip"
     names = zipfile.ZipFile(io.BytesIO(both.content)).namelist()
-    assert [f.filename for f in service.bundle_files(db, "matmul", fmt="triton")] == names
+    assert [f.filename for f in bundle_files(db, "matmul", fmt="triton")] == names
     assert len(names) == 2 and all(n.endswith(".py") for n in names)
     with pytest.raises(InvalidRequest, match="unknown format"):
-        service.build_bundle(db, "matmul", fmt="onnx")
+        build_bundle(db, "matmul", fmt="onnx")
 
 
 def test_kernel_listing_and_space_views() -> None:
-    names = [k.name for k in service.list_kernels()]
+    names = [k.name for k in list_kernels()]
     assert "matmul" in names and names == sorted(names)
-    view = service.kernel_space("matmul", "H200")
+    view = kernel_space("matmul", "H200")
     assert view.device_class == "NVIDIA H200" and 0 < view.valid <= view.total
-    assert service.SpaceView.from_dict(json.loads(json.dumps(view.to_dict()))) == view
+    assert SpaceView.from_dict(json.loads(json.dumps(view.to_dict()))) == view
     with pytest.raises(NotFound):
-        service.kernel_space("nokernel", "H200")
+        kernel_space("nokernel", "H200")
