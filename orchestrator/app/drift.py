@@ -11,6 +11,7 @@ holding (or nothing) to regressed or failed: where the config regressed, after w
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from typing import Any
 
 from db import Database, Objective, repository
@@ -21,7 +22,7 @@ from orchestrator.errors import InvalidRequest, NotFound
 from search_spaces.bundle_env import ENV_FIELDS, differences
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
-from search_spaces.registry import get_spec
+from search_spaces.registry import spec_from_storage
 
 #: Most re-timings one answer holds (the newest).
 MAX_POINTS = 5000
@@ -101,14 +102,16 @@ def key_drift(
     objective: Objective | str = Objective.KERNEL,
     triton: str | None = None,
     limit: int = 1000,
+    allowed: Collection[str] = (),
 ) -> DriftView:
     """The drift history of the installed version of ``kernel`` on ``problem`` (``M=..,..``)
     and ``device_class`` (``triton``: its Triton minor; None: the row updated last); NotFound
-    when no best is stored for the key, InvalidRequest for a malformed problem or limit."""
+    when no best is stored for the key or ``kernel`` is a ``module:attribute`` outside ``allowed``
+    (nothing a request names is imported unless the operator allowed it), InvalidRequest for a malformed problem or limit."""
     if not 1 <= limit <= MAX_POINTS:
         raise InvalidRequest(f"limit must be between 1 and {MAX_POINTS}, got {limit}")
     try:
-        spec = get_spec(kernel)
+        spec = spec_from_storage(kernel, allowed)
     except SpecError as exc:
         raise NotFound(str(exc)) from None
     try:

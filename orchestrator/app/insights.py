@@ -28,7 +28,7 @@ from orchestrator.errors import InvalidRequest, NotFound
 from orchestrator.run.speedup import speedup
 from search_spaces.errors import SpecError
 from search_spaces.problem import problem_key
-from search_spaces.registry import get_spec
+from search_spaces.registry import get_spec, spec_from_storage
 from search_spaces.space import DeviceLimits, Vendor, config_key
 from search_spaces.spec import KernelSpec
 
@@ -164,9 +164,10 @@ def _figures(trials: list[TrialRecord]) -> _TrialFigures:
 
 
 def _default_config(kernel: str, vendor: str) -> dict[str, Any] | None:
-    """The spec's default config for ``vendor``, or None where the kernel is not installed here."""
+    """The spec's default config for ``vendor``, or None where the kernel is not installed here
+    or is a ``module:attribute`` (a job row's name is never imported for a view)."""
     try:
-        return dict(get_spec(kernel).default_config(Vendor(vendor)))
+        return dict(spec_from_storage(kernel).default_config(Vendor(vendor)))
     except (SpecError, ValueError):
         return None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from orchestrator.run.jobs import JobSpec
 from orchestrator.run.pool import Candidate, Pool, VendorPath
 from orchestrator.run.revalidate import DEFAULT_THRESHOLD, changes_line, judge
 from search_spaces.bundle_env import ENV_FIELDS, differences
-from search_spaces.registry import get_spec
+from search_spaces.registry import spec_from_storage
 from search_spaces.space import config_key
 
 if TYPE_CHECKING:
@@ -151,9 +151,12 @@ class _Key:
     changed: list[str]
 
 
-def _candidates(s: Session, spec: RevalidationSpec, best: BestRecord, kernel_id: int) -> _Key:
+def _candidates(
+    s: Session, spec: RevalidationSpec, best: BestRecord, kernel_id: int, allowed: Collection[str]
+) -> _Key:
     """The stored config first, then the next fastest ``ok`` configs of its key (``top_k`` in
-    all), then the spec's vendor paths on this problem."""
+    all), then the spec's vendor paths on this problem (a ``module:attribute`` kernel loads only
+    from ``allowed``)."""
     import json
 
     from db import repository
@@ -176,7 +179,7 @@ def _candidates(s: Session, spec: RevalidationSpec, best: BestRecord, kernel_id:
             if m.config_key not in seen:
                 seen.add(m.config_key)
                 configs.append(dict(m.config))
-    kernel = get_spec(spec.kernel)
+    kernel = spec_from_storage(spec.kernel, allowed)
     try:
         vendors = kernel.vendor_paths(kernel.validate_problem(problem))
     except Exception:  # a problem the installed spec no longer takes: no vendor path to time
@@ -208,10 +211,12 @@ def run_revalidation(
     *,
     stop: Callable[[], bool] = lambda: False,
     cancelled: Callable[[], bool] = lambda: False,
+    kernel_modules: Collection[str] = (),
 ) -> JobStatus:
     """Run revalidation job ``job_id`` on ``pool`` under ``lease`` (see the module doc) and
     return the status it ended in: ``done``, ``cancelled``, or ``queued`` when ``stop()`` said
-    to hand it back. Every write is fenced on ``lease`` (LeaseLost: nothing more is written)."""
+    to hand it back. Every write is fenced on ``lease`` (LeaseLost: nothing more is written); a
+    ``module:attribute`` kernel the row names loads only from ``kernel_modules``."""
     from db import repository
 
     with database.session() as s:
@@ -236,7 +241,7 @@ def run_revalidation(
                 best = repository.get_best_by_id(s, best_id)
             except NotFound:
                 continue  # the row is gone (its kernel version dropped): nothing to re-time
-            key = _candidates(s, spec, best, record.kernel_id)
+            key = _candidates(s, spec, best, record.kernel_id, kernel_modules)
         retimed = pool.retime(
             [(spec.device_class, spec.kernel, key.problem, key.candidates)], spec.rounds
         )[0]

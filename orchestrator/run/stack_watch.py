@@ -13,7 +13,7 @@ quota of revalidation jobs per day. Only rows of the installed kernel version ar
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from orchestrator.run.revalidate import DEFAULT_THRESHOLD, environment_id
 from orchestrator.run.revalidation_job import RevalidationSpec
 from search_spaces.bundle_env import differences
 from search_spaces.errors import SpecError
-from search_spaces.registry import get_spec
+from search_spaces.registry import spec_from_storage
 from workers.device import Backend, Fingerprint
 
 if TYPE_CHECKING:
@@ -79,18 +79,26 @@ def stack_of(fingerprint: Fingerprint) -> dict[str, str]:
     }
 
 
-def _installed(best: BestRecord) -> bool:
+def _installed(best: BestRecord, allowed: Collection[str]) -> bool:
+    """Whether ``best`` is of the installed version of a kernel this process may load (a
+    ``module:attribute`` a row names is imported only from ``allowed``)."""
     try:
-        return get_spec(best.kernel_name).version_hash() == best.kernel_version
+        return spec_from_storage(best.kernel_name, allowed).version_hash() == best.kernel_version
     except SpecError:
         return False
 
 
 def watch(
-    database: Database, fingerprint: Fingerprint, policy: RevalidationPolicy, *, owner: str = ""
+    database: Database,
+    fingerprint: Fingerprint,
+    policy: RevalidationPolicy,
+    *,
+    owner: str = "",
+    kernel_modules: Collection[str] = (),
 ) -> list[int]:
     """Mark ``fingerprint``'s class and stack (whatever the policy) and queue the revalidation
-    jobs the policy calls for (see the module doc); their ids."""
+    jobs the policy calls for (see the module doc); their ids. Bests of a ``module:attribute``
+    kernel are revalidated only if it or its module is in ``kernel_modules``."""
     from db import repository, utcnow
 
     cls = fingerprint.device_class
@@ -124,7 +132,7 @@ def watch(
             b
             for b in due
             if b.id not in covered
-            and _installed(b)
+            and _installed(b, kernel_modules)
             and (gpu or b.objective is Objective.KERNEL)  # graph timing needs a GPU
         ]
         groups: dict[tuple[str | None, str, Objective], list[BestRecord]] = {}
@@ -145,7 +153,19 @@ def watch(
                 )
                 continue
             created.append(
-                _queue(s, kernel, objective, team, cls.key, stack, bests, policy, every, owner)
+                _queue(
+                    s,
+                    kernel,
+                    objective,
+                    team,
+                    cls.key,
+                    stack,
+                    bests,
+                    policy,
+                    every,
+                    owner,
+                    kernel_modules,
+                )
             )
     return created
 
@@ -183,13 +203,14 @@ def _queue(
     policy: RevalidationPolicy,
     every: float | None,
     owner: str,
+    allowed: Collection[str],
 ) -> int:
     """Write one queued revalidation job of ``bests`` (and its audit row); its id."""
     import json
 
     from db import repository
 
-    spec = get_spec(kernel)
+    spec = spec_from_storage(kernel, allowed)
     reason, changed = _reason(s, stack, bests, every)
     job = RevalidationSpec(
         kernel=kernel,

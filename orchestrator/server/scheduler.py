@@ -447,7 +447,13 @@ class Scheduler:
                     continue
                 self._stacks[key] = now
                 try:
-                    watch(self.database, fp, self.revalidation, owner=self.owner)
+                    watch(
+                        self.database,
+                        fp,
+                        self.revalidation,
+                        owner=self.owner,
+                        kernel_modules=self.kernel_modules,
+                    )
                 except JOB_ERRORS as exc:
                     log.warning("scheduler: revalidation of %s not scheduled: %s", key[0], exc)
 
@@ -664,6 +670,7 @@ class Scheduler:
                     job.keeper.lease,
                     stop=lambda: job.keeper.lost() or self._stopping.is_set(),
                     cancelled=lambda: job.id in self._cancels,
+                    kernel_modules=self.kernel_modules,
                 )
             else:
                 status = drive(

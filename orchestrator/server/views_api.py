@@ -118,14 +118,16 @@ def key_drift(
 ) -> Response:
     """A stored best's drift: its newest re-timings with the noise floor, the stack each ran
     in, and where it regressed after which change (every team's, like best configs)."""
+    api = request.app.state.api
     return _json(
         drift.key_drift(
             request.app.state.database,
-            kernel=kernel,
+            kernel=api.kernel(kernel),
             problem=problem,
             device_class=device_class,
             objective=objective,
             triton=triton,
             limit=limit,
+            allowed=api.modules,
         )
     )

@@ -51,6 +51,7 @@ BAD_NAMES = [
     ("/v1/jobs?team=a%2Fb", "team"),
     ("/v1/jobs?kernel=subprocess:run", "not allowed"),
     ("/v1/kernels/os:system/space?device_class=H200", "not allowed"),
+    ("/v1/drift?kernel=os:system&problem=M%3D1&device_class=cpu", "not allowed"),
 ]
 
 
@@ -108,6 +109,13 @@ def test_a_module_kernel_is_never_imported_unless_allowed(
             api.call("alpha", "GET", f"/v1/kernels/{EVIL}:SPEC/space?device_class=H200").status_code
             == 400
         )
+        drift = api.call(
+            "alpha",
+            "GET",
+            "/v1/drift",
+            params={"kernel": f"{EVIL}:SPEC", "problem": "M=64", "device_class": "cpu"},
+        )
+        assert drift.status_code == 400, drift.text
         assert EVIL not in sys.modules and not marker.exists()
 
         allowed = serve(allow_kernel_modules=["search_spaces.kernels.matmul"])
