@@ -19,8 +19,8 @@ import torch
 import triton
 
 from search_spaces import get_spec
+from search_spaces.kernels._common import tensor_descriptor
 from search_spaces.kernels._matmul_kernels import matmul_tma_kernel
-from search_spaces.kernels.matmul import _tensor_descriptor
 from search_spaces.spec import split_launch_options
 
 CPU = os.environ.get("TRITON_INTERPRET") == "1"
@@ -53,7 +53,7 @@ def main_only(inputs, config):
     for p in ("TMA", "PERSISTENT", "STREAM_K", "FUSED_REDUCE"):
         meta.pop(p, None)
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    td = _tensor_descriptor()
+    td = tensor_descriptor()
     da, db = td.from_tensor(a, [bm, bk]), td.from_tensor(b, [bk, bn])
     split = config["SPLIT_K"]
     ws = torch.empty(split, m, n, dtype=torch.float32, device=a.device)

@@ -1,7 +1,7 @@
 """fused_moe (both GEMMs of the layer) against torch._grouped_mm on the same routing, one GPU process.
 
 Usage (GPU machine, repo root; needs only torch, triton and search_spaces):
-    python benchmarks/moe_sweep.py --out FILE.json [--grid issue|smoke] [--rounds 2] [--jobs 16]
+    python benchmarks/moe_sweep.py --out FILE.json [--grid issue|qwen|smoke] [--rounds 2] [--jobs 16]
 Per problem (the spec's own inputs: x, expert weights w [E, N, K], top-k ids and weights):
 
 * ``fused_moe``: every candidate config through the spec's launcher: the alignment by expert (a
@@ -42,7 +42,9 @@ from _sweep import (  # this folder
 from _vendor import grouped_mm_path
 
 
-def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int) -> dict[str, Any]:
+def _cfg(
+    bm: int, bn: int, bk: int, group: int, warps: int, stages: int, tma: bool = False
+) -> dict[str, Any]:
     return {
         "BLOCK_SIZE_M": bm,
         "BLOCK_SIZE_N": bn,
@@ -50,7 +52,25 @@ def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int) -> dict
         "GROUP_SIZE_M": group,
         "num_warps": warps,
         "num_stages": stages,
+        "TMA": tma,
     }
+
+
+#: Tiles for the Qwen3-30B-A3B-like layer (E=128, top 8) from decode to long prefill, each with
+#: pointer loads and with TMA weight tiles.
+_QWEN_TILES = (
+    (64, 64, 64, 16, 4, 3),  # the spec default
+    (16, 128, 128, 1, 4, 4),
+    (32, 64, 128, 1, 4, 4),
+    (64, 128, 64, 32, 4, 4),
+    (128, 128, 64, 32, 4, 4),
+    (128, 128, 64, 16, 8, 3),
+    (128, 128, 64, 16, 8, 4),
+    (128, 128, 128, 16, 8, 3),
+    (128, 256, 64, 16, 8, 3),
+    (64, 256, 64, 16, 8, 4),
+    (256, 128, 64, 16, 8, 3),
+)
 
 
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
@@ -66,20 +86,23 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 256, 64, 16, 8, 3),
         _cfg(128, 128, 64, 1, 4, 4),
     ],
-    "smoke": [_cfg(16, 32, 64, 1, 4, 2), _cfg(32, 32, 64, 16, 4, 2)],
+    "qwen": [_cfg(*tile, tma=tma) for tma in (False, True) for tile in _QWEN_TILES],
+    "smoke": [_cfg(16, 32, 64, 1, 4, 2), _cfg(32, 32, 64, 16, 4, 2, tma=True)],
 }
 
 #: (E, topk, up N, up K = hidden, down N = hidden, down K = intermediate): Mixtral 8x7B, and
 #: fine-grained 64- and 256-expert top-8 layers.
 SHAPES = ((8, 2, 14336, 4096, 4096, 7168), (64, 8, 2048, 2048, 2048, 1024),
           (256, 8, 2048, 2048, 2048, 1024))  # fmt: skip
+#: Qwen3-30B-A3B's layer (workers.profiling.models' qwen3-30b-a3b).
+QWEN_SHAPE = ((128, 8, 1536, 2048, 2048, 768),)
 
 
-def _issue_grid() -> list[dict[str, Any]]:
+def _grid(shapes: tuple[tuple[int, ...], ...], tokens: tuple[int, ...]) -> list[dict[str, Any]]:
     grid = []
-    for e, topk, up_n, up_k, down_n, down_k in SHAPES:
+    for e, topk, up_n, up_k, down_n, down_k in shapes:
         for gemm, n, k in (("up", up_n, up_k), ("down", down_n, down_k)):
-            for m in (16, 64, 256, 1024, 4096):
+            for m in tokens:
                 grid.append(
                     {
                         "M": m,
@@ -95,7 +118,9 @@ def _issue_grid() -> list[dict[str, Any]]:
 
 
 GRIDS: dict[str, list[dict[str, Any]]] = {
-    "issue": _issue_grid(),
+    "issue": _grid(SHAPES, (16, 64, 256, 1024, 4096)),
+    # decode batch 64, prefill batch 1 and 16 at seq 512
+    "qwen": _grid(QWEN_SHAPE, (64, 512, 8192)),
     "smoke": [
         {"M": 16, "E": 4, "topk": 2, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "up"},
         {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down"},

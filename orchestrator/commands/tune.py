@@ -453,7 +453,8 @@ def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], l
             skipped.append(
                 {"device_class": doc["device_class"], "problem": problem, "reason": reason}
             )
-            where = f"N={problem['N']},K={problem['K']} on {doc['device_class']}"
+            experts = f"E={problem['E']}," if "E" in problem else ""
+            where = f"{experts}N={problem['N']},K={problem['K']} on {doc['device_class']}"
             left_out.setdefault(where, []).append(f"M={problem['M']} ({reason})")
         left = [problem for problem, _ in dropped]
         vendor_rows += sum(e["backend"] == "vendor" and e["problem"] not in left for e in entries)

@@ -25,7 +25,8 @@ way to say "keep another path" (every key must be an M). So a row is written for
 studies saw, a vendor-won M included, with the fastest Triton config measured for it: dropping
 that row would not bring the vendor path back, it would hand the M to the config of the nearest
 other M (vLLM's rule), tuned for another batch size. ``pull`` says how many rows that is
-(:data:`VENDOR_POLICY`) and its ``--json`` names them (``bundles[].shapes``).
+(:data:`VENDOR_POLICY`) and its ``--json`` names them (``bundles[].shapes``). vLLM's fused-MoE
+kernel has no ``TMA``: an M whose config uses it is left out, as for fp8_matmul below.
 
 fp8_matmul: vLLM's block-FP8 linear (``w8a8_block_fp8_matmul``, ``get_w8a8_block_fp8_configs``)
 reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` from its
@@ -33,7 +34,7 @@ reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json
 six :data:`VLLM_KEYS` (and the AMD keys where the config has them), nearest M wins, and every key
 is passed to the Triton launch. ``device_name`` is the GPU name with spaces as ``_`` and no H200
 folding (that is the fused-MoE loader's). vLLM's kernel has neither ``SPLIT_K`` nor ``TMA``
-(:data:`FP8_NOT_IN_VLLM`), so an entry whose config needs another value than vLLM's is never
+(:data:`NOT_IN_VLLM`), so an entry whose config needs another value than vLLM's is never
 written: as is, vLLM's launch would reject the extra key; stripped, vLLM would run a config nobody
 timed. A bundle holds one config per M, so such an M is left out of its file (vLLM then takes
 the nearest written M's config, or its default when none is left) and ``pull`` names it on
@@ -79,13 +80,16 @@ VENDOR_POLICY = (
     "config measured for their M (dropping them would hand the M to the nearest other M's config)"
 )
 
-#: fp8_matmul parameters vLLM's block-FP8 kernel lacks, with the value it runs.
-FP8_NOT_IN_VLLM: dict[str, object] = {"SPLIT_K": 1, "TMA": False}
+#: Per kernel, the parameters vLLM's kernel lacks, with the value it runs.
+NOT_IN_VLLM: dict[str, dict[str, object]] = {
+    "fused_moe": {"TMA": False},
+    "fp8_matmul": {"SPLIT_K": 1, "TMA": False},
+}
 
-#: ``pull``'s note for M left out of a block-FP8 file (see the module doc).
+#: ``pull``'s note for M left out of a vLLM file (see the module doc).
 SKIPPED_NOTE = (
-    "{where}: left out {rows}: vLLM's block-FP8 kernel has no SPLIT_K or TMA, so it would run "
-    "another config (vLLM takes the nearest written M's config, or its default without one)"
+    "{where}: left out {rows}: vLLM's kernel lacks these parameters, so it would run another "
+    "config (vLLM takes the nearest written M's config, or its default without one)"
 )
 
 Entry = tuple[Mapping[str, object], Mapping[str, object]]
@@ -179,6 +183,8 @@ def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, st
     """
     groups: dict[tuple[int, int, str | None, bool], list[Entry]] = {}
     for problem, config in entries:
+        if inexpressible("fused_moe", config):
+            continue
         e = _int(problem, "E")
         dtype_name = str(problem.get("dtype"))
         if dtype_name not in VLLM_DTYPE:
@@ -194,8 +200,13 @@ def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, st
                 )
             n //= 2
         groups.setdefault((e, n, VLLM_DTYPE[dtype_name], down), []).append((problem, config))
-    if not groups:
+    if not entries:
         raise BundleExportError("no fused_moe results to export")
+    if not groups:
+        raise BundleExportError(
+            f"none of the {len(entries)} fused_moe result(s) can run in vLLM's kernel (TMA "
+            "everywhere); use native"
+        )
     return [
         (
             vllm_file_name(e, n, device_name, dtype, down),
@@ -216,12 +227,12 @@ def vllm_fp8_file_name(N: int, K: int, device_name: str) -> str:
     )
 
 
-def fp8_inexpressible(config: Mapping[str, object]) -> str | None:
-    """Why vLLM's block-FP8 kernel would run ``config`` differently (``SPLIT_K=4``, ``TMA=True``),
-    or None when it runs it as measured."""
+def inexpressible(kernel: str, config: Mapping[str, object]) -> str | None:
+    """Why vLLM's ``kernel`` would run ``config`` differently (``SPLIT_K=4, TMA=True``), or None
+    when it runs it as measured."""
     differ = [
         f"{key}={config[key]}"
-        for key, value in FP8_NOT_IN_VLLM.items()
+        for key, value in NOT_IN_VLLM.get(kernel, {}).items()
         if key in config and config[key] != value
     ]
     return ", ".join(differ) or None
@@ -229,13 +240,13 @@ def fp8_inexpressible(config: Mapping[str, object]) -> str | None:
 
 def vllm_fp8_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, str]]:
     """One block-FP8 file per (N, K) as (file name, text), in (N, K) order, M in numeric order;
-    entries whose config vLLM cannot run as measured (:func:`fp8_inexpressible`) are left out.
+    entries whose config vLLM cannot run as measured (:func:`inexpressible`) are left out.
 
     BundleExportError for two results of one (M, N, K) or when no entry is left."""
     groups: dict[tuple[int, int], dict[int, dict[str, object]]] = {}
     for problem, config in entries:
         n, k, m = _int(problem, "N"), _int(problem, "K"), _int(problem, "M")
-        if fp8_inexpressible(config):
+        if inexpressible("fp8_matmul", config):
             continue
         by_m = groups.setdefault((n, k), {})
         if m in by_m:
@@ -257,10 +268,8 @@ def vllm_fp8_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str
 
 def vllm_skipped(kernel: str, entries: Sequence[Entry]) -> list[tuple[Mapping[str, object], str]]:
     """The (problem, reason) of each entry that :data:`VLLM_FILES`'s writer for ``kernel`` leaves
-    out (only fp8_matmul leaves any out)."""
-    if kernel != "fp8_matmul":
-        return []
-    reasons = [(problem, fp8_inexpressible(config)) for problem, config in entries]
+    out (:func:`inexpressible`)."""
+    reasons = [(problem, inexpressible(kernel, config)) for problem, config in entries]
     return [(problem, reason) for problem, reason in reasons if reason]
 
 

@@ -55,6 +55,29 @@ def pop_pdl(meta: dict[str, object]) -> dict[str, object]:
     return {"PDL": on, **({"launch_pdl": True} if on else {})}
 
 
+#: Oldest NVIDIA compute capability with TMA loads.
+TMA_MIN_SM = 90
+
+
+def tma_rule() -> Constraint:
+    """TMA needs sm_90+ (the interpreter runs it too)."""
+    return Constraint(
+        "tma-arch",
+        f"TMA only on sm_{TMA_MIN_SM}+ (Hopper and later) and in the interpreter",
+        ("TMA",),
+        lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
+    )
+
+
+def tensor_descriptor() -> Any:
+    """Triton's host-side TensorDescriptor class, or None before triton 3.4 (no TMA there)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
+
+
 def int_param(config: Mapping[str, Value], name: str) -> int:
     """The config's value of parameter ``name`` as an int."""
     return int(config[name])

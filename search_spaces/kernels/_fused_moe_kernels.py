@@ -125,7 +125,7 @@ def moe_scatter_kernel(topk_ids_ptr, workspace_ptr, sorted_ids_ptr, T, E, E_P2: 
 @triton.jit
 def fused_moe_kernel(
     x_ptr,
-    w_ptr,
+    w_src,
     out_ptr,
     topk_weights_ptr,
     sorted_ids_ptr,
@@ -148,6 +148,8 @@ def fused_moe_kernel(
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    TMA: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     """out[slot] = (x[row] @ w[expert].T) * topk_weights[slot] for the aligned rows, with
@@ -156,8 +158,13 @@ def fused_moe_kernel(
 
     Grid: cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) with EM = len(sorted_ids) (the upper
     bound); M-blocks at or past num_post_padded return at once. Each M-block belongs to one expert
-    (``expert_ids``); padding rows (slot >= num_valid_slots) are masked. ``out`` is viewed as
-    [num_valid_slots, N]; GROUP_SIZE_M M-blocks share the N-blocks' weights in L2.
+    (``expert_ids``); padding rows (slot >= num_valid_slots) read row 0 and columns past N read
+    wrapped columns, so loads need no row or column mask, and neither is stored. ``EVEN_K``:
+    BLOCK_SIZE_K divides K (no K mask either). ``TMA``: ``w_src`` is a tensor descriptor of the
+    weights viewed as [E*N, K] (block [BLOCK_SIZE_N, BLOCK_SIZE_K]; rows past an expert's N read
+    the next expert's or zeros, never stored; needs EVEN_K), else the weights' pointer.
+    ``out`` is viewed as [num_valid_slots, N]; GROUP_SIZE_M M-blocks share the N-blocks' weights
+    in L2.
     """
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
@@ -178,21 +185,35 @@ def fused_moe_kernel(
 
     offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    rows = slots if A_PER_SLOT else slots // TOP_K
+    rows = tl.where(slot_mask, slots if A_PER_SLOT else slots // TOP_K, 0)
     x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :] * stride_xk
-    w_ptrs = w_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
+    if TMA:
+        w_row = (expert * N + pid_n * BLOCK_SIZE_N).to(tl.int32)
+    else:
+        cols = offs_n % N
+        w_ptrs = (
+            w_src + expert * stride_we + offs_k[:, None] * stride_wk + cols[None, :] * stride_wn
+        )
 
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_SIZE_K):
-        k_mask = offs_k < K - k0
-        a = tl.load(x_ptrs, mask=slot_mask[:, None] & k_mask[None, :], other=0.0)
-        b = tl.load(w_ptrs, mask=k_mask[:, None] & (offs_n[None, :] < N), other=0.0)
+        if EVEN_K:  # noqa: SIM108 (constexpr branches, resolved when compiling)
+            a = tl.load(x_ptrs)
+        else:
+            a = tl.load(x_ptrs, mask=offs_k[None, :] < K - k0, other=0.0)
+        if TMA:
+            b = w_src.load([w_row, k0]).T
+        elif EVEN_K:
+            b = tl.load(w_ptrs)
+        else:
+            b = tl.load(w_ptrs, mask=offs_k[:, None] < K - k0, other=0.0)
         if DOT_IN_FP32:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc)
         x_ptrs += BLOCK_SIZE_K * stride_xk
-        w_ptrs += BLOCK_SIZE_K * stride_wk
+        if not TMA:
+            w_ptrs += BLOCK_SIZE_K * stride_wk
 
     routed = tl.load(topk_weights_ptr + slots, mask=slot_mask, other=0.0)
     acc = acc * routed.to(tl.float32)[:, None]

@@ -24,6 +24,7 @@ from search_spaces.kernels._common import (
     NVIDIA_GPU,
     NVIDIA_ONLY,
     SDPA_BACKENDS,
+    TMA_MIN_SM,
     amd_stages_rule,
     int_param,
     nvidia_sm,
@@ -79,8 +80,6 @@ def _regs_fit(c: Mapping[str, Value], lim: DeviceLimits) -> bool:
     return per_thread <= MAX_FP32_PER_THREAD
 
 
-#: Oldest NVIDIA compute capability with the bulk tensor copy engine (TMA) and warp specialization.
-TMA_MIN_SM = 90
 #: Fewest warps with which warp specialization compiled for this kernel on the H200 (Triton 3.6:
 #: every 4-warp config failed its NVGPUWarpSpecialization pass, 8-warp ones compiled).
 WS_MIN_WARPS = 8

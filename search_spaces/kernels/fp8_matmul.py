@@ -25,6 +25,8 @@ from search_spaces.kernels._common import (
     int_param,
     nvidia_sm,
     smem_rule,
+    tensor_descriptor,
+    tma_rule,
     vendor_default,
     warps_rule,
 )
@@ -51,8 +53,6 @@ E4M3_MAX = 448.0
 MIN_OUT_PER_WARP = 256
 #: Split-K serves small M (decode batches), where taller tiles only compute padding rows.
 SPLIT_K_MAX_BLOCK_M = 64
-#: Oldest NVIDIA compute capability with TMA loads.
-TMA_MIN_SM = 90
 #: Oldest NVIDIA compute capability with FP8 tensor cores (Ada; Hopper is sm_90).
 FP8_MIN_SM = 89
 #: AMD archs with FP8 matrix cores: CDNA3 (MI300X/MI325X; its native format is e4m3fnuz, the e4m3fn
@@ -142,12 +142,7 @@ SPACE = Space(
             ("SPLIT_K", "GROUP_SIZE_M"),
             lambda c, _lim: int_param(c, "SPLIT_K") == 1 or int_param(c, "GROUP_SIZE_M") == 1,
         ),
-        Constraint(
-            "tma-arch",
-            f"TMA only on sm_{TMA_MIN_SM}+ (Hopper and later) and in the interpreter",
-            ("TMA",),
-            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
-        ),
+        tma_rule(),
         Constraint(
             "mfma-size",
             "matrix_instr_nonkdim <= min(BLOCK_SIZE_M, BLOCK_SIZE_N) (else ROCm falls back to "
@@ -329,11 +324,11 @@ class Fp8MatmulSpec(KernelSpec):
         m, k = a.shape
         n = b.shape[0]
         meta, options = split_launch_options(config)
-        tma = bool(meta.pop("TMA", False)) and _tensor_descriptor() is not None
+        tma = bool(meta.pop("TMA", False)) and tensor_descriptor() is not None
         split_k = int(config["SPLIT_K"])
         bm, bn, bk = (int(config[p]) for p in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"))
         if tma:
-            TensorDescriptor = _tensor_descriptor()
+            TensorDescriptor = tensor_descriptor()
             operands: tuple[Any, ...] = (
                 TensorDescriptor.from_tensor(a, [bm, bk]),
                 TensorDescriptor.from_tensor(b, [bn, bk]),
@@ -463,15 +458,6 @@ def _dequant_matmul_launcher(inputs: Inputs) -> Launcher:
         torch.matmul(a_bf16, b_t, out=out)
 
     return launch
-
-
-def _tensor_descriptor() -> Any:
-    """Triton's host-side TensorDescriptor class, or None before triton 3.4 (no TMA there)."""
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:
-        return None
-    return TensorDescriptor
 
 
 SPEC = Fp8MatmulSpec()

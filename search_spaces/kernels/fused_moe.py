@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
+    NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
     int_param,
     smem_rule,
+    tensor_descriptor,
+    tma_rule,
     torch_dtype,
+    vendor_default,
     warps_rule,
-    with_vendor_defaults,
 )
 from search_spaces.problem import Field, FieldKind, Problem, ProblemSchema
 from search_spaces.space import (
@@ -66,6 +69,14 @@ SPACE = Space(
         Param("GROUP_SIZE_M", (1, 16, 32, 64), ParamKind.INT, doc="M-blocks per L2-sharing group"),
         Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
+        Param(
+            "TMA",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="load the expert weights' tiles through a TMA descriptor (sm_90+; the token rows "
+            "are gathered, so they stay pointer loads; not in vLLM's kernel)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -78,6 +89,7 @@ SPACE = Space(
         accumulator_rule("BLOCK_SIZE_M", "BLOCK_SIZE_N"),
         warps_rule(),
         amd_stages_rule(),
+        tma_rule(),
     ),
 )
 
@@ -92,6 +104,7 @@ DEFAULT: Config = {
     "GROUP_SIZE_M": 16,
     "num_warps": 4,
     "num_stages": 3,
+    "TMA": False,
 }
 
 
@@ -159,7 +172,7 @@ class FusedMoeSpec(KernelSpec):
         return problem
 
     def default_config(self, vendor: Vendor) -> Config:
-        return with_vendor_defaults(dict(DEFAULT), vendor)
+        return vendor_default(DEFAULT, SPACE, vendor)
 
     def flops(self, problem: Problem) -> float:
         m, topk, n, k = (int(problem[f]) for f in ("M", "topk", "N", "K"))
@@ -212,17 +225,11 @@ class FusedMoeSpec(KernelSpec):
         return super().make_vendor_launcher(inputs, name)
 
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
-        import torch
-        import triton
-
-        from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, launch_align
-
         x, w, out = inputs["x"], inputs["w"], inputs["out"]
         topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
         m, topk = (int(d) for d in topk_ids.shape)
         k = int(x.shape[1])
         e, n = int(w.shape[0]), int(w.shape[1])
-        per_slot = int(x.shape[0]) == m * topk and topk > 1
         if int(x.shape[0]) not in (m, m * topk):
             raise SpecError(f"fused_moe: x has {x.shape[0]} rows; want M={m} or M*topk={m * topk}")
         if tuple(w.shape) != (e, n, k) or tuple(topk_weights.shape) != (m, topk):
@@ -231,42 +238,81 @@ class FusedMoeSpec(KernelSpec):
             raise SpecError(f"fused_moe: out must be a contiguous {m}x{topk}x{n} tensor")
         if not (topk_ids.is_contiguous() and topk_weights.is_contiguous()):
             raise SpecError("fused_moe: topk_ids and topk_weights must be contiguous")
-
-        meta, options = split_launch_options(config)
-        block_m, block_n = int_param(config, "BLOCK_SIZE_M"), int_param(config, "BLOCK_SIZE_N")
-        slots = m * topk
-        max_padded = slots + e * (block_m - 1)
-        sorted_ids = torch.empty(max_padded, dtype=torch.int32, device=x.device)
-        expert_ids = torch.empty(
-            triton.cdiv(max_padded, block_m), dtype=torch.int32, device=x.device
-        )
-        num_post_padded = torch.empty(1, dtype=torch.int32, device=x.device)
-        e_p2 = triton.next_power_of_2(e)
-        chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
-        workspace = torch.empty(triton.cdiv(slots, chunk), e_p2, dtype=torch.int32, device=x.device)
-        counts = torch.empty(e_p2, dtype=torch.int32, device=x.device)
-        grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
-        # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
-        dot_in_fp32 = x.device.type == "cpu" and x.dtype == torch.bfloat16
+        per_slot = int(x.shape[0]) == m * topk and topk > 1
+        run = launch_plan(config, m, e, topk, n, k, per_slot, x)
 
         def launch() -> None:
-            launch_align(
-                topk_ids, sorted_ids, expert_ids, num_post_padded, workspace, counts, slots, e,
-                max_padded, block_m, e_p2, chunk,
-            )  # fmt: skip
-            fused_moe_kernel[grid](
-                x, w, out, topk_weights, sorted_ids, expert_ids, num_post_padded,
-                n, k, max_padded, slots,
-                x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
-                out.stride(1), out.stride(2),
-                TOP_K=topk, A_PER_SLOT=per_slot, DOT_IN_FP32=dot_in_fp32, **meta, **options,
-            )  # fmt: skip
+            run(x, w, topk_ids, topk_weights, out)
 
         return launch
 
     def reference(self, inputs: Inputs) -> Any:
         """The torch per-expert loop in float32: [M, topk, N]."""
         return per_expert_loop(inputs, compute_dtype="float32")
+
+
+#: A prepared launch of one GEMM: (x, w, topk_ids, topk_weights, out) -> None.
+PlannedLaunch = Callable[[Any, Any, Any, Any, Any], None]
+
+
+def launch_plan(
+    config: Config, m: int, e: int, topk: int, n: int, k: int, per_slot: bool, like: Any
+) -> PlannedLaunch:
+    """The alignment and the grouped GEMM for ``m`` tokens under ``config``, with the alignment
+    buffers allocated once (on ``like``'s device): the launch :meth:`FusedMoeSpec.make_launcher`
+    times and a model's swapped expert block runs. ``per_slot``: x holds one row per routed slot
+    (the down GEMM). TMA runs where the weights' rows are 16-byte aligned (else pointer loads)."""
+    import torch
+    import triton
+
+    from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, launch_align
+
+    meta, options = split_launch_options(config)
+    block_m, block_n = int_param(config, "BLOCK_SIZE_M"), int_param(config, "BLOCK_SIZE_N")
+    block_k = int_param(config, "BLOCK_SIZE_K")
+    descriptor = tensor_descriptor()
+    tma = (
+        bool(meta.pop("TMA", False))
+        and descriptor is not None
+        and (k * like.element_size()) % 16 == 0
+    )
+    slots = m * topk
+    max_padded = slots + e * (block_m - 1)
+    e_p2 = triton.next_power_of_2(e)
+    chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
+
+    def buffer(*shape: int) -> Any:
+        return torch.empty(*shape, dtype=torch.int32, device=like.device)
+
+    sorted_ids, expert_ids = buffer(max_padded), buffer(triton.cdiv(max_padded, block_m))
+    post, workspace, counts = buffer(1), buffer(triton.cdiv(slots, chunk), e_p2), buffer(e_p2)
+    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
+    constants = {
+        **meta,
+        **options,
+        "TOP_K": topk,
+        "A_PER_SLOT": per_slot,
+        "EVEN_K": k % block_k == 0,
+        "TMA": tma,
+        # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
+        "DOT_IN_FP32": like.device.type == "cpu" and like.dtype == torch.bfloat16,
+    }
+
+    def launch(x: Any, w: Any, ids: Any, weights: Any, out: Any) -> None:
+        launch_align(
+            ids, sorted_ids, expert_ids, post, workspace, counts, slots, e, max_padded, block_m,
+            e_p2, chunk,
+        )  # fmt: skip
+        if tma and not w.is_contiguous():
+            raise SpecError("fused_moe: TMA needs the expert weights contiguous")
+        w_src = descriptor.from_tensor(w.view(e * n, k), [block_n, block_k]) if tma else w
+        fused_moe_kernel[grid](
+            x, w_src, out, weights, sorted_ids, expert_ids, post, n, k, max_padded, slots,
+            x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
+            out.stride(1), out.stride(2), **constants,
+        )  # fmt: skip
+
+    return launch
 
 
 def _grouped_mm_launcher(inputs: Inputs) -> Launcher:

@@ -21,11 +21,12 @@ from search_spaces.kernels._common import (
     amd_stages_rule,
     int_param,
     multiprocessors,
-    nvidia_sm,
     pdl_param,
     pdl_rule,
     pop_pdl,
     smem_rule,
+    tensor_descriptor,
+    tma_rule,
     torch_dtype,
     vendor_default,
     warps_rule,
@@ -62,8 +63,6 @@ SPLIT_K_MAX_BLOCK_M = 128
 SPLIT_K_VALUES = (1, 2, 3, 4, 6, 8)
 #: Block size of the split-K reduction kernel (fixed: it is not tuned).
 REDUCE_BLOCK = 1024
-#: Oldest NVIDIA compute capability with TMA (tensor memory accelerator) loads.
-TMA_MIN_SM = 90
 #: WIDE_N's extra columns: BLOCK_N / WIDE_N_PART more (a quarter), at least 16 (one MMA tile).
 WIDE_N_PART = 4
 WIDE_N_MIN_BLOCK_N = 64
@@ -212,12 +211,7 @@ SPACE = Space(
                 <= min(int_param(c, "BLOCK_M"), int_param(c, "BLOCK_N"))
             ),
         ),
-        Constraint(
-            "tma-arch",
-            f"TMA only on sm_{TMA_MIN_SM}+ (Hopper and later) and in the interpreter",
-            ("TMA",),
-            lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
-        ),
+        tma_rule(),
         Constraint(
             "fused-reduce-split-k",
             "FUSED_REDUCE only with SPLIT_K > 1",
@@ -423,7 +417,7 @@ class MatmulSpec(KernelSpec):
         if not out.is_contiguous() or tuple(out.shape) != (m, n):
             raise SpecError(f"matmul: out must be a contiguous {m}x{n} tensor")
         meta, options = split_launch_options(config)
-        tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and _tensor_descriptor() is not None
+        tma = bool(meta.pop("TMA", False)) and _tma_ready(a, b) and tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
         wide = bool(meta.pop("WIDE_N", False))
         stream_k = bool(meta.pop("STREAM_K", False))
@@ -443,7 +437,7 @@ class MatmulSpec(KernelSpec):
 
         kernel: Any = matmul_tma_kernel if tma else matmul_kernel
         if tma:
-            TensorDescriptor = _tensor_descriptor()
+            TensorDescriptor = tensor_descriptor()
             bm, bn, bk = (int(config[p]) for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
             operands: tuple[Any, ...] = (
                 TensorDescriptor.from_tensor(a, [bm, bk]),
@@ -543,15 +537,6 @@ def _stream_k_launcher(
         kernel[(programs,)](*args, **kernel_args)
 
     return launch
-
-
-def _tensor_descriptor() -> Any:
-    """Triton's host-side TensorDescriptor class, or None before triton 3.4 (no TMA there)."""
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:
-        return None
-    return TensorDescriptor
 
 
 def _tma_ready(a: Any, b: Any) -> bool:

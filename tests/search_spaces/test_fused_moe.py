@@ -21,7 +21,7 @@ from tests.search_spaces.kernel_check import vendor_launch
 MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
 
 
-def _config(bm: int, bn: int = 32, bk: int = 64, group: int = 1) -> Config:
+def _config(bm: int, bn: int = 32, bk: int = 64, group: int = 1, tma: bool = False) -> Config:
     return {
         "BLOCK_SIZE_M": bm,
         "BLOCK_SIZE_N": bn,
@@ -29,6 +29,7 @@ def _config(bm: int, bn: int = 32, bk: int = 64, group: int = 1) -> Config:
         "GROUP_SIZE_M": group,
         "num_warps": 4,
         "num_stages": 2,
+        "TMA": tma,
     }
 
 
@@ -50,8 +51,8 @@ def test_bad_problems_are_refused(change: dict[str, object], words: str) -> None
 
 
 def test_space_sizes(h200_limits: DeviceLimits, mi300x_limits: DeviceLimits) -> None:
-    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 4 * 3 * 4 * 2 * 4
-    assert SPEC.space.count(h200_limits) == 1200
+    assert SPEC.space.total(Vendor.NVIDIA) == 5 * 4 * 3 * 4 * 2 * 4 * 2
+    assert SPEC.space.count(h200_limits) == 2400
     assert SPEC.space.count(mi300x_limits) == 2560
 
 
@@ -75,7 +76,9 @@ def test_default_is_vllms_fallback_moved_onto_the_space(
         "GROUP_SIZE_M": 16,
         "num_warps": 4,
         "num_stages": 3,
+        "TMA": False,
     }
+    assert "TMA" not in SPEC.default_config(Vendor.AMD)
     for limits in (h200_limits, mi300x_limits, cpu_limits):
         SPEC.space.validate(SPEC.default_for(limits), limits)
 
@@ -164,6 +167,13 @@ def test_alignment_scales_to_many_experts_and_chunks() -> None:
         (
             {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
             _config(32, 32, 64, group=16),
+        ),
+        # TMA weight tiles: the last N-block reads the next expert's rows (N=40, BLOCK 32), K
+        # ragged (72: the descriptor zero-fills past K), up and down
+        ({"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16"}, _config(16, tma=True)),
+        (
+            {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 64, "dtype": "float16", "gemm": "down"},
+            _config(16, 32, 32, group=16, tma=True),
         ),
     ],
 )

@@ -41,6 +41,7 @@ from torch import nn
 from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
 from search_spaces.device_identity import DeviceClass, same_class
+from search_spaces.kernels.fused_moe import PlannedLaunch, launch_plan
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
@@ -371,59 +372,12 @@ def _attention(swap: Swap, module: Attention) -> None:
     module.attend = types.MethodType(attend, module)  # type: ignore[method-assign]
 
 
-#: A prepared fused_moe launch: (x, w, ids, weights, out).
-MoeLaunch = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
-
-
-def _moe_plan(
-    config: dict[str, Any], m: int, e: int, topk: int, n: int, k: int, gemm: str, x: torch.Tensor
-) -> MoeLaunch:
-    """fused_moe's launch (FusedMoeSpec.make_launcher's recipe) with its alignment buffers
-    allocated once for ``m`` tokens."""
-    import triton
-
-    from search_spaces.kernels._fused_moe_kernels import fused_moe_kernel, launch_align
-    from search_spaces.kernels.fused_moe import ALIGN_TILE
-
-    meta, options = split_launch_options(config)
-    block_m, block_n = int(config["BLOCK_SIZE_M"]), int(config["BLOCK_SIZE_N"])
-    slots = m * topk
-    max_padded = slots + e * (block_m - 1)
-    e_p2 = triton.next_power_of_2(e)
-    chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
-
-    def buffer(*shape: int) -> torch.Tensor:
-        return torch.empty(*shape, dtype=torch.int32, device=x.device)
-
-    sorted_ids, expert_ids = buffer(max_padded), buffer(triton.cdiv(max_padded, block_m))
-    post, workspace, counts = buffer(1), buffer(triton.cdiv(slots, chunk), e_p2), buffer(e_p2)
-    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
-    per_slot = gemm == "down" and topk > 1
-    dot_in_fp32 = x.device.type == "cpu" and x.dtype == torch.bfloat16  # triton #11584
-
-    def launch(
-        a: torch.Tensor, w: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, out: torch.Tensor
-    ) -> None:
-        launch_align(
-            ids, sorted_ids, expert_ids, post, workspace, counts, slots, e, max_padded, block_m,
-            e_p2, chunk,
-        )  # fmt: skip
-        fused_moe_kernel[grid](
-            a, w, out, wts, sorted_ids, expert_ids, post, n, k, max_padded, slots,
-            a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2),
-            out.stride(1), out.stride(2),
-            TOP_K=topk, A_PER_SLOT=per_slot, DOT_IN_FP32=dot_in_fp32, **meta, **options,
-        )  # fmt: skip
-
-    return launch
-
-
 def _moe(swap: Swap, module: MoE) -> None:
     original = module.experts
     e, f2, h = module.w_up.shape
     f, topk = f2 // 2, module.top_k
     dtype = DTYPE_NAMES[module.w_up.dtype]
-    plans: dict[int, tuple[MoeLaunch, MoeLaunch, torch.Tensor] | None] = {}
+    plans: dict[int, tuple[PlannedLaunch, PlannedLaunch, torch.Tensor] | None] = {}
 
     def experts(
         self: MoE, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
@@ -440,8 +394,8 @@ def _moe(swap: Swap, module: MoE) -> None:
                 swap.kept.update(("fused_moe", key) for key in keys)
             plan = plans[m] = (
                 (
-                    _moe_plan(up.config, m, e, topk, f2, h, "up", x),
-                    _moe_plan(down.config, m, e, topk, h, f, "down", x),
+                    launch_plan(up.config, m, e, topk, f2, h, False, x),
+                    launch_plan(down.config, m, e, topk, h, f, topk > 1, x),
                     torch.ones(m, topk, dtype=torch.float32, device=x.device),
                 )
                 if up.triton and down.triton

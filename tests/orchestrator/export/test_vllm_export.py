@@ -7,11 +7,13 @@ import pytest
 
 from orchestrator.errors import BundleExportError
 from orchestrator.export.vllm import (
-    fp8_inexpressible,
+    inexpressible,
     vllm_config,
     vllm_file_name,
+    vllm_files,
     vllm_fp8_file_name,
     vllm_fp8_files,
+    vllm_skipped,
     write_vllm_files,
 )
 
@@ -174,9 +176,11 @@ def test_fp8_file_name_follows_vllms_block_fp8_loader() -> None:
 
 def test_fp8_configs_vllms_kernel_cannot_run_are_left_out() -> None:
     vllm_like = {**_config(16), "SPLIT_K": 1, "TMA": False}
-    assert fp8_inexpressible(vllm_like) is None
-    assert fp8_inexpressible(_config(16, waves_per_eu=2)) is None  # AMD: no TMA parameter
-    assert fp8_inexpressible({**vllm_like, "SPLIT_K": 8, "TMA": True}) == "SPLIT_K=8, TMA=True"
+    assert inexpressible("fp8_matmul", vllm_like) is None
+    assert inexpressible("fp8_matmul", _config(16, waves_per_eu=2)) is None  # AMD: no TMA
+    assert inexpressible("fp8_matmul", {**vllm_like, "SPLIT_K": 8, "TMA": True}) == (
+        "SPLIT_K=8, TMA=True"
+    )
     entries = [
         ({"M": 1, "N": 256, "K": 256}, {**vllm_like, "SPLIT_K": 2}),
         ({"M": 8, "N": 256, "K": 256}, vllm_like),
@@ -187,3 +191,15 @@ def test_fp8_configs_vllms_kernel_cannot_run_are_left_out() -> None:
     assert json.loads(text) == {"8": _config(16)}
     with pytest.raises(BundleExportError, match="two results for M=8 with N=256, K=256"):
         vllm_fp8_files([entries[1], entries[1]], "NVIDIA H100")
+
+
+def test_fused_moe_tma_configs_are_left_out_of_vllms_files() -> None:
+    entries = [
+        (_problem(16), {**_config(16), "TMA": False}),
+        (_problem(4096), {**_config(128), "TMA": True}),
+    ]
+    ((_, text),) = vllm_files(entries, "NVIDIA H100")
+    assert json.loads(text) == {"16": _config(16)}
+    assert vllm_skipped("fused_moe", entries) == [(_problem(4096), "TMA=True")]
+    with pytest.raises(BundleExportError, match="none of the 1 fused_moe result"):
+        vllm_files(entries[1:], "NVIDIA H100")
