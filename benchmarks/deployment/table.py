@@ -1,56 +1,83 @@
 """Tables of the deployment benchmark (benchmarks/deployment/run.sh), and the jobs it tunes.
 
 Usage: python benchmarks/deployment/table.py RES          one markdown table per model
-       python benchmarks/deployment/table.py --jobs DIR N  the hottest emitted job per kernel
+       python benchmarks/deployment/table.py --jobs DIR N  the hottest emitted job per kernel and phase
 
-``RES/MODEL/{prefill,decode,prefill-long}-tuned/report.json`` are ``profile --with-bundle``
-reports. A row: baseline and swapped latency (medians, interleaved), their change, the Amdahl
-bound of the swapped kernels (workers/profiling/bound.py: the best change their measured kernel
-speed-ups allow, and the part of the swapped time those measurements cover), the swapped kernels'
-share of the forward, the errors of baseline and swapped logits against the float32 twin, and
-whether the point was refused. Per report, what was swapped: problems run on Triton / kept on the
-vendor path, per kernel. Exit 2 on bad input.
+A model's folder ``RES/MODEL`` holds per phase (``prefill``, ``decode``, ``prefill-long-SEQ`` per
+long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/report.json`` and a
+``profile --with-bundle`` report ``PHASE-tuned/report.json``. A row: baseline and swapped latency
+(medians, interleaved), their change, the Amdahl bound of the swapped kernels
+(workers/profiling/bound.py: the best change their measured kernel speed-ups allow, and the part of
+the swapped time those measurements cover), the swapped kernels' share of the forward, the errors
+of baseline and swapped logits against the float32 twin, and whether the point was refused. Per
+report, what was swapped: problems run on Triton / kept on the vendor path, per kernel. Under the
+table, per phase, the kernels whose problems the bundle answered by a nearest entry (no speed-up of
+their own: the bound counts them as s = 1). Exit 2 on bad input.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-PHASES = ("prefill", "decode", "prefill-long")
+#: A long-sequence phase's folder: ``prefill-long-SEQ`` (``prefill-long``: one LONG_SEQ, older runs).
+LONG = re.compile(r"prefill-long(?:-(\d+))?")
 
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def phases(folder: Path) -> list[str]:
+    """The phases of a model's folder (``-tuned`` stripped): prefill, decode, then the long
+    sequences by length."""
+    names = {p.name.removesuffix("-tuned") for p in folder.iterdir() if p.is_dir()}
+    matches = [m for n in names if (m := LONG.fullmatch(n))]
+    long = [m.group(0) for m in sorted(matches, key=lambda m: int(m.group(1) or 0))]
+    return [n for n in ("prefill", "decode") if n in names] + long
+
+
 def hottest_jobs(folder: Path, limit: int) -> list[str]:
-    """The emitted job files of ``folder``'s baseline reports, the hottest (summed share of the
-    profiled time) of each kernel first, at most ``limit``."""
-    ranked: list[tuple[float, str, str]] = []
-    for phase in PHASES:
+    """The emitted job files of ``folder``'s baseline reports: per phase, the hottest job (summed
+    share of the phase's profiled time) of each kernel, hottest first, at most ``limit``; the
+    phases' lists interleaved (every phase's first, then every phase's second, ...)."""
+    per_phase: list[list[str]] = []
+    for phase in phases(folder):
         report = folder / phase / "report.json"
         if not report.is_file():
             continue
         data = json.loads(report.read_text())
-        for path, hot in zip(data.get("emitted_jobs", []), data["hot_shapes"], strict=False):
-            ranked.append((sum(p["share"] for p in hot["problems"]), hot["kernel"], path))
-    chosen: dict[str, str] = {}
-    for _, kernel, path in sorted(ranked, key=lambda r: -r[0]):
-        chosen.setdefault(kernel, path)
-    return list(chosen.values())[:limit]
+        ranked = sorted(
+            zip(data.get("emitted_jobs", []), data["hot_shapes"], strict=False),
+            key=lambda job: -sum(p["share"] for p in job[1]["problems"]),
+        )
+        chosen: dict[str, str] = {}
+        for path, hot in ranked:
+            chosen.setdefault(hot["kernel"], path)
+        per_phase.append(list(chosen.values())[:limit])
+    return [path for rank in zip_longest(*per_phase) for path in rank if path is not None]
 
 
 def _swapped(used: dict[str, dict[str, int]]) -> str:
     return ", ".join(f"{k} {c.get('triton', 0)}/{c.get('kept vendor', 0)}" for k, c in used.items())
 
 
+def _nearest(lookups: dict[str, dict[str, int]]) -> str:
+    """``kernel N of M`` for each kernel with problems answered by a nearest entry."""
+    return ", ".join(
+        f"{k} {c['nearest']} of {sum(c.values())}" for k, c in lookups.items() if c.get("nearest")
+    )
+
+
 def model_table(folder: Path) -> list[str]:
     lines: list[str] = []
     notes: list[str] = []
-    for phase in PHASES:
+    nearest: list[str] = []
+    for phase in phases(folder):
         report = folder / f"{phase}-tuned" / "report.json"
         if not report.is_file():
             continue
@@ -77,6 +104,13 @@ def model_table(folder: Path) -> list[str]:
                 f"| {r['refused'] or _policy(r)} |"
             )
         lines.append(f"| {phase}: swapped (Triton/kept vendor) | {_swapped(wb.get('used', {}))} |")
+        if near := _nearest(wb.get("lookups", {})):
+            nearest.append(f"{phase} {near}")
+    if nearest:
+        notes.append(
+            "decided by a nearest bundle entry (a swapped one counts as s = 1 in the bound): "
+            + "; ".join(nearest)
+        )
     if lines:
         lines += ["", *(f"* {n}" for n in notes), ""]
     return lines
@@ -90,11 +124,13 @@ def _policy(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "--jobs" and argv[2].isdigit():
+    if len(argv) == 3 and argv[0] == "--jobs" and argv[2].isdigit() and Path(argv[1]).is_dir():
         print("\n".join(hottest_jobs(Path(argv[1]), int(argv[2]))))
         return 0
     if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("error: usage: table.py RES | table.py --jobs DIR N (RES a folder)", file=sys.stderr)
+        print(
+            "error: usage: table.py RES | table.py --jobs DIR N (RES, DIR folders)", file=sys.stderr
+        )
         return 2
     res = Path(argv[0])
     out: list[Any] = ["# Deployment benchmark", ""]

@@ -1,14 +1,17 @@
 """Tune several job files in this process, without Ray (an in-process pool on this machine).
 
 Usage: python benchmarks/profile/tune_jobs.py JOB.yaml [JOB.yaml ...] [--db URL] [--minutes M]
-       [--trials N] [--in-flight N] [--device auto|interpreter] [--json]
+       [--trials N] [--in-flight N] [--device auto|interpreter] [--budget-s S] [--json]
 
 Each file runs as `tunefleet tune FILE` would, with the options given over the file's own, on an
 :class:`orchestrator.run.local_pool.LocalPool` of one worker (``auto``: this machine's GPU, else the
 interpreter): the trials are measured one at a time in this process, and the best configs are
 stored in the database for `tunefleet pull`. For a machine without Ray (the GPU image) and short
-jobs; `tunefleet tune` is the tool for the cluster. ``--json``: one JSON summary per line. Exits
-with status 1 if any job did not finish ``done`` (after trying them all), 2 on bad input.
+jobs; `tunefleet tune` is the tool for the cluster. ``--budget-s``: all files within about S
+seconds from the start: each job's time budget is at most what is left over the jobs left (the
+re-timing of a job's winners comes after its budget), and a job with no time left is skipped.
+``--json``: one JSON summary per line. Exits with status 1 if any job did not finish ``done`` or
+was skipped (after trying them all), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 
 
 def main(argv: list[str]) -> int:
+    start = time.monotonic()
     from db import JobStatus, Objective
     from orchestrator.app.jobs import check_spec, job_summary
     from orchestrator.commands import render
@@ -39,8 +44,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--trials", type=int)
     parser.add_argument("--in-flight", type=int)
     parser.add_argument("--device", choices=("auto", "interpreter"), default="auto")
+    parser.add_argument("--budget-s", type=float)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.budget_s is not None and not args.budget_s > 0:
+        print(f"error: --budget-s must be positive, got {args.budget_s:g}", file=sys.stderr)
+        return 2
     values = {
         "minutes": args.minutes,
         "trials": args.trials,
@@ -49,7 +58,14 @@ def main(argv: list[str]) -> int:
     }
     database = open_database(args.db)
     failed = 0
-    for file in args.files:
+    for n, file in enumerate(args.files):
+        if args.budget_s is not None:
+            share = (args.budget_s - (time.monotonic() - start)) / (len(args.files) - n) / 60
+            if share <= 0:
+                print(f"== skipped {file}: the budget is spent", file=sys.stderr, flush=True)
+                failed += 1
+                continue
+            values["minutes"] = min(args.minutes or share, share)
         print(f"== tune {file}", file=sys.stderr, flush=True)
         try:
             spec = build_spec(file, None, values)

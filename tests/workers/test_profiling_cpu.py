@@ -124,6 +124,27 @@ def test_tune_jobs_runs_an_emitted_job_without_ray(
     assert all(s["best"] is not None for s in summary["studies"])
 
 
+def test_tune_jobs_skips_the_jobs_its_budget_has_no_time_for(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    script = str(root / "benchmarks" / "profile" / "tune_jobs.py")
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    files = [str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")]  # never read: no time for them
+    spent = subprocess.run(
+        [sys.executable, script, *files, "--db", db, "--budget-s", "0.001"],
+        cwd=root, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert spent.returncode == 1, spent.stderr
+    assert spent.stderr.count("the budget is spent") == 2 and "== tune" not in spent.stderr
+    bad = subprocess.run(
+        [sys.executable, script, *files, "--budget-s", "0"],
+        cwd=root, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
 def test_bad_profile_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

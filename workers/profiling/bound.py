@@ -5,7 +5,8 @@ time per forward ``w`` (from the eager trace's hot shapes) and, where its bundle
 times of the final re-timing, a kernel speed-up ``s = vendor_ms / triton_ms``. Over a baseline
 latency ``T``, the measured speed-ups allow at most ``saved = sum(w * (1 - 1/s))``, so the best
 end-to-end change is ``-saved / T``. Problems without both times count as ``s = 1`` (no gain
-claimed); ``measured_share`` says what part of the swapped time the bound covers.
+claimed), as do those the bundle decided by a nearest entry (no entry of their own);
+``measured_share`` says what part of the swapped time the bound covers.
 """
 
 from __future__ import annotations
