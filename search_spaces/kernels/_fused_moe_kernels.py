@@ -1,9 +1,10 @@
 # Triton reads kernel parameter annotations itself, so the kernels stay unannotated.
 # mypy: disallow-untyped-defs=False
-"""Triton kernels of the ``fused_moe`` spec: token alignment by expert, then the grouped GEMM.
+"""Triton kernels of the ``fused_moe`` spec: token alignment by expert, the grouped GEMM, and the
+SiLU-and-mul between a layer's two GEMMs.
 
-Imported only inside ``FusedMoeSpec.make_launcher`` (it imports triton); its text is the kernel's
-source for the version hash.
+Imported only inside the launch functions of ``fused_moe`` (it imports triton); its text is the
+kernel's source for the version hash.
 """
 
 import triton
@@ -220,3 +221,20 @@ def fused_moe_kernel(
     out_ptrs = out_ptr + slots[:, None] * stride_om + offs_n[None, :] * stride_on
     out_mask = slot_mask[:, None] & (offs_n[None, :] < N)
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def silu_and_mul_kernel(hidden_ptr, out_ptr, R, F, stride_hr, stride_or, BLOCK_R: tl.constexpr,
+                        BLOCK_F: tl.constexpr):  # fmt: skip
+    """out[r, j] = silu(hidden[r, j]) * hidden[r, F + j] for r < R, j < F, in float32, stored in
+    out's dtype. Grid: (cdiv(R, BLOCK_R), cdiv(F, BLOCK_F)); columns are contiguous in both."""
+    # int64: R * 2F may exceed 2**31 elements.
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
+    mask = (rows[:, None] < R) & (cols[None, :] < F)
+    gate_ptrs = hidden_ptr + rows[:, None] * stride_hr + cols[None, :]
+    gate = tl.load(gate_ptrs, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(gate_ptrs + F, mask=mask, other=0.0).to(tl.float32)
+    y = gate * tl.sigmoid(gate) * up
+    out_ptrs = out_ptr + rows[:, None] * stride_or + cols[None, :]
+    tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)

@@ -2,8 +2,9 @@
 
 Follows vLLM's fused-MoE Triton kernel and the space of its tuner; a problem is either GEMM of the
 layer: ``gemm=up`` (gate and up projections: one x row per token) or ``gemm=down`` (the down
-projection: one activation row per routed slot). Importing this module loads neither torch nor triton; the kernels live in
-``_fused_moe_kernels``.
+projection: one activation row per routed slot). :func:`launch_plan` prepares either GEMM's launch;
+:func:`silu_and_mul` is the activation between them in a swapped expert block. Importing this
+module loads neither torch nor triton; the kernels live in ``_fused_moe_kernels``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from search_spaces.errors import ProblemError, SpecError
@@ -43,6 +45,10 @@ from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_option
 
 #: Elements of the alignment kernels' one-hot [chunk, experts] tiles; bounds their registers.
 ALIGN_TILE = 4096
+
+#: Columns per program of :func:`silu_and_mul`, and its elements per program (rows: the quotient).
+SILU_BLOCK_F = 256
+SILU_TILE = 4096
 
 #: The layer's two GEMMs (see FusedMoeSpec).
 GEMMS = ("up", "down")
@@ -251,17 +257,43 @@ class FusedMoeSpec(KernelSpec):
         return per_expert_loop(inputs, compute_dtype="float32")
 
 
-#: A prepared launch of one GEMM: (x, w, topk_ids, topk_weights, out) -> None.
-PlannedLaunch = Callable[[Any, Any, Any, Any, Any], None]
+@dataclass(frozen=True)
+class PlannedLaunch:
+    """One GEMM of the layer prepared for a token count: :attr:`align` (ids) sorts the slots by
+    expert into the alignment buffers :attr:`aligned` (sorted_ids, expert_ids, num_post_padded),
+    :attr:`gemm` (x, w, weights, out) runs the grouped GEMM over them; a call
+    (x, w, ids, weights, out) does both."""
+
+    #: Slots, experts and BLOCK_SIZE_M: plans equal in these align the same ids alike.
+    align_key: tuple[int, int, int]
+    aligned: tuple[Any, Any, Any]
+    align: Callable[[Any], None]
+    gemm: Callable[[Any, Any, Any, Any], None]
+
+    def __call__(self, x: Any, w: Any, ids: Any, weights: Any, out: Any) -> None:
+        self.align(ids)
+        self.gemm(x, w, weights, out)
 
 
 def launch_plan(
-    config: Config, m: int, e: int, topk: int, n: int, k: int, per_slot: bool, like: Any
+    config: Config,
+    m: int,
+    e: int,
+    topk: int,
+    n: int,
+    k: int,
+    per_slot: bool,
+    like: Any,
+    share: PlannedLaunch | None = None,
 ) -> PlannedLaunch:
     """The alignment and the grouped GEMM for ``m`` tokens under ``config``, with the alignment
     buffers allocated once (on ``like``'s device): the launch :meth:`FusedMoeSpec.make_launcher`
     times and a model's swapped expert block runs. ``per_slot``: x holds one row per routed slot
-    (the down GEMM). TMA runs where the weights' rows are 16-byte aligned (else pointer loads)."""
+    (the down GEMM). TMA runs where the weights' rows are 16-byte aligned (else pointer loads).
+
+    ``share``: a plan whose launch runs first on the same ids (the block's up GEMM); where it has
+    this plan's align key, this plan reads its alignment and its :attr:`~PlannedLaunch.align`
+    does nothing."""
     import torch
     import triton
 
@@ -278,14 +310,29 @@ def launch_plan(
     )
     slots = m * topk
     max_padded = slots + e * (block_m - 1)
-    e_p2 = triton.next_power_of_2(e)
-    chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
+    align_key = (slots, e, block_m)
 
     def buffer(*shape: int) -> Any:
         return torch.empty(*shape, dtype=torch.int32, device=like.device)
 
-    sorted_ids, expert_ids = buffer(max_padded), buffer(triton.cdiv(max_padded, block_m))
-    post, workspace, counts = buffer(1), buffer(triton.cdiv(slots, chunk), e_p2), buffer(e_p2)
+    if share is not None and share.align_key == align_key:
+        aligned = share.aligned
+
+        def align(ids: Any) -> None:
+            """Nothing: ``share``'s launch aligned these ids."""
+
+    else:
+        e_p2 = triton.next_power_of_2(e)
+        chunk = max(16, min(triton.next_power_of_2(slots), ALIGN_TILE // e_p2))
+        aligned = (buffer(max_padded), buffer(triton.cdiv(max_padded, block_m)), buffer(1))
+        workspace, counts = buffer(triton.cdiv(slots, chunk), e_p2), buffer(e_p2)
+
+        def align(ids: Any) -> None:
+            launch_align(
+                ids, *aligned, workspace, counts, slots, e, max_padded, block_m, e_p2, chunk
+            )
+
+    sorted_ids, expert_ids, post = aligned
     grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
     constants = {
         **meta,
@@ -298,11 +345,7 @@ def launch_plan(
         "DOT_IN_FP32": like.device.type == "cpu" and like.dtype == torch.bfloat16,
     }
 
-    def launch(x: Any, w: Any, ids: Any, weights: Any, out: Any) -> None:
-        launch_align(
-            ids, sorted_ids, expert_ids, post, workspace, counts, slots, e, max_padded, block_m,
-            e_p2, chunk,
-        )  # fmt: skip
+    def gemm(x: Any, w: Any, weights: Any, out: Any) -> None:
         if tma and not w.is_contiguous():
             raise SpecError("fused_moe: TMA needs the expert weights contiguous")
         w_src = descriptor.from_tensor(w.view(e * n, k), [block_n, block_k]) if tma else w
@@ -312,7 +355,31 @@ def launch_plan(
             out.stride(1), out.stride(2), **constants,
         )  # fmt: skip
 
-    return launch
+    return PlannedLaunch(align_key, aligned, align, gemm)
+
+
+def silu_and_mul(hidden: Any, out: Any) -> None:
+    """out[r] = silu(hidden[r, :F]) * hidden[r, F:] for hidden [R, 2F] (gate columns then up
+    columns: the up GEMM's output, vLLM's w13 layout) and out [R, F], computed in float32 and
+    stored in out's dtype: one Triton launch (one read of hidden, one write of out), no host
+    synchronization. SpecError where the shapes disagree or a row is not contiguous."""
+    import triton
+
+    from search_spaces.kernels._fused_moe_kernels import silu_and_mul_kernel
+
+    if hidden.dim() != 2 or out.dim() != 2 or hidden.shape != (out.shape[0], 2 * out.shape[1]):
+        raise SpecError(
+            f"silu_and_mul: hidden {tuple(hidden.shape)} must be [R, 2F] for out "
+            f"{tuple(out.shape)} [R, F]"
+        )
+    if hidden.stride(1) != 1 or out.stride(1) != 1:
+        raise SpecError("silu_and_mul: the rows of hidden and out must be contiguous")
+    r, f = (int(d) for d in out.shape)
+    block_f = min(SILU_BLOCK_F, triton.next_power_of_2(f))
+    block_r = SILU_TILE // block_f
+    silu_and_mul_kernel[(triton.cdiv(r, block_r), triton.cdiv(f, block_f))](
+        hidden, out, r, f, hidden.stride(0), out.stride(0), BLOCK_R=block_r, BLOCK_F=block_f
+    )
 
 
 def _grouped_mm_launcher(inputs: Inputs) -> Launcher:

@@ -1,5 +1,5 @@
-"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment, the kernel's result and
-the vendor paths."""
+"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment, the kernel's result,
+the SiLU-and-mul kernel, an expert block sharing one alignment, and the vendor paths."""
 
 import importlib.util
 import math
@@ -12,7 +12,7 @@ import torch
 
 from search_spaces.accuracy import max_rel_error
 from search_spaces.errors import ProblemError, SpecError
-from search_spaces.kernels.fused_moe import SPEC, per_expert_loop
+from search_spaces.kernels.fused_moe import SPEC, launch_plan, per_expert_loop, silu_and_mul
 from search_spaces.problem import Problem
 from search_spaces.space import Config, DeviceLimits, Vendor
 from tests.gpu import needs_gpu
@@ -208,6 +208,70 @@ def test_down_projection_reads_a_row_per_slot() -> None:
     assert torch.allclose(ref[2, 1], row * inputs["topk_weights"][2, 1], rtol=1e-5, atol=1e-5)
     up = SPEC.validate_problem(SPEC.example)
     assert SPEC.bytes_moved(problem) - SPEC.bytes_moved(up) == 2 * m * (topk - 1) * problem["K"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("rows", "f"), [(1, 1), (37, 100), (70, 520)])
+def test_silu_and_mul_matches_torch_in_float32(dtype: torch.dtype, rows: int, f: int) -> None:
+    """Ragged F (one column block, several, a partial last one), rows strided past 2F."""
+    gen = torch.Generator().manual_seed(rows)
+    hidden = (4 * torch.randn(rows, 2 * f + 8, generator=gen)).to(dtype)[:, : 2 * f]
+    out = torch.full((rows, f), float("nan"), dtype=dtype)
+    silu_and_mul(hidden, out)
+    want = torch.nn.functional.silu(hidden[:, :f].float()) * hidden[:, f:].float()
+    torch.testing.assert_close(out.float(), want, rtol=torch.finfo(dtype).eps, atol=1e-5)
+
+
+def test_silu_and_mul_offsets_past_2_31_elements() -> None:
+    """Row 2048 of a row stride of 2**20 starts at element 2**31 past hidden's first; wrapped to
+    32 bits, that offset would read 2**31 elements before it, still inside the (untouched) storage.
+    Only the rows' pages of the 8 GiB storage are touched."""
+    rows, f, stride = 2049, 4, 1 << 20
+    storage = torch.empty((1 << 31) + rows * stride, dtype=torch.float16)
+    hidden = storage.as_strided((rows, 2 * f), (stride, 1), storage_offset=1 << 31)
+    hidden.copy_(torch.randn(rows, 2 * f, generator=torch.Generator().manual_seed(0)))
+    out = torch.full((rows, f), float("nan"), dtype=torch.float16)
+    silu_and_mul(hidden, out)
+    want = torch.nn.functional.silu(hidden[:, :f].float()) * hidden[:, f:].float()
+    torch.testing.assert_close(out.float(), want, rtol=torch.finfo(torch.float16).eps, atol=1e-5)
+
+
+def test_silu_and_mul_refuses_mismatched_shapes() -> None:
+    with pytest.raises(SpecError, match=r"must be \[R, 2F\]"):
+        silu_and_mul(torch.zeros(4, 10), torch.zeros(4, 4))
+
+
+@pytest.mark.parametrize(("up_m", "down_m"), [(16, 16), (16, 32)])
+def test_an_expert_block_shares_the_alignment_only_at_equal_block_m(up_m: int, down_m: int) -> None:
+    """The swapped block (up GEMM, silu_and_mul, down GEMM, slots summed) with the down GEMM
+    reading the up launch's alignment gives the very output of the block aligning twice."""
+    m, e, topk, h, f = 9, 5, 2, 48, 40
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(m, h, generator=gen).half()
+    w_up = (torch.randn(e, 2 * f, h, generator=gen) / h**0.5).half()
+    w_down = (torch.randn(e, h, f, generator=gen) / f**0.5).half()
+    ids = torch.rand(m, e, generator=gen).argsort(dim=1)[:, :topk].to(torch.int32).contiguous()
+    weights = torch.rand(m, topk, generator=gen).softmax(dim=1)
+
+    def block(share: bool) -> torch.Tensor:
+        up = launch_plan(_config(up_m), m, e, topk, 2 * f, h, False, x)
+        down = launch_plan(_config(down_m), m, e, topk, h, f, True, x, share=up if share else None)
+        assert (down.aligned is up.aligned) == (share and up_m == down_m)
+        hidden = torch.full((m * topk, 2 * f), float("nan"), dtype=torch.float16)
+        up(x, w_up, ids, torch.ones(m, topk), hidden.view(m, topk, 2 * f))
+        act = torch.empty(m * topk, f, dtype=torch.float16)
+        silu_and_mul(hidden, act)
+        out = torch.full((m, topk, h), float("nan"), dtype=torch.float16)
+        down(act, w_down, ids, weights, out)
+        return out.sum(dim=1)
+
+    shared = block(share=True)
+    assert torch.equal(shared, block(share=False))
+    hidden = torch.einsum("mh,mjfh->mjf", x.float(), w_up.float()[ids.long()])
+    act = torch.nn.functional.silu(hidden[..., :f]) * hidden[..., f:]
+    want = torch.einsum("mjf,mjhf->mjh", act, w_down.float()[ids.long()])
+    want = (want * weights[..., None]).sum(dim=1)
+    assert max_rel_error(shared, want) <= SPEC.tolerance({**SPEC.example, "dtype": "float16"})
 
 
 def test_version_hash_reads_the_kernel_source() -> None:

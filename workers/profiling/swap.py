@@ -4,10 +4,11 @@
 weight, plus the bias if any), every ``RMSNorm`` of workers.profiling.models (rmsnorm bundle, with
 the module's own eps and weight), every ``Attention`` (flash_attention bundle for prefill: causal,
 GQA, softmax scale 1/sqrt(head_dim) as the model's SDPA; paged_attention for decode over the
-model's paged cache) and every ``MoE`` expert block (fused_moe bundle: gate+up GEMM, SiLU(gate) *
-up, down GEMM with the routing weights applied in the kernel, slots summed per token, as the
-model's grouped_mm path). ``Swap.on`` chooses per call, so one model and one set of inputs serve
-the baseline and the tuned run, interleaved.
+model's paged cache) and every ``MoE`` expert block (fused_moe bundle: gate+up GEMM, fused_moe's
+silu_and_mul kernel for SiLU(gate) * up, down GEMM with the routing weights applied in the kernel
+and, where both configs share BLOCK_SIZE_M, the up GEMM's expert alignment; slots summed per
+token, as the model's grouped_mm path). ``Swap.on`` chooses per call, so one model and one set of
+inputs serve the baseline and the tuned run, interleaved.
 
 A call runs the tuned kernel only where the bundle's decision for its problem is ``triton``
 (:meth:`Bundle.decision_table`); where it is ``vendor`` the model's own op runs ("kept vendor").
@@ -35,13 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
 from search_spaces.device_identity import DeviceClass, same_class
-from search_spaces.kernels.fused_moe import PlannedLaunch, launch_plan
+from search_spaces.kernels.fused_moe import PlannedLaunch, launch_plan, silu_and_mul
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
@@ -390,25 +390,27 @@ def _moe(swap: Swap, module: MoE) -> None:
         except KeyError:
             keys = (m, e, topk, f2, h, dtype, "up"), (m, e, topk, h, f, dtype, "down")
             up, down = (swap.decision("fused_moe", key) for key in keys)
+            plan = None
             if not (up.triton and down.triton):
                 swap.kept.update(("fused_moe", key) for key in keys)
-            plan = plans[m] = (
-                (
-                    launch_plan(up.config, m, e, topk, f2, h, False, x),
-                    launch_plan(down.config, m, e, topk, h, f, topk > 1, x),
+            else:
+                up_plan = launch_plan(up.config, m, e, topk, f2, h, False, x)
+                plan = (
+                    up_plan,
+                    # Equal BLOCK_SIZE_M: the down GEMM reads the up launch's alignment.
+                    launch_plan(down.config, m, e, topk, h, f, topk > 1, x, share=up_plan),
                     torch.ones(m, topk, dtype=torch.float32, device=x.device),
                 )
-                if up.triton and down.triton
-                else None
-            )
+            plans[m] = plan
         if plan is None:
             return original(x, ids, weights)
         launch_up, launch_down, ones = plan
         hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
         launch_up(x, self.w_up, ids, ones, hidden)  # routing weights once, in the down GEMM
-        act = F.silu(hidden[..., :f]) * hidden[..., f:]
+        act = torch.empty(m * topk, f, dtype=x.dtype, device=x.device)
+        silu_and_mul(hidden.view(m * topk, f2), act)
         out = torch.empty(m, topk, h, dtype=x.dtype, device=x.device)
-        launch_down(act.view(m * topk, f), self.w_down, ids, weights, out)
+        launch_down(act, self.w_down, ids, weights, out)
         return out.sum(dim=1)
 
     module.experts = types.MethodType(experts, module)  # type: ignore[method-assign]
