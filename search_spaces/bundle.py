@@ -33,7 +33,12 @@ it (:func:`bundle_digest`); a file whose digest does not match its content is re
 3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
 
 :meth:`Bundle.decide` follows the same rule and returns the whole :class:`Decision` (backend,
-config, vendor path); the default is ``triton`` with the default config. :func:`tuned` and
+config, vendor path); the default is ``triton`` with the default config. A nearest entry's
+``triton`` decision carries over only to a problem that differs from it in ``batch_fields`` alone
+(the fields that grow with a deployment's batch or sequence, such as matmul's ``M``, written by
+``tunefleet pull``): a problem with other weights or model dims (another ``N`` or ``K``) was never
+compared with the vendor path, so where the entry names one it keeps that vendor path. A bundle
+without ``batch_fields`` (written before the key) carries every nearest decision over. :func:`tuned` and
 :func:`search_spaces.dispatch.launcher_for` follow it (the vendor path where it won).
 
 Answers are cached per problem, so a repeated :meth:`Bundle.resolve` is one tuple and one dict
@@ -129,6 +134,9 @@ class Bundle:
     #: SHA-256 of the document the bundle was read from (:func:`bundle_digest`); "" when built
     #: in memory.
     digest: str = ""
+    #: The problem fields that grow with a deployment's batch or sequence; None when the bundle
+    #: does not say (see the module doc).
+    batch_fields: tuple[str, ...] | None = None
     _exact: dict[tuple[tuple[str, Any], ...], BundleEntry] = field(
         init=False, repr=False, default_factory=dict
     )
@@ -180,10 +188,26 @@ class Bundle:
         how, entry = self._entry_for(problem)
         if entry is None:
             hit = Decision("triton", self.default, None, how)
+        elif (
+            how == "nearest"
+            and entry.vendor is not None
+            and not self._same_weights(problem, entry.problem)
+        ):
+            hit = Decision("vendor", entry.config, entry.vendor, how)
         else:
             hit = Decision(entry.backend, entry.config, entry.vendor, how)
         self._decisions[tuple(problem.items())] = hit
         return hit
+
+    def _same_weights(self, problem: ProblemLike, other: ProblemLike) -> bool:
+        """Whether the two problems differ in ``batch_fields`` alone (True without them)."""
+        if self.batch_fields is None:
+            return True
+        return all(
+            problem.get(name) == other.get(name)
+            for name in set(problem) | set(other)
+            if name not in self.batch_fields
+        )
 
     def lookup(self, problem: ProblemLike) -> dict[str, Any]:
         """The config to launch ``problem`` with (exact, else nearest, else default); a copy."""
@@ -468,6 +492,11 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
             f"{where}: its digest {str(stated)[:16]}... does not match its content "
             f"({digest[:16]}...); the file was changed after `tunefleet pull`: pull it again"
         )
+    batch_fields = data.get("batch_fields")
+    if batch_fields is not None and (
+        not isinstance(batch_fields, list) or not all(isinstance(f, str) for f in batch_fields)
+    ):
+        raise BundleError(f"{where}: 'batch_fields' must be a list of field names")
     known = {
         "format",
         "kernel",
@@ -477,6 +506,7 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
         "default",
         "entries",
         "digest",
+        "batch_fields",
     }
     return Bundle(
         kernel=data["kernel"],
@@ -487,6 +517,7 @@ def bundle_from_dict(data: object, where: str = "bundle", spec: KernelSpec | Non
         environment=environment,
         meta={k: v for k, v in data.items() if k not in known},
         digest=digest,
+        batch_fields=None if batch_fields is None else tuple(batch_fields),
     )
 
 

@@ -42,13 +42,16 @@ def _positive_int(raw: object) -> int | None:
 
 @dataclass(frozen=True)
 class Field:
-    """One named field of a problem; ``default`` (if set) fills it in when the user omits it."""
+    """One named field of a problem; ``default`` (if set) fills it in when the user omits it.
+    ``batch``: the field grows with a deployment's batch or sequence (tokens, sequences, context
+    length), not with its weights or model dims."""
 
     name: str
     kind: FieldKind = FieldKind.DIM
     choices: tuple[str, ...] = ()
     default: ProblemValue | None = None
     doc: str = ""
+    batch: bool = False
 
     def coerce(self, raw: object) -> ProblemValue:
         """Turn a value from JSON or the command line into this field's type, or raise ProblemError."""
@@ -84,6 +87,11 @@ class ProblemSchema:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
+
+    @property
+    def batch_names(self) -> tuple[str, ...]:
+        """The fields that grow with a deployment's batch or sequence (``Field.batch``)."""
+        return tuple(f.name for f in self.fields if f.batch)
 
     def validate(self, raw: Mapping[str, object]) -> Problem:
         """A complete, typed problem from ``raw``; raises ProblemError naming the first bad field."""

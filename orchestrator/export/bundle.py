@@ -177,6 +177,7 @@ def native_bundle(
         "environment": environment,
         "default": default,
         "problem_fields": list(kernel.schema.names),
+        "batch_fields": list(kernel.schema.batch_names),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "entries": [
             _entry(r, r.job_id in cancelled, default)

@@ -410,8 +410,8 @@ class FlashAttentionSpec(KernelSpec):
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
-            Field("batch", doc="sequences in the batch"),
-            Field("max_seqlen", doc="longest sequence (tokens)"),
+            Field("batch", doc="sequences in the batch", batch=True),
+            Field("max_seqlen", doc="longest sequence (tokens)", batch=True),
             Field("pattern", FieldKind.CHOICE, PATTERNS, default="uniform", doc=PATTERN_DOC),
             Field("q_heads", doc="query heads"),
             Field("kv_heads", doc="key/value heads (divides q_heads)"),

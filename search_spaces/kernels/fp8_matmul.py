@@ -183,7 +183,7 @@ class Fp8MatmulSpec(KernelSpec):
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
-            Field("M", doc="rows of A and C (tokens)"),
+            Field("M", doc="rows of A and C (tokens)", batch=True),
             Field(
                 "N",
                 doc=f"rows of B, columns of C (any size: B's last {SCALE_BLOCK}-row scale block "

@@ -137,7 +137,7 @@ class FusedMoeSpec(KernelSpec):
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
-            Field("M", doc="tokens (batch size)"),
+            Field("M", doc="tokens (batch size)", batch=True),
             Field("E", doc="experts"),
             Field("topk", doc="experts per token (<= E)"),
             Field("N", doc="output columns per expert (rows of each expert's weight)"),

@@ -309,7 +309,7 @@ class MatmulSpec(KernelSpec):
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
-            Field("M", doc="rows of A and C"),
+            Field("M", doc="rows of A and C", batch=True),
             Field("N", doc="columns of B and C"),
             Field("K", doc="columns of A, rows of B"),
             Field("dtype", FieldKind.DTYPE, doc="dtype of A, B and C"),

@@ -121,8 +121,8 @@ class PagedAttentionSpec(KernelSpec):
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
-            Field("batch", doc="sequences, one query token each"),
-            Field("context_len", doc="longest context (tokens in the KV cache)"),
+            Field("batch", doc="sequences, one query token each", batch=True),
+            Field("context_len", doc="longest context (tokens in the KV cache)", batch=True),
             Field("pattern", FieldKind.CHOICE, PATTERNS, default="uniform", doc=PATTERN_DOC),
             Field("q_heads", doc="query heads"),
             Field("kv_heads", doc="key/value heads (divides q_heads)"),

@@ -108,7 +108,7 @@ class RmsnormSpec(KernelSpec):
     )
     schema: ClassVar[ProblemSchema] = ProblemSchema(
         (
-            Field("M", doc="rows (tokens)"),
+            Field("M", doc="rows (tokens)", batch=True),
             Field("N", doc="row length (hidden size)"),
             Field("dtype", FieldKind.DTYPE, doc="dtype of x, weight and y"),
         )

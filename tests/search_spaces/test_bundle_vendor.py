@@ -92,6 +92,27 @@ def test_decide_exact_nearest_and_default(tmp_path: Path) -> None:
     assert (entry.vendor_ms, entry.triton_ms, entry.noise, entry.team) == (0.01, 0.012, 0.02, "ml")
 
 
+def test_a_nearest_triton_win_carries_over_to_other_batches_only() -> None:
+    doc = _doc()
+    doc["batch_fields"] = ["M"]
+    doc["digest"] = bundle_digest(doc)
+    bundle = bundle_from_dict(doc, spec=SPEC)
+    assert bundle.batch_fields == ("M",)
+    assert bundle.decide(_problem(64)) == Decision("triton", TRITON, "torch.matmul", "nearest")
+    # other weights (N) were never compared with the vendor path: it is kept
+    wider = {**_problem(32), "N": 32}
+    assert bundle.decide(wider) == Decision("vendor", TRITON, "torch.matmul", "nearest")
+    # without the key (a bundle from before it) the nearest decision carries over as it is
+    assert bundle_from_dict(_doc(), spec=SPEC).decide(wider).backend == "triton"
+
+
+def test_batch_fields_must_be_a_list_of_names() -> None:
+    doc = {**_doc(), "batch_fields": "M"}
+    doc["digest"] = bundle_digest(doc)
+    with pytest.raises(BundleError, match="'batch_fields' must be a list of field names"):
+        bundle_from_dict(doc)
+
+
 def test_tuned_calls_the_vendor_fallback_where_the_vendor_path_won() -> None:
     bundle = bundle_from_dict(_doc())
     calls: list[tuple[int, dict[str, Any]]] = []

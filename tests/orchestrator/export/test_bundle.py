@@ -335,6 +335,9 @@ def test_export_round_trips_vendor_decisions(database: Database, tmp_path: Path)
     assert bundle.decide({**SMALL, "M": 128}).backend == "vendor"
     assert bundle.decide({**BIG, "M": 4096}).how == "nearest"
     assert bundle.decide({**BIG, "M": 4096}).backend == "triton"
+    # ... but a Triton win carries over to another batch only: other weights keep the vendor path
+    assert doc["batch_fields"] == ["M"]
+    assert bundle.decide({**BIG, "N": 4096}) == Decision("vendor", CFG, "torch.matmul", "nearest")
 
 
 def test_a_vendor_win_with_no_triton_config_exports_the_default(
