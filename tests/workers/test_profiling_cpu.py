@@ -370,3 +370,43 @@ def test_moe_models_emit_fused_moe_jobs_with_both_gemms(
         (m, g, n, k) for m in (16, 2) for g, n, k in (("up", 256, 256), ("down", 256, 128))
     }
     assert all((p["E"], p["topk"]) == (8, 2) for p in moe.problems)
+
+
+def test_max_rel_error_is_the_same_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from workers.profiling import check
+
+    gen = torch.Generator().manual_seed(0)
+    ref = torch.randn(7, 33, generator=gen)
+    out = ref + 1e-3 * torch.randn(7, 33, generator=gen)
+    whole = check.max_rel_error(out, ref)
+    monkeypatch.setattr(check, "ERROR_CHUNK", 10)
+    assert check.max_rel_error(out, ref) == pytest.approx(whole, rel=1e-12)
+    out[6, 32] = float("nan")  # in the last chunk
+    assert check.max_rel_error(out, ref) == float("inf")
+
+
+def test_the_float32_twins_attention_repeats_kv_heads_and_computes_the_same() -> None:
+    import torch
+
+    from workers.profiling.models import CONFIGS, Attention, DecoderConfig
+
+    config: DecoderConfig = CONFIGS["tiny"]
+    attention = Attention(config)
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 8, config.num_heads, config.head_dim, generator=gen)
+    kv = [torch.randn(1, 8, config.num_kv_heads, config.head_dim, generator=gen) for _ in "kv"]
+    assert config.num_heads > config.num_kv_heads
+    got = attention.attend(q, *kv, None)
+    group = config.num_heads // config.num_kv_heads
+    k, v = (t.repeat_interleave(group, dim=2).transpose(1, 2) for t in kv)
+    want = (
+        torch.softmax(
+            (q.transpose(1, 2) @ k.transpose(-1, -2)) / config.head_dim**0.5
+            + torch.full((8, 8), float("-inf")).triu(1),
+            dim=-1,
+        )
+        @ v
+    )
+    assert torch.allclose(got, want.transpose(1, 2), atol=1e-5)

@@ -130,13 +130,19 @@ class Attention(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None
     ) -> torch.Tensor:
         """q [B, S, H, D], k/v [B, S, Hkv, D] (prefill) or the cache's whole context (decode):
-        context [B, S, H, D] through SDPA."""
+        context [B, S, H, D] through SDPA. In float32 (the twin) K and V are repeated per head
+        group instead of ``enable_gqa``, which SDPA's memory-efficient kernel does not take: the
+        math path it would fall back to holds every [S, S] score (8 GiB at S=16384)."""
+        gqa = q.dtype != torch.float32 or self.heads == self.kv_heads
+        if not gqa:
+            group = self.heads // self.kv_heads
+            k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2),
             k.transpose(1, 2),
             v.transpose(1, 2),
             is_causal=cache is None,
-            enable_gqa=True,
+            enable_gqa=gqa,
         )
         return out.transpose(1, 2)
 
