@@ -120,7 +120,8 @@ def _policy(row: dict[str, Any]) -> str:
     """The launch-bound policy's note, with the all-swapped time it avoided."""
     if not row.get("policy"):
         return ""
-    return f"kept vendor (launch-bound eager; all swapped: {_num(row.get('swapped_all_ms'), '.3f')} ms)"
+    kept = "kept vendor except fused_moe" if "except" in row["policy"] else "kept vendor"
+    return f"{kept} (launch-bound eager; all swapped: {_num(row.get('swapped_all_ms'), '.3f')} ms)"
 
 
 def main(argv: list[str]) -> int:

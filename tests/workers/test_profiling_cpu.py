@@ -410,3 +410,31 @@ def test_the_float32_twins_attention_repeats_kv_heads_and_computes_the_same() ->
         @ v
     )
     assert torch.allclose(got, want.transpose(1, 2), atol=1e-5)
+
+
+def test_a_launch_bound_forward_runs_only_the_launch_saving_kernels() -> None:
+    """Empty bundles decide Triton (default config) for every problem; with ``only`` set, the
+    other kernels' calls keep the model's op and never consult their bundle."""
+    from workers.profiling.models import load_workload
+    from workers.profiling.run import FEWER_LAUNCHES, _policy, _runs_under, _switched_on
+    from workers.profiling.swap import install
+    from workers.profiling.trace import Phase
+
+    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
+    swap = install(
+        workload.model,
+        {"matmul": _bundle("matmul", []), "fused_moe": _bundle("fused_moe", [])},
+    )
+    forward = workload.forward_for(Phase.PREFILL, 1, 8)
+    _switched_on(swap, forward, FEWER_LAUNCHES)()
+    assert set(swap.lookups) == {"fused_moe"} and swap.used["fused_moe"]["triton"] == 2
+    assert not swap.on and swap.only is None  # switched off again
+    _switched_on(swap, forward)()
+    assert set(swap.lookups) == {"fused_moe", "matmul"}
+
+    problem = {"M": 8, "N": 256, "K": 256, "dtype": "float16"}
+    assert _runs_under(swap, kept=False, lean=False)("matmul", problem)
+    assert not _runs_under(swap, kept=True, lean=True)("matmul", problem)
+    assert not _runs_under(swap, kept=True, lean=False)("fused_moe", {})
+    assert _policy(0.4, lean=True).startswith("kept vendor except fused_moe")
+    assert "launch-bound (graph/eager 0.40)" in _policy(0.4, lean=False)

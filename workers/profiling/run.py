@@ -6,8 +6,12 @@ transition; optionally (``bundle``) the same forwards with tuned kernels swapped
 bundle decides ``triton``, timed in the same rounds as the baseline, after the same-function check
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
 workers.profiling.bound where the eager trace gives the swapped problems' share. An eager point
-that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op: its swapped
-latency is the baseline's, and the row keeps the measured all-swapped time beside the policy. Traces land under
+that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op except the
+kernels whose swapped path launches fewer kernels than the ops it replaces
+(:data:`FEWER_LAUNCHES`, timed as their own eager variant in the same rounds): its
+swapped latency is that variant's (the baseline's where the bundle has none of those kernels), and
+the row keeps the measured all-swapped time beside the policy. The same-function check runs on
+the all-swapped forward. Traces land under
 ``out/traces``, plots and ``report.json`` in ``out``.
 """
 
@@ -42,6 +46,34 @@ LAUNCH_BOUND_POLICY = (
     "kept vendor: the eager forward is launch-bound (graph/eager {ratio:.2f}), so a tuned "
     "kernel's launch costs more host time than its kernel saves"
 )
+
+
+#: Kernels whose swapped path launches fewer kernels than the ops it replaces (fused_moe: the
+#: alignment, two GEMMs and the activation, against the torch path's sort, counts, gathers,
+#: grouped GEMMs, scaling and scatter): a launch-bound eager forward still gains from them.
+FEWER_LAUNCHES = frozenset({"fused_moe"})
+
+#: The policy's words where the launch-saving kernels (:data:`FEWER_LAUNCHES`) ran.
+LEAN_POLICY = (
+    "kept vendor except {kernels} (their path launches fewer kernels than the ops it replaces): "
+    "the eager forward is launch-bound (graph/eager {ratio:.2f})"
+)
+
+
+def _policy(ratio: float | None, lean: bool) -> str:
+    if lean:
+        return LEAN_POLICY.format(kernels=", ".join(sorted(FEWER_LAUNCHES)), ratio=ratio)
+    return LAUNCH_BOUND_POLICY.format(ratio=ratio)
+
+
+def _runs_under(swap: Any, kept: bool, lean: bool) -> Any:
+    """What the Amdahl bound counts as swapped: every Triton decision; at a launch-bound point
+    only the launch-saving kernels' (``lean``) or none."""
+    if not kept:
+        return swap.runs_triton
+    if lean:
+        return lambda k, p: k in FEWER_LAUNCHES and swap.runs_triton(k, p)
+    return lambda k, p: False
 
 
 def launch_bound(mode: Mode, graph_over_eager: float | None) -> bool:
@@ -89,15 +121,16 @@ def _save_trace(raw: Path) -> Path:
     return packed
 
 
-def _switched_on(swap: Any, fn: Any) -> Any:
-    """``fn`` run with the swap's tuned kernels on (off again afterwards)."""
+def _switched_on(swap: Any, fn: Any, only: frozenset[str] | None = None) -> Any:
+    """``fn`` run with the swap's tuned kernels on (``only`` these kernels', if given; off again
+    afterwards)."""
 
     def tuned() -> Any:
-        swap.on = True
+        swap.on, swap.only = True, only
         try:
             return fn()
         finally:
-            swap.on = False
+            swap.on, swap.only = False, None
 
     return tuned
 
@@ -188,6 +221,12 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     notes += [f"{where} (tuned): {why}" for why in failed]
                     graphs += tuned_graphs
                     timed += [("tuned", m, f) for m, f in tuned_fwds.items()]
+                    if Mode.EAGER in modes and FEWER_LAUNCHES & set(swap.bundles):
+                        lean_fwds, _, failed = capture.forwards_for(
+                            _switched_on(swap, fn, FEWER_LAUNCHES), (Mode.EAGER,), options.device
+                        )
+                        notes += [f"{where} (launch-saving kernels only): {why}" for why in failed]
+                        timed += [("lean", m, f) for m, f in lean_fwds.items()]
             latencies = capture.time_interleaved(
                 [f for _, _, f in timed], options.device, options.runs
             )
@@ -247,13 +286,14 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                         continue
                     base, new = by[("base", mode)], by.get(("tuned", mode))
                     kept = launch_bound(mode, ratio)
+                    lean = by.get(("lean", mode)) if kept else None
                     bound = amdahl(
                         [(s.kernel, s.problem, s.weight_us) for s in found],
-                        (lambda k, p: False) if kept else swap.runs_triton,
+                        _runs_under(swap, kept, lean is not None),
                         lambda k, p: speedup(swap.bundles[k], FIELDS[k], p),
                         base * 1e3,
                     )
-                    chosen = base if kept and new is not None else new
+                    chosen = (lean or base) if kept and new is not None else new
                     tuned_rows.append(
                         {
                             "phase": phase.value,
@@ -262,7 +302,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             "baseline_ms": base,
                             "tuned_ms": chosen,
                             "change": None if chosen is None else chosen / base - 1.0,
-                            "policy": LAUNCH_BOUND_POLICY.format(ratio=ratio) if kept else None,
+                            "policy": _policy(ratio, lean is not None) if kept else None,
                             "swapped_all_ms": new,
                             **check,
                             "amdahl": None if bound is None else bound.to_dict(),

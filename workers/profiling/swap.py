@@ -101,6 +101,8 @@ class Swap:
 
     bundles: dict[str, Bundle]
     on: bool = False
+    #: While set, only these kernels' calls go to tuned kernels (None: every kernel's).
+    only: frozenset[str] | None = None
     tables: dict[str, BundleTable[Decision]] = field(default_factory=dict)
     #: (kernel, key) decided ``triton`` but kept on the model's op (the other GEMM of an expert
     #: block decided ``vendor``).
@@ -131,6 +133,10 @@ class Swap:
                 mine = counts.setdefault(kernel, {})
                 mine[how] = mine.get(how, 0) + 1
         return counts
+
+    def active(self, kernel: str) -> bool:
+        """Whether calls of ``kernel`` go to tuned kernels now (``on``, and ``only`` allows it)."""
+        return self.on and (self.only is None or kernel in self.only)
 
     def decision(self, kernel: str, key: tuple[Any, ...]) -> Decision:
         """The decision for the problem of values ``key`` (in FIELDS[kernel] order)."""
@@ -200,7 +206,7 @@ def _linear(swap: Swap, module: nn.Linear) -> None:
     plans: dict[torch.Size, Launch | None] = {}  # None: the decision keeps torch's op
 
     def forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        if not swap.on:
+        if not swap.active("matmul"):
             return original(x)
         try:
             plan = plans[x.shape]
@@ -259,7 +265,7 @@ def _rmsnorm(swap: Swap, module: RMSNorm) -> None:
     plans: dict[torch.Size, Launch | None] = {}  # None: the decision keeps torch's rms_norm
 
     def forward(self: RMSNorm, x: torch.Tensor) -> torch.Tensor:
-        if not swap.on:
+        if not swap.active("rmsnorm"):
             return original(x)
         try:
             plan = plans[x.shape]
@@ -363,9 +369,13 @@ def _attention(swap: Swap, module: Attention) -> None:
         self: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None
     ) -> torch.Tensor:
         out = None
-        if swap.on and cache is None and "flash_attention" in swap.bundles:
+        if cache is None and swap.active("flash_attention") and "flash_attention" in swap.bundles:
             out = _flash(swap, q, k, v)
-        elif swap.on and cache is not None and "paged_attention" in swap.bundles:
+        elif (
+            cache is not None
+            and swap.active("paged_attention")
+            and "paged_attention" in swap.bundles
+        ):
             out = _paged(swap, q, cache)
         return original(q, k, v, cache) if out is None else out
 
@@ -382,7 +392,7 @@ def _moe(swap: Swap, module: MoE) -> None:
     def experts(
         self: MoE, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
-        if not swap.on:
+        if not swap.active("fused_moe"):
             return original(x, ids, weights)
         m = x.shape[0]
         try:
