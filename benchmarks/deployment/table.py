@@ -120,7 +120,7 @@ def _policy(row: dict[str, Any]) -> str:
     """The launch-bound policy's note, with the all-swapped time it avoided."""
     if not row.get("policy"):
         return ""
-    kept = "kept vendor except fused_moe" if "except" in row["policy"] else "kept vendor"
+    kept = str(row["policy"]).split(" (")[0].split(":")[0]  # "kept vendor[ except KERNELS]"
     return f"{kept} (launch-bound eager; all swapped: {_num(row.get('swapped_all_ms'), '.3f')} ms)"
 
 
