@@ -37,7 +37,8 @@ config, vendor path); the default is ``triton`` with the default config. A neare
 ``triton`` decision carries over only to a problem that differs from it in ``batch_fields`` alone
 (the fields that grow with a deployment's batch or sequence, such as matmul's ``M``, written by
 ``tunefleet pull``): a problem with other weights or model dims (another ``N`` or ``K``) was never
-compared with the vendor path, so where the entry names one it keeps that vendor path. A bundle
+compared with the vendor path, so where the entry's study measured one it keeps that vendor path
+(the entry's, else the one the bundle's other entries name). A bundle
 without ``batch_fields`` (written before the key) carries every nearest decision over. :func:`tuned` and
 :func:`search_spaces.dispatch.launcher_for` follow it (the vendor path where it won).
 
@@ -190,10 +191,12 @@ class Bundle:
             hit = Decision("triton", self.default, None, how)
         elif (
             how == "nearest"
-            and entry.vendor is not None
+            and entry.backend == "triton"
+            and (entry.vendor is not None or entry.vendor_ms is not None)
             and not self._same_weights(problem, entry.problem)
         ):
-            hit = Decision("vendor", entry.config, entry.vendor, how)
+            vendor = entry.vendor or next((e.vendor for e in self.entries if e.vendor), None)
+            hit = Decision("vendor", entry.config, vendor, how)
         else:
             hit = Decision(entry.backend, entry.config, entry.vendor, how)
         self._decisions[tuple(problem.items())] = hit

@@ -102,6 +102,11 @@ def test_a_nearest_triton_win_carries_over_to_other_batches_only() -> None:
     # other weights (N) were never compared with the vendor path: it is kept
     wider = {**_problem(32), "N": 32}
     assert bundle.decide(wider) == Decision("vendor", TRITON, "torch.matmul", "nearest")
+    # a Triton win names no vendor path in the file: the bundle's other entries name it
+    doc["entries"][1]["vendor"] = None
+    doc["digest"] = bundle_digest(doc)
+    unnamed = bundle_from_dict(doc, spec=SPEC)
+    assert unnamed.decide(wider) == Decision("vendor", TRITON, "torch.matmul", "nearest")
     # without the key (a bundle from before it) the nearest decision carries over as it is
     assert bundle_from_dict(_doc(), spec=SPEC).decide(wider).backend == "triton"
 
