@@ -187,20 +187,27 @@ class Bundle:
         if hit is not None:
             return hit
         how, entry = self._entry_for(problem)
-        if entry is None:
-            hit = Decision("triton", self.default, None, how)
-        elif (
+        hit = (
+            Decision("triton", self.default, None, how)
+            if entry is None
+            else self.decision_from(problem, entry, how)
+        )
+        self._decisions[tuple(problem.items())] = hit
+        return hit
+
+    def decision_from(self, problem: ProblemLike, entry: BundleEntry, how: str) -> Decision:
+        """What ``entry``'s decision means for ``problem`` found by ``how`` (``exact`` or
+        ``nearest``): its own, except a ``triton`` one reached across other fields than
+        ``batch_fields`` where the entry's study measured a vendor path (the module doc)."""
+        if (
             how == "nearest"
             and entry.backend == "triton"
             and (entry.vendor is not None or entry.vendor_ms is not None)
             and not self._same_weights(problem, entry.problem)
         ):
             vendor = entry.vendor or next((e.vendor for e in self.entries if e.vendor), None)
-            hit = Decision("vendor", entry.config, vendor, how)
-        else:
-            hit = Decision(entry.backend, entry.config, entry.vendor, how)
-        self._decisions[tuple(problem.items())] = hit
-        return hit
+            return Decision("vendor", entry.config, vendor, how)
+        return Decision(entry.backend, entry.config, entry.vendor, how)
 
     def _same_weights(self, problem: ProblemLike, other: ProblemLike) -> bool:
         """Whether the two problems differ in ``batch_fields`` alone (True without them)."""

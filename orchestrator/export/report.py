@@ -7,7 +7,8 @@ gives the worst case (the minimum: below 1 only where a chosen Triton config mea
 the vendor path, which promotion's tie rule should prevent) and the geometric mean.
 
 The unseen-shape case is leave-one-out: each such entry is decided by the bundle without it
-(:meth:`Bundle.decide`: the nearest other entry's decision, else the default), and that decision's
+(:meth:`Bundle.decide`: the nearest other entry's decision, a Triton one only across the
+bundle's batch fields, else the default), and that decision's
 time on the entry's shape gives ``unseen_ratio``. It is measured when the decision runs what the
 entry measured there (its vendor path, or its own Triton config); a different Triton config, or a
 vendor path other than the entry's, was not timed on that shape, and ``unseen_ratio`` is then an
@@ -81,9 +82,10 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
                 if best is None or total < best[0]:
                     best = (total, j)
             if best is not None:
-                near = bundle.entries[best[1]]
                 how = "exact" if best[0] == 0 else "nearest"
-                decisions[i] = Decision(near.backend, near.config, near.vendor, how)
+                decisions[i] = bundle.decision_from(
+                    bundle.entries[i].problem, bundle.entries[best[1]], how
+                )
     return decisions
 
 
