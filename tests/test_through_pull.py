@@ -1,0 +1,71 @@
+"""benchmarks/through_pull.py end to end on the interpreter: the smoke matmul grid tuned (2 trials
+a key), pulled, decided, checked against the reference and timed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.benchmark_script import load
+
+through_pull = load("through_pull")
+
+
+def test_the_smoke_grid_is_tuned_pulled_decided_checked_and_timed(tmp_path: Path) -> None:
+    argv = ["--kernel", "matmul", "--grid", "smoke", "--out", str(tmp_path), "--trials", "2",
+            "--rounds", "1", "--interpreter"]  # fmt: skip
+    assert through_pull.main(argv) == 0
+    result = json.loads((tmp_path / "through_pull.json").read_text())
+    rows, summary = result["rows"], result["summary"]
+    grid = through_pull.MATMUL_GRIDS["smoke"]
+    assert [r["problem"] for r in rows] == grid
+    assert json.loads((tmp_path / "job.json").read_text())["problems"] == grid
+    for row in rows:
+        assert row["decision"]["how"] == "exact"  # every problem was a key of the tuned job
+        # The decision, the Triton config and cuBLAS's stand-in all ran, checked and timed.
+        checked = {"decision", "torch.matmul"} | (
+            {"triton"} if row["decision"]["vendor"] else set()
+        )
+        assert set(row["max_rel_error"]) == checked == set(row["ms"])
+        assert all(err <= row["tolerance"] for err in row["max_rel_error"].values())
+        assert row["triton_ms"] > 0 and row["vendor_over_decision"] > 0
+    assert summary["problems"] == len(grid) and summary["all_checked_within_tolerance"]
+    assert summary["compared_vendor_over_triton"] == len(grid)
+    assert sum(summary["decisions"].values()) == len(grid)
+
+
+def test_the_issue_grid_has_every_m_of_every_linear() -> None:
+    grid = through_pull.MATMUL_GRIDS["issue46"]
+    shapes = {(p["N"], p["K"]) for p in grid}
+    assert len(grid) == len(shapes) * len(through_pull.MATMUL_M) == 140
+    assert (256, 8192) in shapes and (8, 4096) in shapes  # 70B's TP8 kv, Mixtral's router
+    assert through_pull.group("matmul", {"M": 200}) == "M<=1024"
+    assert through_pull.group("matmul", {"M": 2500}) == "M>1024"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--kernel", "matmul", "--grid", "nope", "--out", "x"], "no grid 'nope' for matmul"),
+        (["--kernel", "conv", "--grid", "smoke", "--out", "x"], "invalid choice: 'conv'"),
+        (["--kernel", "matmul", "--grid", "smoke", "--out", "x", "--trials", "0"], "at least 1"),
+        (["--kernel", "matmul", "--grid", "smoke", "--out", "x", "--shard", "3/2"], "K/N"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert through_pull.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_a_gpu_it_asks_for_the_interpreter(capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    assert through_pull.main(["--kernel", "matmul", "--grid", "smoke", "--out", "x"]) == 2
+    assert capsys.readouterr().err == "error: no GPU here; pass --interpreter to run on the CPU\n"
