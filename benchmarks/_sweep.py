@@ -173,6 +173,11 @@ def medians(times: dict[str, list[float]]) -> dict[str, float]:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def problem_text(problem: dict[str, Any]) -> str:
+    """``NAME=VALUE,...`` of a problem, in its field order."""
+    return ",".join(f"{k}={v}" for k, v in problem.items())
+
+
 def geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 

@@ -32,6 +32,7 @@ from _sweep import (  # this folder
     geomean,
     interleaved,
     medians,
+    problem_text,
     start_sweep,
     sweep_parser,
     winner_row,
@@ -84,10 +85,6 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
 }
 
 VENDOR = ("torch._scaled_mm", "dequant+torch.matmul")
-
-
-def _key(problem: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in problem.items())
 
 
 def _checked_entries(spec: Any, inputs: dict[str, Any], entries: dict[str, Any]) -> dict[str, str]:
@@ -154,7 +151,7 @@ def main() -> None:
     for problem in grid:
         rows.append(measure(problem, candidates, broken, args.rounds))
         r = rows[-1]
-        text = _key(problem)
+        text = problem_text(problem)
         vendors = "  ".join(
             f"{name} {r['ms'][name]:.4f} x{r[f'vs {name}']:.3f}"
             if f"vs {name}" in r
@@ -175,7 +172,9 @@ def main() -> None:
         "rounds": args.rounds,
         # vendor path -> {problem: why} for each problem it did not run on
         "not_run": {
-            name: {_key(r["problem"]): r["not_run"][name] for r in rows if name in r["not_run"]}
+            name: {
+                problem_text(r["problem"]): r["not_run"][name] for r in rows if name in r["not_run"]
+            }
             for name in VENDOR
             if any(name in r["not_run"] for r in rows)
         },

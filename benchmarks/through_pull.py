@@ -101,10 +101,6 @@ def group(kernel: str, problem: dict[str, Any]) -> str:
     return next((f"M<={top}" for top in (16, 128, 1024) if m <= top), "M>1024")
 
 
-def _key(problem: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in problem.items())
-
-
 def tune_and_pull(
     kernel: str, problems: list[dict[str, Any]], out: Path, db: str, args: argparse.Namespace
 ) -> tuple[int, Path]:
@@ -237,6 +233,8 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Overall and per-group ratios, decisions by backend and how, vendor paths not run (per
     path, problem -> why) and entries out of tolerance."""
+    from _sweep import problem_text  # this folder
+
     groups = list(dict.fromkeys(r["group"] for r in rows))
     decisions: dict[str, int] = {}
     for r in rows:
@@ -246,7 +244,7 @@ def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, A
     not_run: dict[str, dict[str, str]] = {}
     for r in rows:
         for label, why in r["not_run"].items():
-            not_run.setdefault(label, {})[_key(r["problem"])] = why
+            not_run.setdefault(label, {})[problem_text(r["problem"])] = why
     return {
         "kernel": kernel,
         "grid": grid,
@@ -254,18 +252,20 @@ def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, A
         "groups": {g: _stats([r for r in rows if r["group"] == g]) for g in groups},
         "decisions": decisions,
         "not_run": not_run,
-        "wrong": {_key(r["problem"]): r["wrong"] for r in rows if r["wrong"]},
+        "wrong": {problem_text(r["problem"]): r["wrong"] for r in rows if r["wrong"]},
         "all_checked_within_tolerance": not any(r["wrong"] for r in rows),
     }
 
 
 def _line(row: dict[str, Any]) -> str:
+    from _sweep import problem_text  # this folder
+
     d = row["decision"]
     chosen = "triton" if d["backend"] == "triton" else d["vendor"]
     vendors = "  ".join(f"{n} {t:.4f}" for n, t in row["vendor_ms"].items())
     ratio = row.get("vendor_over_decision")
     return (
-        f"{_key(row['problem']):<60} {chosen} ({d['how']}) "
+        f"{problem_text(row['problem']):<60} {chosen} ({d['how']}) "
         + (f"{row['decision_ms']:.4f} ms" if row["decision_ms"] else "not timed")
         + (f"  triton {row['triton_ms']:.4f}" if row["triton_ms"] else "")
         + f"  {vendors}"

@@ -147,10 +147,13 @@ class Bundle:
     _decisions: dict[tuple[tuple[str, Any], ...], Decision] = field(
         init=False, repr=False, default_factory=dict
     )
+    #: The vendor path the entries name (the first that names one), for decision_from.
+    _vendor: str | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         for entry in self.entries:
             self._exact.setdefault(_frozen(entry.problem), entry)
+        self._vendor = next((e.vendor for e in self.entries if e.vendor), None)
 
     def _nearest(self, problem: ProblemLike) -> BundleEntry | None:
         best: tuple[float, BundleEntry] | None = None
@@ -205,8 +208,7 @@ class Bundle:
             and (entry.vendor is not None or entry.vendor_ms is not None)
             and not self._same_weights(problem, entry.problem)
         ):
-            vendor = entry.vendor or next((e.vendor for e in self.entries if e.vendor), None)
-            return Decision("vendor", entry.config, vendor, how)
+            return Decision("vendor", entry.config, entry.vendor or self._vendor, how)
         return Decision(entry.backend, entry.config, entry.vendor, how)
 
     def _same_weights(self, problem: ProblemLike, other: ProblemLike) -> bool:

@@ -59,6 +59,12 @@ def pop_pdl(meta: dict[str, object]) -> dict[str, object]:
 TMA_MIN_SM = 90
 
 
+def tma_param(doc: str) -> Param:
+    """``TMA``: load tiles through tensor descriptors (NVIDIA and the interpreter; with
+    :func:`tma_rule`, sm_90+). ``doc`` says which tiles."""
+    return Param("TMA", (False, True), ParamKind.BOOL, vendors=NVIDIA_ONLY, doc=doc)
+
+
 def tma_rule() -> Constraint:
     """TMA needs sm_90+ (the interpreter runs it too)."""
     return Constraint(

@@ -30,6 +30,7 @@ from search_spaces.kernels._common import (
     nvidia_sm,
     sdpa,
     smem_rule,
+    tma_param,
     torch_dtype,
     vendor_default,
     warps_rule,
@@ -138,13 +139,7 @@ SPACE = Space(
         ),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (1, 2, 3, 4, 6, 8), ParamKind.INT, doc="software pipeline stages"),
-        Param(
-            "TMA",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="load Q, K and V through tensor descriptors (Hopper's bulk tensor copy engine)",
-        ),
+        tma_param("load Q, K and V through tensor descriptors (Hopper's bulk tensor copy engine)"),
         Param(
             "HEAVY_FIRST",
             (False, True),

@@ -19,13 +19,13 @@ from typing import Any, ClassVar
 from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
-    NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
     int_param,
     nvidia_sm,
     smem_rule,
     tensor_descriptor,
+    tma_param,
     tma_rule,
     vendor_default,
     warps_rule,
@@ -98,13 +98,7 @@ SPACE = Space(
         ),
         Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
-        Param(
-            "TMA",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="load A and B tiles through TMA descriptors (sm_90+; not in vLLM's kernel)",
-        ),
+        tma_param("load A and B tiles through TMA descriptors (sm_90+; not in vLLM's kernel)"),
         *AMD_PARAMS,
     ),
     constraints=(

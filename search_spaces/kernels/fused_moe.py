@@ -19,12 +19,12 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     ELEMENT_BYTES,
-    NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
     int_param,
     smem_rule,
     tensor_descriptor,
+    tma_param,
     tma_rule,
     torch_dtype,
     vendor_default,
@@ -75,13 +75,9 @@ SPACE = Space(
         Param("GROUP_SIZE_M", (1, 16, 32, 64), ParamKind.INT, doc="M-blocks per L2-sharing group"),
         Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5), ParamKind.INT, doc="software pipeline stages"),
-        Param(
-            "TMA",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="load the expert weights' tiles through a TMA descriptor (sm_90+; the token rows "
-            "are gathered, so they stay pointer loads; not in vLLM's kernel)",
+        tma_param(
+            "load the expert weights' tiles through a TMA descriptor (sm_90+; the token rows "
+            "are gathered, so they stay pointer loads; not in vLLM's kernel)"
         ),
         *AMD_PARAMS,
     ),
@@ -345,12 +341,23 @@ def launch_plan(
         "DOT_IN_FP32": like.device.type == "cpu" and like.dtype == torch.bfloat16,
     }
 
+    # The weights' descriptor, made on a launch with new weights (a model's are always the same).
+    made: dict[tuple[int, ...], Any] = {}
+
+    def weights_source(w: Any) -> Any:
+        if not tma:
+            return w
+        key = (w.data_ptr(), *w.shape, *w.stride())
+        if key not in made:
+            if not w.is_contiguous():
+                raise SpecError("fused_moe: TMA needs the expert weights contiguous")
+            made.clear()
+            made[key] = descriptor.from_tensor(w.view(e * n, k), [block_n, block_k])
+        return made[key]
+
     def gemm(x: Any, w: Any, weights: Any, out: Any) -> None:
-        if tma and not w.is_contiguous():
-            raise SpecError("fused_moe: TMA needs the expert weights contiguous")
-        w_src = descriptor.from_tensor(w.view(e * n, k), [block_n, block_k]) if tma else w
         fused_moe_kernel[grid](
-            x, w_src, out, weights, sorted_ids, expert_ids, post, n, k, max_padded, slots,
+            x, weights_source(w), out, weights, sorted_ids, expert_ids, post, n, k, max_padded, slots,
             x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
             out.stride(1), out.stride(2), **constants,
         )  # fmt: skip

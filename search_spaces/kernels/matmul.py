@@ -26,6 +26,7 @@ from search_spaces.kernels._common import (
     pop_pdl,
     smem_rule,
     tensor_descriptor,
+    tma_param,
     tma_rule,
     torch_dtype,
     vendor_default,
@@ -122,13 +123,9 @@ SPACE = Space(
         ),
         Param("num_warps", (2, 4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", STAGES, ParamKind.INT, doc="software pipeline stages"),
-        Param(
-            "TMA",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="load A and B tiles through TMA descriptors (sm_90+, triton >= 3.4; rows of A and "
-            "B must be 16-byte aligned, else the pointer loads run)",
+        tma_param(
+            "load A and B tiles through TMA descriptors (sm_90+, triton >= 3.4; rows of A and "
+            "B must be 16-byte aligned, else the pointer loads run)"
         ),
         Param(
             "PERSISTENT",

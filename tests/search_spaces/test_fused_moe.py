@@ -377,3 +377,13 @@ def test_grouped_mm_path_on_the_gpu(problem: Problem) -> None:
     """CUTLASS's grouped GEMM (bfloat16 on sm_90+) or torch's fallback, routing included."""
     err, _ = vendor_launch(SPEC, problem, "torch._grouped_mm", "cuda")
     assert err <= SPEC.tolerance(problem)
+
+
+def test_tma_refuses_weights_that_are_not_contiguous() -> None:
+    problem = SPEC.validate_problem(
+        {"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16"}
+    )
+    inputs = SPEC.build_inputs(problem, "cpu")
+    inputs["w"] = inputs["w"].transpose(1, 2).contiguous().transpose(1, 2)
+    with pytest.raises(SpecError, match="TMA needs the expert weights contiguous"):
+        SPEC.make_launcher(inputs, _config(16, tma=True))()
