@@ -2,8 +2,9 @@
 
 ``profile --with-bundle`` runs each point's forward three ways on the same inputs: the baseline,
 the baseline with tuned kernels swapped in, and the float32 twin (the same weights cast to
-float32, workers.profiling.models). Each error is the max relative error of the logits against the
-twin's: ``max |out - ref| / max |ref|``. The swap is refused at a point when
+float32, workers.profiling.models), routed as the forward it is compared with was (MoE layers:
+``Workload.pinned``). Each error is the max relative error of the logits against the twin's:
+``max |out - ref| / max |ref|``. The swap is refused at a point when
 
     swapped_error > ratio * baseline_error + floor
 

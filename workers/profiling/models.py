@@ -14,7 +14,10 @@ the router's logits, the top k renormalized, as Mixtral and Qwen3-MoE do) and ru
 through ``torch._grouped_mm`` where it runs for the device and dtype, else one matmul per expert
 (:attr:`Workload.notes` says which). Each expert block runs inside a ``record_function`` named
 :func:`moe_annotation` (its problem), so a trace names the MoE problems the way recorded input
-shapes name the others.
+shapes name the others. Routing is discontinuous: a rounding change moves a token whose k-th and
+(k+1)-th experts nearly tie to another expert, so :meth:`Workload.routed` records a forward's
+expert choices and :meth:`Workload.pinned` runs the float32 twin with them (its own routing
+weights over those experts).
 
 Inputs are drawn from a generator seeded per (batch, seq), so a model and its float32 twin
 (:meth:`Workload.fp32_twin`) see the same tokens and the same KV cache.
@@ -270,12 +273,29 @@ class MoE(nn.Module):
         #: torch._grouped_mm (True) or the per-expert loop (set by the workload after a probe).
         self.grouped = True
         self._names: dict[int, str] = {}
+        #: Set by :class:`Workload`: keep each forward's ids in ``recorded``; take ids from
+        #: ``pin`` instead of choosing (``rerouted`` counts the tokens whose own top-k differs).
+        self.recording = False
+        self.recorded: torch.Tensor | None = None
+        self.pin: torch.Tensor | None = None
+        self.rerouted = 0
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids [M, k] int32 and weights [M, k] float32 (top-k of the softmax, renormalized)."""
+        """ids [M, k] int32 and weights [M, k] float32 (top-k of the softmax, renormalized; over
+        ``pin``'s experts where one is set)."""
         probs = F.softmax(self.router(x), dim=-1, dtype=torch.float32)
         weights, ids = probs.topk(self.top_k, dim=-1)
-        return ids.to(torch.int32), weights / weights.sum(dim=-1, keepdim=True)
+        ids = ids.to(torch.int32)
+        if self.pin is not None:
+            if self.pin.shape != ids.shape:
+                raise ProfileError(f"pinned routing {tuple(self.pin.shape)} for {tuple(ids.shape)}")
+            moved = ids.sort(dim=-1).values != self.pin.sort(dim=-1).values
+            self.rerouted += int(moved.any(dim=-1).sum())
+            ids = self.pin
+            weights = probs.gather(-1, ids.long())
+        if self.recording:
+            self.recorded = ids
+        return ids, weights / weights.sum(dim=-1, keepdim=True)
 
     def experts(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         run = grouped_mm_experts if self.grouped else looped_experts
@@ -295,6 +315,20 @@ class MoE(nn.Module):
         return out.view(x.shape)
 
 
+#: One forward's expert ids per MoE layer, in module order.
+Routes = tuple[torch.Tensor, ...]
+
+
+def moe_layers(model: nn.Module) -> list[MoE]:
+    """The model's MoE layers in module order."""
+    return [m for m in model.modules() if isinstance(m, MoE)]
+
+
+def same_routes(a: Routes, b: Routes) -> bool:
+    """Whether two forwards chose the same experts everywhere."""
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
 def grouped_mm_runs(device: str, dtype: torch.dtype) -> str | None:
     """None where ``torch._grouped_mm`` runs for ``device`` and ``dtype``, else why not."""
     if not hasattr(torch, "_grouped_mm"):
@@ -311,7 +345,7 @@ def grouped_mm_runs(device: str, dtype: torch.dtype) -> str | None:
 def use_grouped_mm(model: nn.Module, device: str, dtype: torch.dtype) -> list[str]:
     """Point the model's MoE layers at torch._grouped_mm where it runs, else at the per-expert
     loop; a note saying so when it does not run."""
-    layers = [m for m in model.modules() if isinstance(m, MoE)]
+    layers = moe_layers(model)
     why = grouped_mm_runs(device, dtype) if layers else None
     for layer in layers:
         layer.grouped = why is None
@@ -413,6 +447,40 @@ class Workload:
         ``forward_for``'s (float tensors in float32)."""
         self._check(phase)
         return self.build(twin, phase, batch, seq)
+
+    def routed(self, forward: Forward) -> tuple[Any, Routes]:
+        """``forward()``'s output and the expert ids each MoE layer of the model chose in it
+        (empty for a model without MoE layers)."""
+        layers = moe_layers(self.model)
+        for layer in layers:
+            layer.recording, layer.recorded = True, None
+        try:
+            out = forward()
+        finally:
+            for layer in layers:
+                layer.recording = False
+        routes = tuple(layer.recorded for layer in layers)
+        for layer in layers:
+            layer.recorded = None
+        if any(r is None for r in routes):
+            raise ProfileError("an MoE layer did not run in the recorded forward")
+        return out, routes  # type: ignore[return-value]
+
+    def pinned(self, twin: nn.Module, reference: Forward, routes: Routes) -> tuple[Any, int]:
+        """``reference()`` (a forward of ``twin``) with its MoE layers taking ``routes`` (from
+        :meth:`routed`), and how many (layer, token) pairs the twin would have routed to another
+        set of experts."""
+        layers = moe_layers(twin)
+        if len(layers) != len(routes):
+            raise ProfileError(f"{len(routes)} recorded routings for {len(layers)} MoE layers")
+        for layer, ids in zip(layers, routes, strict=True):
+            layer.pin, layer.rerouted = ids, 0
+        try:
+            out = reference()
+        finally:
+            for layer in layers:
+                layer.pin = None
+        return out, sum(layer.rerouted for layer in layers)
 
 
 def _inference(model: nn.Module, *args: Any) -> Forward:

@@ -24,7 +24,7 @@ import shutil
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from search_spaces.device_identity import gpu_class, interpreter_class
 from workers.profiling.bound import amdahl, speedup
@@ -40,6 +40,9 @@ from workers.profiling.trace import (
     parse_trace,
     transition_batch,
 )
+
+if TYPE_CHECKING:
+    from workers.profiling.models import Workload
 
 #: What a with-bundle row says where the policy keeps every op on the vendor path.
 LAUNCH_BOUND_POLICY = (
@@ -136,15 +139,30 @@ def _switched_on(swap: Any, fn: Any, only: frozenset[str] | None = None) -> Any:
 
 
 def _same_function(
-    base: Any, tuned: Any, reference: Any, options: ProfileOptions
+    workload: Workload, twin: Any, base: Any, tuned: Any, reference: Any, options: ProfileOptions
 ) -> dict[str, Any]:
-    """The errors of workers.profiling.check at one point and its verdict (``refused``: why)."""
-    ref, base_out, tuned_out = reference(), base(), tuned()
-    base_error, swapped_error = max_rel_error(base_out, ref), max_rel_error(tuned_out, ref)
+    """The errors of workers.profiling.check at one point and its verdict (``refused``: why).
+    Each forward is compared with the twin routed as it was (workers.profiling.models:
+    ``rerouted`` counts the (layer, token) pairs where the twin would have chosen otherwise)."""
+    from workers.profiling.models import same_routes
+
+    base_out, base_routes = workload.routed(base)
+    tuned_out, tuned_routes = workload.routed(tuned)
+    base_ref, base_moved = workload.pinned(twin, reference, base_routes)
+    if same_routes(base_routes, tuned_routes):
+        tuned_ref, tuned_moved = base_ref, base_moved
+    else:
+        tuned_ref, tuned_moved = workload.pinned(twin, reference, tuned_routes)
+    base_error, swapped_error = (
+        max_rel_error(base_out, base_ref),
+        max_rel_error(tuned_out, tuned_ref),
+    )
     return {
         "baseline_error": base_error,
         "swapped_error": swapped_error,
         "max_rel_error": max_rel_error(tuned_out, base_out),
+        "baseline_rerouted": base_moved,
+        "swapped_rerouted": tuned_moved,
         "refused": refusal(base_error, swapped_error, options.max_error_ratio, options.error_floor),
     }
 
@@ -206,9 +224,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             if swap is not None and twin is not None:
                 tuned = _switched_on(swap, fn)
                 try:
-                    check = _same_function(
-                        fn, tuned, workload.reference_for(twin, phase, batch, options.seq), options
-                    )
+                    reference = workload.reference_for(twin, phase, batch, options.seq)
+                    check = _same_function(workload, twin, fn, tuned, reference, options)
                 except Exception as exc:  # a tuned kernel that cannot run is reported, not hidden
                     notes.append(f"{where}: tuned kernels failed: {str(exc).splitlines()[0]}")
                     check = {"refused": f"tuned kernels failed: {str(exc).splitlines()[0]}"}
@@ -288,7 +305,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     kept = launch_bound(mode, ratio)
                     lean = by.get(("lean", mode)) if kept else None
                     bound = amdahl(
-                        [(s.kernel, s.problem, s.weight_us) for s in found],
+                        [(s.kernel, swap.ran(s.kernel, s.problem), s.weight_us) for s in found],
                         _runs_under(swap, kept, lean is not None),
                         lambda k, p: speedup(swap.bundles[k], FIELDS[k], p),
                         base * 1e3,
@@ -348,7 +365,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             "lookups": swap.lookups,
             "used": swap.used,
             "error_rule": f"refused where swapped error > {options.max_error_ratio:g} x baseline "
-            f"error + {options.error_floor:g} (both vs the float32 twin)",
+            f"error + {options.error_floor:g} (both vs the float32 twin, routed as each was)",
             "rows": tuned_rows,
         }
     documents = job_documents(shapes, options.emit_problems, options.emit_trials)
