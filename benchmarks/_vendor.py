@@ -59,14 +59,18 @@ def contiguous_sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: st
 
 def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[Any, Any]:
     """The torch path on the same routing (see the module docstring): a callable giving
-    [M, topk, N], and one running its grouped GEMM alone on rows sorted here."""
+    [M, topk, N] (``gemm=up_silu``: SiLU(gate) * up as torch ops after the grouped GEMM, as the
+    model's path, [M, topk, N/2]), and one running its grouped GEMM alone on rows sorted here."""
     import torch
+    import torch.nn.functional as F
 
     x, w, ids, weights = inputs["x"], inputs["w"], inputs["topk_ids"], inputs["topk_weights"]
     m, topk = ids.shape
     e, n = int(w.shape[0]), int(w.shape[1])
     per_slot = problem["gemm"] == "down" and topk > 1
-    out = torch.empty(m * topk, n, dtype=x.dtype, device=x.device)
+    gated = problem["gemm"] == "up_silu"
+    cols = n // 2 if gated else n
+    out = torch.empty(m * topk, cols, dtype=x.dtype, device=x.device)
     w_t = w.transpose(1, 2)
 
     ones = torch.ones(m * topk, dtype=torch.int32, device=x.device)
@@ -81,9 +85,11 @@ def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[An
     def run() -> Any:
         order, a, offs = route()
         y = torch._grouped_mm(a, w_t, offs=offs)
+        if gated:
+            y = F.silu(y[:, :cols]) * y[:, cols:]
         y = y * weights.flatten()[order, None].to(y.dtype)
         out.index_copy_(0, order, y)
-        return out.view(m, topk, n)
+        return out.view(m, topk, cols)
 
     _, a_sorted, offs_sorted = route()
     return run, lambda: torch._grouped_mm(a_sorted, w_t, offs=offs_sorted)

@@ -10,8 +10,8 @@ Per problem (the spec's own inputs: x, expert weights w [E, N, K], top-k ids and
 * ``torch._grouped_mm`` (CUTLASS grouped GEMM on Hopper) on the same routing, every step timed:
   a stable argsort of the M*topk expert ids, per-expert counts (a scatter-add, no host
   synchronization) and their cumulative sum as the group offsets, the gather of the rows
-  (x[slot // topk] for gemm=up, x[slot] for gemm=down), the grouped GEMM, the routed weights and
-  the scatter back to [M, topk, N].
+  (x[slot // topk] for gemm=up, x[slot] for gemm=down), the grouped GEMM, for gemm=up_silu
+  SiLU(gate) * up, the routed weights and the scatter back to [M, topk, N] (N/2 for up_silu).
 * ``grouped_mm_gemm_only``: that grouped GEMM alone, on rows sorted beforehand (a lower bound for
   the torch path, not a path a layer can run: it leaves out the routing both sides must do).
 
@@ -98,10 +98,13 @@ SHAPES = ((8, 2, 14336, 4096, 4096, 7168), (64, 8, 2048, 2048, 2048, 1024),
 QWEN_SHAPE = ((128, 8, 1536, 2048, 2048, 768),)
 
 
-def _grid(shapes: tuple[tuple[int, ...], ...], tokens: tuple[int, ...]) -> list[dict[str, Any]]:
+def _grid(
+    shapes: tuple[tuple[int, ...], ...], tokens: tuple[int, ...], firsts: tuple[str, ...] = ("up",)
+) -> list[dict[str, Any]]:
     grid = []
     for e, topk, up_n, up_k, down_n, down_k in shapes:
-        for gemm, n, k in (("up", up_n, up_k), ("down", down_n, down_k)):
+        gemms = [*((g, up_n, up_k) for g in firsts), ("down", down_n, down_k)]
+        for gemm, n, k in gemms:
             for m in tokens:
                 grid.append(
                     {
@@ -119,8 +122,8 @@ def _grid(shapes: tuple[tuple[int, ...], ...], tokens: tuple[int, ...]) -> list[
 
 GRIDS: dict[str, list[dict[str, Any]]] = {
     "issue": _grid(SHAPES, (16, 64, 256, 1024, 4096)),
-    # decode batch 64, prefill batch 1 and 16 at seq 512
-    "qwen": _grid(QWEN_SHAPE, (64, 512, 8192)),
+    # decode batch 64, prefill batch 1 and 16 at seq 512; the first GEMM plain and gated
+    "qwen": _grid(QWEN_SHAPE, (64, 512, 8192), ("up", "up_silu")),
     "smoke": [
         {"M": 16, "E": 4, "topk": 2, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "up"},
         {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down"},

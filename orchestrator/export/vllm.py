@@ -26,7 +26,9 @@ studies saw, a vendor-won M included, with the fastest Triton config measured fo
 that row would not bring the vendor path back, it would hand the M to the config of the nearest
 other M (vLLM's rule), tuned for another batch size. ``pull`` says how many rows that is
 (:data:`VENDOR_POLICY`) and its ``--json`` names them (``bundles[].shapes``). vLLM's fused-MoE
-kernel has no ``TMA``: an M whose config uses it is left out, as for fp8_matmul below.
+kernel has no ``TMA``: an M whose config uses it is left out, as for fp8_matmul below. Nor does
+it take the activation in its first GEMM's epilogue: ``gemm=up_silu`` results are left out (tune
+``gemm=up`` for vLLM's file).
 
 fp8_matmul: vLLM's block-FP8 linear (``w8a8_block_fp8_matmul``, ``get_w8a8_block_fp8_configs``)
 reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` from its
@@ -86,10 +88,13 @@ NOT_IN_VLLM: dict[str, dict[str, object]] = {
     "fp8_matmul": {"SPLIT_K": 1, "TMA": False},
 }
 
+#: fused_moe GEMMs vLLM's kernel does not run (SiLU-and-mul in the first GEMM's epilogue).
+NOT_IN_VLLM_GEMMS = ("up_silu",)
+
 #: ``pull``'s note for M left out of a vLLM file (see the module doc).
 SKIPPED_NOTE = (
-    "{where}: left out {rows}: vLLM's kernel lacks these parameters, so it would run another "
-    "config (vLLM takes the nearest written M's config, or its default without one)"
+    "{where}: left out {rows}: vLLM's kernel lacks these parameters or this GEMM, so it would "
+    "run another config (vLLM takes the nearest written M's config, or its default without one)"
 )
 
 Entry = tuple[Mapping[str, object], Mapping[str, object]]
@@ -133,7 +138,7 @@ def vllm_file_name(E: int, N: int, device_name: str, dtype: str | None, down: bo
 
 def _gemm(problem: Mapping[str, object]) -> str:
     gemm = problem.get("gemm", DEFAULT_GEMM)
-    if gemm not in ("up", "down"):
+    if gemm not in ("up", "down", *NOT_IN_VLLM_GEMMS):
         raise BundleExportError(f"fused_moe problem {dict(problem)} has gemm={gemm!r}; up or down")
     return str(gemm)
 
@@ -183,7 +188,7 @@ def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, st
     """
     groups: dict[tuple[int, int, str | None, bool], list[Entry]] = {}
     for problem, config in entries:
-        if inexpressible("fused_moe", config):
+        if inexpressible("fused_moe", problem, config):
             continue
         e = _int(problem, "E")
         dtype_name = str(problem.get("dtype"))
@@ -204,8 +209,8 @@ def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, st
         raise BundleExportError("no fused_moe results to export")
     if not groups:
         raise BundleExportError(
-            f"none of the {len(entries)} fused_moe result(s) can run in vLLM's kernel (TMA "
-            "everywhere); use native"
+            f"none of the {len(entries)} fused_moe result(s) can run in vLLM's kernel (TMA or "
+            "gemm=up_silu everywhere); use native"
         )
     return [
         (
@@ -227,14 +232,18 @@ def vllm_fp8_file_name(N: int, K: int, device_name: str) -> str:
     )
 
 
-def inexpressible(kernel: str, config: Mapping[str, object]) -> str | None:
-    """Why vLLM's ``kernel`` would run ``config`` differently (``SPLIT_K=4, TMA=True``), or None
-    when it runs it as measured."""
+def inexpressible(
+    kernel: str, problem: Mapping[str, object], config: Mapping[str, object]
+) -> str | None:
+    """Why vLLM's ``kernel`` would run ``config`` for ``problem`` differently (``SPLIT_K=4,
+    TMA=True``; ``gemm=up_silu``), or None when it runs it as measured."""
     differ = [
         f"{key}={config[key]}"
         for key, value in NOT_IN_VLLM.get(kernel, {}).items()
         if key in config and config[key] != value
     ]
+    if kernel == "fused_moe" and problem.get("gemm") in NOT_IN_VLLM_GEMMS:
+        differ.insert(0, f"gemm={problem['gemm']}")
     return ", ".join(differ) or None
 
 
@@ -246,7 +255,7 @@ def vllm_fp8_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str
     groups: dict[tuple[int, int], dict[int, dict[str, object]]] = {}
     for problem, config in entries:
         n, k, m = _int(problem, "N"), _int(problem, "K"), _int(problem, "M")
-        if inexpressible("fp8_matmul", config):
+        if inexpressible("fp8_matmul", problem, config):
             continue
         by_m = groups.setdefault((n, k), {})
         if m in by_m:
@@ -269,7 +278,7 @@ def vllm_fp8_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str
 def vllm_skipped(kernel: str, entries: Sequence[Entry]) -> list[tuple[Mapping[str, object], str]]:
     """The (problem, reason) of each entry that :data:`VLLM_FILES`'s writer for ``kernel`` leaves
     out (:func:`inexpressible`)."""
-    reasons = [(problem, inexpressible(kernel, config)) for problem, config in entries]
+    reasons = [(problem, inexpressible(kernel, problem, config)) for problem, config in entries]
     return [(problem, reason) for problem, reason in reasons if reason]
 
 

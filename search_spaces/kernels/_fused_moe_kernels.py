@@ -1,7 +1,8 @@
 # Triton reads kernel parameter annotations itself, so the kernels stay unannotated.
 # mypy: disallow-untyped-defs=False
-"""Triton kernels of the ``fused_moe`` spec: token alignment by expert, the grouped GEMM, and the
-SiLU-and-mul between a layer's two GEMMs.
+"""Triton kernels of the ``fused_moe`` spec: token alignment by expert, the grouped GEMM (plain, or
+the gate and up projections with SiLU-and-mul in its epilogue), and the SiLU-and-mul between a
+layer's two GEMMs.
 
 Imported only inside the launch functions of ``fused_moe`` (it imports triton); its text is the
 kernel's source for the version hash.
@@ -145,6 +146,8 @@ def fused_moe_kernel(
     stride_on,
     TOP_K: tl.constexpr,
     A_PER_SLOT: tl.constexpr,
+    GATED: tl.constexpr,
+    COLS: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
@@ -155,21 +158,26 @@ def fused_moe_kernel(
 ):
     """out[slot] = (x[row] @ w[expert].T) * topk_weights[slot] for the aligned rows, with
     row = slot // TOP_K (the up projection: one x row per token) or, if ``A_PER_SLOT``, row = slot
-    (the down projection: one activation row per routed slot).
+    (the down projection: one activation row per routed slot). ``GATED``: the weights' N rows are
+    gate rows then up rows (F = N // 2 each) and out[slot] = silu(gate) * up * topk_weights[slot]
+    with gate = x[row] @ w[expert, :F].T and up = x[row] @ w[expert, F:].T, taken from the float32
+    accumulators. A program covers ``COLS`` output columns: BLOCK_SIZE_N, or BLOCK_SIZE_N // 2
+    where GATED (BLOCK_SIZE_N weight rows: half gate, half up, in two accumulators).
 
-    Grid: cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) with EM = len(sorted_ids) (the upper
-    bound); M-blocks at or past num_post_padded return at once. Each M-block belongs to one expert
-    (``expert_ids``); padding rows (slot >= num_valid_slots) read row 0 and columns past N read
-    wrapped columns, so loads need no row or column mask, and neither is stored. ``EVEN_K``:
-    BLOCK_SIZE_K divides K (no K mask either). ``TMA``: ``w_src`` is a tensor descriptor of the
-    weights viewed as [E*N, K] (block [BLOCK_SIZE_N, BLOCK_SIZE_K]; rows past an expert's N read
-    the next expert's or zeros, never stored; needs EVEN_K), else the weights' pointer.
-    ``out`` is viewed as [num_valid_slots, N]; GROUP_SIZE_M M-blocks share the N-blocks' weights
-    in L2.
+    Grid: cdiv(EM, BLOCK_SIZE_M) * cdiv(output columns, columns per program) with
+    EM = len(sorted_ids) (the upper bound); M-blocks at or past num_post_padded return at once.
+    Each M-block belongs to one expert (``expert_ids``); padding rows (slot >= num_valid_slots)
+    read row 0 and columns past the output's read wrapped columns, so loads need no row or column
+    mask, and neither is stored. ``EVEN_K``: BLOCK_SIZE_K divides K (no K mask either). ``TMA``:
+    ``w_src`` is a tensor descriptor of the weights viewed as [E*N, K] (block [weight rows per
+    accumulator, BLOCK_SIZE_K]; rows past the half or the expert read other rows or zeros, never
+    stored; needs EVEN_K), else the weights' pointer. ``out`` is viewed as [num_valid_slots,
+    output columns]; GROUP_SIZE_M M-blocks share the N-blocks' weights in L2.
     """
+    n_out = N // 2 if GATED else N
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_n = tl.cdiv(n_out, COLS)
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     first_pid_m = (pid // num_pid_in_group) * GROUP_SIZE_M
     group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
@@ -184,19 +192,21 @@ def fused_moe_kernel(
     slot_mask = slots < num_valid_slots
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
 
-    offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    offs_n = pid_n * COLS + tl.arange(0, COLS)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     rows = tl.where(slot_mask, slots if A_PER_SLOT else slots // TOP_K, 0)
     x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :] * stride_xk
     if TMA:
-        w_row = (expert * N + pid_n * BLOCK_SIZE_N).to(tl.int32)
+        w_row = (expert * N + pid_n * COLS).to(tl.int32)
     else:
-        cols = offs_n % N
+        cols = offs_n % n_out
         w_ptrs = (
             w_src + expert * stride_we + offs_k[:, None] * stride_wk + cols[None, :] * stride_wn
         )
 
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_SIZE_M, COLS), dtype=tl.float32)
+    if GATED:
+        acc_up = tl.zeros((BLOCK_SIZE_M, COLS), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_SIZE_K):
         if EVEN_K:  # noqa: SIM108 (constexpr branches, resolved when compiling)
             a = tl.load(x_ptrs)
@@ -204,22 +214,34 @@ def fused_moe_kernel(
             a = tl.load(x_ptrs, mask=offs_k[None, :] < K - k0, other=0.0)
         if TMA:
             b = w_src.load([w_row, k0]).T
+            if GATED:
+                b_up = w_src.load([w_row + n_out, k0]).T
         elif EVEN_K:
             b = tl.load(w_ptrs)
+            if GATED:
+                b_up = tl.load(w_ptrs + n_out * stride_wn)
         else:
             b = tl.load(w_ptrs, mask=offs_k[:, None] < K - k0, other=0.0)
+            if GATED:
+                b_up = tl.load(w_ptrs + n_out * stride_wn, mask=offs_k[:, None] < K - k0, other=0.0)
         if DOT_IN_FP32:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
+            if GATED:
+                b_up = b_up.to(tl.float32)
         acc = tl.dot(a, b, acc)
+        if GATED:
+            acc_up = tl.dot(a, b_up, acc_up)
         x_ptrs += BLOCK_SIZE_K * stride_xk
         if not TMA:
             w_ptrs += BLOCK_SIZE_K * stride_wk
 
+    if GATED:
+        acc = acc * tl.sigmoid(acc) * acc_up
     routed = tl.load(topk_weights_ptr + slots, mask=slot_mask, other=0.0)
     acc = acc * routed.to(tl.float32)[:, None]
     out_ptrs = out_ptr + slots[:, None] * stride_om + offs_n[None, :] * stride_on
-    out_mask = slot_mask[:, None] & (offs_n[None, :] < N)
+    out_mask = slot_mask[:, None] & (offs_n[None, :] < n_out)
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 

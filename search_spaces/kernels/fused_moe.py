@@ -1,9 +1,11 @@
 """Built-in ``fused_moe`` spec: the top-k routed grouped GEMM of a Mixture-of-Experts layer.
 
-Follows vLLM's fused-MoE Triton kernel and the space of its tuner; a problem is either GEMM of the
-layer: ``gemm=up`` (gate and up projections: one x row per token) or ``gemm=down`` (the down
-projection: one activation row per routed slot). :func:`launch_plan` prepares either GEMM's launch;
-:func:`silu_and_mul` is the activation between them in a swapped expert block. Importing this
+Follows vLLM's fused-MoE Triton kernel and the space of its tuner; a problem is one GEMM of the
+layer: ``gemm=up`` (gate and up projections: one x row per token), ``gemm=up_silu`` (the same with
+SiLU(gate) * up taken in the epilogue, so the layer's activation needs no pass of its own) or
+``gemm=down`` (the down projection: one activation row per routed slot). :func:`launch_plan`
+prepares any GEMM's launch; :func:`silu_and_mul` is the activation between ``up`` and ``down`` in a
+swapped expert block. Importing this
 module loads neither torch nor triton; the kernels live in ``_fused_moe_kernels``.
 """
 
@@ -50,8 +52,9 @@ ALIGN_TILE = 4096
 SILU_BLOCK_F = 256
 SILU_TILE = 4096
 
-#: The layer's two GEMMs (see FusedMoeSpec).
-GEMMS = ("up", "down")
+#: The layer's GEMMs (see FusedMoeSpec); ``up_silu`` is ``up`` with the activation in its epilogue.
+GEMMS = ("up", "down", "up_silu")
+GATED = "up_silu"
 
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
@@ -113,11 +116,13 @@ DEFAULT: Config = {
 class FusedMoeSpec(KernelSpec):
     """out[m, j] = (a @ w[topk_ids[m, j]].T) * topk_weights[m, j], one of vLLM's fused-MoE GEMMs:
     a = x[m] (``gemm=up``, x [M, K]) or a = x[m * topk + j] (``gemm=down``, x [M * topk, K]).
+    ``gemm=up_silu``: a = x[m] and out[m, j] = silu(g) * u * topk_weights[m, j] with g and u the
+    products with the expert's first and last N/2 weight rows (vLLM's w13 layout: gate, then up).
 
     Inputs: ``x`` as above, expert weights ``w`` [E, N, K], router output
     ``topk_ids`` [M, topk] (int32, distinct experts per token) and ``topk_weights`` [M, topk]
-    (float32); ``out`` is [M, topk, N] in the problem's dtype. The routed weight is applied inside
-    the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
+    (float32); ``out`` is [M, topk, N] (``up_silu``: [M, topk, N/2]) in the problem's dtype. The
+    routed weight is applied inside the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
 
     One launch is a zero fill and four Triton kernels, with no host synchronization: the alignment
     step (vLLM's moe_align_block_size: sort the M*topk token slots by expert and pad each expert's
@@ -149,7 +154,8 @@ class FusedMoeSpec(KernelSpec):
                 FieldKind.CHOICE,
                 choices=GEMMS,
                 default="up",
-                doc="up: x holds one row per token; down: one row per routed slot",
+                doc="up: x holds one row per token; down: one row per routed slot; up_silu: "
+                "up with SiLU(gate) * up in the epilogue (out N/2 columns)",
             ),
         )
     )
@@ -171,6 +177,10 @@ class FusedMoeSpec(KernelSpec):
             raise ProblemError(
                 f"topk={problem['topk']} must not exceed E={problem['E']} (distinct experts)"
             )
+        if problem.get("gemm") == GATED and int(problem["N"]) % 2:
+            raise ProblemError(
+                f"gemm=up_silu needs an even N (gate rows then as many up rows), not N={problem['N']}"
+            )
         return problem
 
     def default_config(self, vendor: Vendor) -> Config:
@@ -184,7 +194,8 @@ class FusedMoeSpec(KernelSpec):
         """x, the weights of the experts used (at most min(E, M*topk)), and out."""
         m, e, topk, n, k = (int(problem[f]) for f in ("M", "E", "topk", "N", "K"))
         rows = m * topk if problem.get("gemm") == "down" else m
-        elements = rows * k + min(e, m * topk) * n * k + m * topk * n
+        cols = n // 2 if problem.get("gemm") == GATED else n
+        elements = rows * k + min(e, m * topk) * n * k + m * topk * cols
         return float(elements * ELEMENT_BYTES[str(problem["dtype"])])
 
     def build_inputs(self, problem: Problem, device: str) -> Inputs:
@@ -200,23 +211,27 @@ class FusedMoeSpec(KernelSpec):
             "w": torch.randn(e, n, k, dtype=dtype, device=device),
             "topk_ids": topk_ids.to(torch.int32).contiguous(),
             "topk_weights": topk_weights / topk_weights.sum(dim=1, keepdim=True),
-            "out": torch.empty(m, topk, n, dtype=dtype, device=device),
+            "out": torch.empty(
+                m, topk, n // 2 if problem.get("gemm") == GATED else n, dtype=dtype, device=device
+            ),
         }
 
     def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
         """``torch._grouped_mm`` (CUTLASS's grouped GEMM for bfloat16 on sm_90+, torch's
         fallback elsewhere) with the routing around it in the launch, as this kernel's launch
         has its alignment; ``vllm.fused_moe`` (vLLM's fused-MoE Triton kernel with its own
-        alignment and its config for the shape) only where ``vllm`` is importable."""
-        if importlib.util.find_spec("vllm") is None:
+        alignment and its config for the shape) only where ``vllm`` is importable and never for
+        ``up_silu`` (vLLM's kernel has no activation epilogue)."""
+        if problem.get("gemm") == GATED or importlib.util.find_spec("vllm") is None:
             return ("torch._grouped_mm",)
         return ("torch._grouped_mm", "vllm.fused_moe")
 
     def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
         """``torch._grouped_mm``: per launch, the slots sorted by expert (a stable sort of
         ``topk_ids``), each expert's end offset (a search in the sorted ids), the rows gathered
-        in that order, the grouped GEMM, the routed weights multiplied in (in the output dtype)
-        and the rows scattered back into ``inputs["out"]``; no host synchronization.
+        in that order, the grouped GEMM, for ``up_silu`` SiLU(gate) * up as torch ops, the routed
+        weights multiplied in (in the output dtype) and the rows scattered back into
+        ``inputs["out"]``; no host synchronization.
         ``vllm.fused_moe``: vLLM's ``moe_align_block_size`` and ``invoke_fused_moe_kernel`` with
         the routed weight applied in the kernel, writing ``inputs["out"]``; SpecError where the
         installed vLLM lacks them."""
@@ -236,12 +251,17 @@ class FusedMoeSpec(KernelSpec):
             raise SpecError(f"fused_moe: x has {x.shape[0]} rows; want M={m} or M*topk={m * topk}")
         if tuple(w.shape) != (e, n, k) or tuple(topk_weights.shape) != (m, topk):
             raise SpecError("fused_moe: x, w, topk_ids and topk_weights do not fit each other")
-        if not out.is_contiguous() or tuple(out.shape) != (m, topk, n):
-            raise SpecError(f"fused_moe: out must be a contiguous {m}x{topk}x{n} tensor")
+        gated = _gated(inputs)
+        cols = n // 2 if gated else n
+        if not out.is_contiguous() or tuple(out.shape) != (m, topk, cols):
+            raise SpecError(
+                f"fused_moe: out must be a contiguous {m}x{topk}x{n} tensor "
+                f"(up_silu: {m}x{topk}x{n // 2})"
+            )
         if not (topk_ids.is_contiguous() and topk_weights.is_contiguous()):
             raise SpecError("fused_moe: topk_ids and topk_weights must be contiguous")
         per_slot = int(x.shape[0]) == m * topk and topk > 1
-        run = launch_plan(config, m, e, topk, n, k, per_slot, x)
+        run = launch_plan(config, m, e, topk, n, k, per_slot, x, gated=gated)
 
         def launch() -> None:
             run(x, w, topk_ids, topk_weights, out)
@@ -249,8 +269,13 @@ class FusedMoeSpec(KernelSpec):
         return launch
 
     def reference(self, inputs: Inputs) -> Any:
-        """The torch per-expert loop in float32: [M, topk, N]."""
+        """The torch per-expert loop in float32: [M, topk, N] (``up_silu``: [M, topk, N/2])."""
         return per_expert_loop(inputs, compute_dtype="float32")
+
+
+def _gated(inputs: Inputs) -> bool:
+    """Whether ``inputs`` are an ``up_silu`` problem's: out has half the weights' rows."""
+    return 2 * int(inputs["out"].shape[2]) == int(inputs["w"].shape[1])
 
 
 @dataclass(frozen=True)
@@ -281,6 +306,7 @@ def launch_plan(
     per_slot: bool,
     like: Any,
     share: PlannedLaunch | None = None,
+    gated: bool = False,
 ) -> PlannedLaunch:
     """The alignment and the grouped GEMM for ``m`` tokens under ``config``, with the alignment
     buffers allocated once (on ``like``'s device): the launch :meth:`FusedMoeSpec.make_launcher`
@@ -289,7 +315,7 @@ def launch_plan(
 
     ``share``: a plan whose launch runs first on the same ids (the block's up GEMM); where it has
     this plan's align key, this plan reads its alignment and its :attr:`~PlannedLaunch.align`
-    does nothing."""
+    does nothing. ``gated``: the ``up_silu`` GEMM (out has n // 2 columns)."""
     import torch
     import triton
 
@@ -298,6 +324,8 @@ def launch_plan(
     meta, options = split_launch_options(config)
     block_m, block_n = int_param(config, "BLOCK_SIZE_M"), int_param(config, "BLOCK_SIZE_N")
     block_k = int_param(config, "BLOCK_SIZE_K")
+    # Output columns per program: a gated program's weight rows are half gate, half up.
+    cols = block_n // 2 if gated else block_n
     descriptor = tensor_descriptor()
     tma = (
         bool(meta.pop("TMA", False))
@@ -329,12 +357,14 @@ def launch_plan(
             )
 
     sorted_ids, expert_ids, post = aligned
-    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n, block_n),)
+    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n // 2 if gated else n, cols),)
     constants = {
         **meta,
         **options,
         "TOP_K": topk,
         "A_PER_SLOT": per_slot,
+        "GATED": gated,
+        "COLS": cols,
         "EVEN_K": k % block_k == 0,
         "TMA": tma,
         # Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
@@ -352,7 +382,7 @@ def launch_plan(
             if not w.is_contiguous():
                 raise SpecError("fused_moe: TMA needs the expert weights contiguous")
             made.clear()
-            made[key] = descriptor.from_tensor(w.view(e * n, k), [block_n, block_k])
+            made[key] = descriptor.from_tensor(w.view(e * n, k), [cols, block_k])
         return made[key]
 
     def gemm(x: Any, w: Any, weights: Any, out: Any) -> None:
@@ -391,6 +421,7 @@ def silu_and_mul(hidden: Any, out: Any) -> None:
 
 def _grouped_mm_launcher(inputs: Inputs) -> Launcher:
     import torch
+    import torch.nn.functional as F
 
     if not hasattr(torch, "_grouped_mm"):
         raise SpecError(f"fused_moe: torch._grouped_mm needs torch 2.8+, not {torch.__version__}")
@@ -400,13 +431,16 @@ def _grouped_mm_launcher(inputs: Inputs) -> Launcher:
     per_slot = int(x.shape[0]) == m * topk and topk > 1
     ids, weights = topk_ids.view(-1), topk_weights.view(-1)
     experts = torch.arange(int(w.shape[0]), dtype=ids.dtype, device=x.device)
-    w_t, rows_out = w.transpose(1, 2), out.view(m * topk, int(w.shape[1]))
+    gated, half = _gated(inputs), int(w.shape[1]) // 2
+    w_t, rows_out = w.transpose(1, 2), out.view(m * topk, int(out.shape[2]))
 
     def launch() -> None:
         sorted_ids, order = ids.sort(stable=True)
         offsets = torch.searchsorted(sorted_ids, experts, right=True, out_int32=True)
         rows = x[order] if per_slot else x[order // topk]
         y = torch._grouped_mm(rows, w_t, offs=offsets)
+        if gated:  # the model's torch path (workers.profiling.models.grouped_mm_experts)
+            y = F.silu(y[:, :half]) * y[:, half:]
         y.mul_(weights[order, None].to(y.dtype))
         rows_out.index_copy_(0, order, y)
 
@@ -465,8 +499,9 @@ def _vllm_launcher(inputs: Inputs) -> Launcher:
 
 def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
     """out[m, j] = (a @ w[topk_ids[m, j]].T) * topk_weights[m, j] (a = x[m], or x[m * topk + j]
-    when x has a row per slot) with one torch matmul per expert in ``compute_dtype`` (the spec's
-    reference in float32; a baseline in the inputs' dtype).
+    when x has a row per slot; ``up_silu`` inputs: silu(gate) * up of that product's halves, then
+    the weight) with one torch matmul per expert in ``compute_dtype`` (the spec's reference in
+    float32; a baseline in the inputs' dtype).
     """
     import torch
 
@@ -474,13 +509,16 @@ def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
     topk_ids, topk_weights = inputs["topk_ids"], inputs["topk_weights"]
     dtype = torch_dtype(compute_dtype)
     m, topk = topk_ids.shape
-    out = torch.zeros(m, topk, w.shape[1], dtype=dtype, device=x.device)
+    gated, half = _gated(inputs), w.shape[1] // 2
+    out = torch.zeros(m, topk, inputs["out"].shape[2], dtype=dtype, device=x.device)
     for expert in range(w.shape[0]):
         tokens, js = torch.nonzero(topk_ids == expert, as_tuple=True)
         if tokens.numel() == 0:
             continue
         a = x[tokens * topk + js] if x.shape[0] == m * topk and topk > 1 else x[tokens]
         rows = a.to(dtype) @ w[expert].to(dtype).T
+        if gated:
+            rows = torch.nn.functional.silu(rows[:, :half]) * rows[:, half:]
         out[tokens, js] = rows * topk_weights[tokens, js].to(dtype)[:, None]
     return out
 

@@ -43,6 +43,8 @@ def test_example_validates() -> None:
         ({"topk": 5}, "must not exceed E=4"),
         ({"dtype": "float32"}, "float16, bfloat16"),
         ({"E": 0}, "positive integer"),
+        ({"gemm": "up_silu", "N": 33}, "up_silu needs an even N"),
+        ({"gemm": "gate"}, "up, down, up_silu"),
     ],
 )
 def test_bad_problems_are_refused(change: dict[str, object], words: str) -> None:
@@ -175,6 +177,20 @@ def test_alignment_scales_to_many_experts_and_chunks() -> None:
             {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 64, "dtype": "float16", "gemm": "down"},
             _config(16, 32, 32, group=16, tma=True),
         ),
+        # SiLU(gate) * up in the epilogue: F = 20 is not a multiple of the 16 output columns per
+        # program (BLOCK_SIZE_N 32: 16 gate rows and 16 up rows), K ragged; pointers and TMA
+        (
+            {"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16", "gemm": "up_silu"},
+            _config(16, 32, 64),
+        ),
+        (
+            {"M": 9, "E": 4, "topk": 2, "N": 64, "K": 64, "dtype": "float16", "gemm": "up_silu"},
+            _config(32, 64, 32, group=16, tma=True),
+        ),
+        (
+            {"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16", "gemm": "up_silu"},
+            _config(16, tma=True),
+        ),
     ],
 )
 def test_kernel_matches_reference(problem: Problem, config: Config) -> None:
@@ -195,6 +211,25 @@ def test_reference_applies_routed_weights() -> None:
     baseline = per_expert_loop(inputs, compute_dtype="float16")
     assert baseline.dtype == torch.float16
     assert max_rel_error(baseline, ref) <= SPEC.tolerance(SPEC.example)
+
+
+def test_up_silu_takes_the_activation_of_the_up_products() -> None:
+    """out = silu(gate) * up * routed weight, gate and up the products with the expert's first
+    and last N/2 rows; half the up GEMM's output, from the same reads."""
+    problem = SPEC.validate_problem({**SPEC.example, "gemm": "up_silu"})
+    inputs = SPEC.build_inputs(problem, "cpu")
+    m, topk = (int(d) for d in inputs["topk_ids"].shape)
+    f = int(problem["N"]) // 2
+    assert tuple(inputs["out"].shape) == (m, topk, f)
+    ref = SPEC.reference(inputs)
+    expert = int(inputs["topk_ids"][4, 1])
+    row = inputs["x"][4].float() @ inputs["w"][expert].float().T
+    want = torch.nn.functional.silu(row[:f]) * row[f:] * inputs["topk_weights"][4, 1]
+    assert torch.allclose(ref[4, 1], want, rtol=1e-5, atol=1e-5)
+    up = SPEC.validate_problem(SPEC.example)
+    assert SPEC.flops(problem) == SPEC.flops(up)
+    assert SPEC.bytes_moved(up) - SPEC.bytes_moved(problem) == 2 * m * topk * f
+    assert SPEC.vendor_paths(problem) == ("torch._grouped_mm",)
 
 
 def test_down_projection_reads_a_row_per_slot() -> None:
@@ -299,12 +334,35 @@ def test_parallel_alignment_on_the_gpu(problem: Problem) -> None:
         assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
 
 
+@needs_gpu
+@pytest.mark.parametrize("tma", [False, True])
+def test_up_silu_on_the_gpu(tma: bool) -> None:
+    """The gated epilogue compiled for a GPU (two accumulators; TMA: two descriptor loads per
+    step) at a Qwen3-30B-A3B-like block's gate and up GEMM."""
+    problem = SPEC.validate_problem(
+        {
+            "M": 256,
+            "E": 128,
+            "topk": 8,
+            "N": 1536,
+            "K": 2048,
+            "dtype": "bfloat16",
+            "gemm": "up_silu",
+        }
+    )
+    inputs = SPEC.build_inputs(problem, "cuda")
+    inputs["out"].fill_(float("nan"))
+    SPEC.make_launcher(inputs, _config(64, 128, 64, group=16, tma=tma))()
+    assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+
+
 VENDOR_CASES: list[Problem] = [
     SPEC.example,
     {"M": 33, "E": 8, "topk": 3, "N": 48, "K": 64, "dtype": "bfloat16"},
     {"M": 5, "E": 16, "topk": 1, "N": 32, "K": 32, "dtype": "float16"},
     {**SPEC.example, "gemm": "down"},
     {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
+    {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "up_silu"},
 ]
 
 
@@ -371,6 +429,15 @@ def test_vllm_is_listed_where_importable_and_refused_clearly_when_it_lacks_the_k
         {"M": 512, "E": 64, "topk": 8, "N": 768, "K": 2048, "dtype": "bfloat16", "gemm": "up"},
         {"M": 333, "E": 64, "topk": 8, "N": 2048, "K": 768, "dtype": "bfloat16", "gemm": "down"},
         {"M": 64, "E": 8, "topk": 2, "N": 1024, "K": 512, "dtype": "float16", "gemm": "up"},
+        {
+            "M": 512,
+            "E": 128,
+            "topk": 8,
+            "N": 1536,
+            "K": 2048,
+            "dtype": "bfloat16",
+            "gemm": "up_silu",
+        },
     ],
 )
 def test_grouped_mm_path_on_the_gpu(problem: Problem) -> None:

@@ -273,6 +273,75 @@ def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> Non
     assert swap.runs_triton("fused_moe", {**up, "K": 128, "gemm": "down"})
 
 
+def test_a_bundle_of_up_silu_results_swaps_the_gated_first_gemm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``up_silu`` entries the block's first GEMM takes the activation in its epilogue (no
+    silu_and_mul pass); the bound and the pairing read the problem the swap runs."""
+    import torch
+
+    from workers.profiling import swap as swap_module
+    from workers.profiling.check import max_rel_error, refusal
+    from workers.profiling.models import load_workload
+    from workers.profiling.swap import install
+    from workers.profiling.trace import Phase
+
+    experts = {"M": 8, "E": 8, "topk": 2, "dtype": "float16"}
+    gated = {**experts, "N": 256, "K": 256, "gemm": "up_silu"}
+    entry = {"problem": gated, "backend": "triton"}
+    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
+    twin = workload.fp32_twin()
+    swap = install(workload.model, {"fused_moe": _bundle("fused_moe", [entry])})
+    monkeypatch.setattr(swap_module, "silu_and_mul", None)  # the activation runs in the GEMM
+    forward = workload.forward_for(Phase.PREFILL, 1, 8)
+    base = forward()
+    swap.on = True
+    tuned = forward()
+    ref = workload.reference_for(twin, Phase.PREFILL, 1, 8)()
+    assert not torch.equal(tuned, base)
+    assert refusal(max_rel_error(base, ref), max_rel_error(tuned, ref)) is None
+    assert set(swap.tables["fused_moe"]) == {
+        (8, 8, 2, 256, 256, "float16", "up_silu"), (8, 8, 2, 256, 128, "float16", "down"),
+    }  # fmt: skip
+    up = {**experts, "N": 256, "K": 256, "gemm": "up"}
+    assert swap.ran("fused_moe", up) == gated and swap.runs_triton("fused_moe", up)
+    assert swap.runs_triton("fused_moe", {**up, "K": 128, "gemm": "down"})
+
+
+def test_the_twin_is_routed_as_the_checked_forward_was() -> None:
+    """tiny-moe in bfloat16: some of 256 tokens' second and third experts lie within a rounding of
+    each other, so the twin routes them elsewhere; pinned to the forward's experts, the error is
+    rounding alone. Pinned to its own choices the twin is itself; pinned to other experts its first
+    layer says every token moved."""
+    import dataclasses
+
+    import torch
+
+    from workers.profiling.check import max_rel_error
+    from workers.profiling.models import load_workload, moe_layers
+    from workers.profiling.trace import Phase
+
+    workload = load_workload("tiny-moe", "cpu", "bfloat16")
+    twin = workload.fp32_twin()
+    out, routes = workload.routed(workload.forward_for(Phase.PREFILL, 4, 64))
+    assert [tuple(r.shape) for r in routes] == [(256, 2), (256, 2)]
+    reference = workload.reference_for(twin, Phase.PREFILL, 4, 64)
+    own = reference()
+    pinned, moved = workload.pinned(twin, reference, routes)
+    assert moved > 0
+    assert max_rel_error(out, pinned) < 0.5 * max_rel_error(out, own)
+
+    twin_out, twin_routes = dataclasses.replace(workload, model=twin).routed(reference)
+    assert torch.equal(twin_out, own)
+    again, moved = workload.pinned(twin, reference, twin_routes)
+    assert torch.equal(again, own) and moved == 0
+    elsewhere = tuple((r + 1) % 8 for r in routes)
+    moved = workload.pinned(twin, reference, elsewhere)[1]
+    first = moe_layers(twin)[0].rerouted  # the later layer's own choice sees other inputs
+    assert first == 256 and first <= moved <= 2 * 256
+    assert workload.routed(workload.forward_for(Phase.PREFILL, 1, 8))[1][0].shape == (8, 2)
+
+
 def test_the_swapped_rmsnorm_uses_the_modules_own_eps() -> None:
     """eps 0.5 against rows of mean square 0.01: the spec's eps (1e-6) would give ~7x the output."""
     import torch
@@ -346,6 +415,7 @@ def test_with_bundle_reports_the_end_to_end_change(
     assert (row["phase"], row["batch"], row["mode"]) == ("prefill", 1, "eager")
     assert row["tuned_ms"] > 0 and row["refused"] is None
     assert 0 < row["baseline_error"] < 1e-2 and 0 < row["swapped_error"] < 1e-2
+    assert row["baseline_rerouted"] == row["swapped_rerouted"] == 0  # no MoE layers
     assert row["change"] == pytest.approx(row["tuned_ms"] / row["baseline_ms"] - 1)
     # No entry holds a vendor time: the bound covers none of the swapped time.
     assert row["amdahl"]["measured_share"] == 0 and row["amdahl"]["change"] is None
@@ -367,7 +437,7 @@ def test_moe_models_emit_fused_moe_jobs_with_both_gemms(
     # tiny-moe: hidden 256, 8 experts, top 2, expert MLP 128; prefill M = 2 x 8, decode M = 2.
     got = {(p["M"], p["gemm"], p["N"], p["K"]) for p in moe.problems}
     assert got == {
-        (m, g, n, k) for m in (16, 2) for g, n, k in (("up", 256, 256), ("down", 256, 128))
+        (m, g, n, k) for m in (16, 2) for g, n, k in (("up_silu", 256, 256), ("down", 256, 128))
     }
     assert all((p["E"], p["topk"]) == (8, 2) for p in moe.problems)
 

@@ -5,8 +5,8 @@ rms_norm calls become problems of the built-in kernels: linear/matmul -> ``matmu
 dims, K, N), prefill SDPA (queries == keys) -> ``flash_attention`` (causal unless the trace says
 otherwise), decode SDPA (one query) -> ``paged_attention`` (context = keys, page size 16), rms_norm
 -> ``rmsnorm``, and an MoE expert block (its annotation, workers.profiling.trace.MOE_ANNOTATION)
--> two ``fused_moe`` problems, ``gemm=up`` (N = 2 x ffn, K = hidden: gate and up) and ``gemm=down``
-(N = hidden, K = ffn). A shape's weight is the GPU time of the kernels its call launched per forward
+-> two ``fused_moe`` problems, ``gemm=up_silu`` (N = 2 x ffn, K = hidden: gate and up, SiLU-and-mul
+in the epilogue, as the swapped block runs it) and ``gemm=down`` (N = hidden, K = ffn). A shape's weight is the GPU time of the kernels its call launched per forward
 (a CPU-only trace: the call's CPU time); an expert block's is split between its two GEMMs by their
 FLOPs (2:1). Problems are ordered by their share of the profiled forwards'
 time; a problem a kernel spec rejects (e.g. head_dim 80) is left out with the reason. The objective
@@ -60,7 +60,7 @@ def moe_problems(name: str) -> Mapped | str:
         return f"{name}: not an MoE annotation (M=.. E=.. topk=.. hidden=.. ffn=.. dtype=..)"
     common = {"M": m, "E": e, "topk": topk, "dtype": dtype}
     return [
-        ("fused_moe", {**common, "N": 2 * ffn, "K": hidden, "gemm": "up"}, 2 / 3),
+        ("fused_moe", {**common, "N": 2 * ffn, "K": hidden, "gemm": "up_silu"}, 2 / 3),
         ("fused_moe", {**common, "N": hidden, "K": ffn, "gemm": "down"}, 1 / 3),
     ]
 

@@ -4,9 +4,10 @@
 weight, plus the bias if any), every ``RMSNorm`` of workers.profiling.models (rmsnorm bundle, with
 the module's own eps and weight), every ``Attention`` (flash_attention bundle for prefill: causal,
 GQA, softmax scale 1/sqrt(head_dim) as the model's SDPA; paged_attention for decode over the
-model's paged cache) and every ``MoE`` expert block (fused_moe bundle: gate+up GEMM, fused_moe's
-silu_and_mul kernel for SiLU(gate) * up, down GEMM with the routing weights applied in the kernel
-and, where both configs share BLOCK_SIZE_M, the up GEMM's expert alignment; slots summed per
+model's paged cache) and every ``MoE`` expert block (fused_moe bundle: where it holds ``up_silu``
+results, the gate+up GEMM with SiLU(gate) * up in its epilogue, else the gate+up GEMM and
+fused_moe's silu_and_mul kernel; then the down GEMM with the routing weights applied in the kernel
+and, where both configs share BLOCK_SIZE_M, the first GEMM's expert alignment; slots summed per
 token, as the model's grouped_mm path). ``Swap.on`` chooses per call, so one model and one set of
 inputs serve the baseline and the tuned run, interleaved.
 
@@ -62,7 +63,14 @@ FIELDS = {
 }  # fmt: skip
 #: What :attr:`Swap.used` calls a problem whose decision keeps the model's own op.
 KEPT = "kept vendor"
+#: fused_moe's first GEMM of an expert block: plain (then silu_and_mul), or with the activation.
+FIRST_GEMMS = ("up", "up_silu")
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+
+
+def first_gemm(bundle: Bundle) -> str:
+    """``up_silu`` where the fused_moe bundle holds results of it, else ``up``."""
+    return "up_silu" if any(e.problem.get("gemm") == "up_silu" for e in bundle.entries) else "up"
 
 
 def load_bundles(folder: str | Path, device: DeviceClass) -> dict[str, Bundle]:
@@ -142,15 +150,24 @@ class Swap:
         """The decision for the problem of values ``key`` (in FIELDS[kernel] order)."""
         return self.tables[kernel][key]
 
+    def ran(self, kernel: str, problem: dict[str, Any]) -> dict[str, Any]:
+        """The problem the swap runs for ``problem``: an expert block's first GEMM is ``up_silu``
+        where the fused_moe bundle holds such results, else ``up``."""
+        if kernel != "fused_moe" or problem.get("gemm") not in FIRST_GEMMS:
+            return problem
+        return {**problem, "gemm": first_gemm(self.bundles[kernel])}
+
     def runs_triton(self, kernel: str, problem: dict[str, Any]) -> bool:
         """Whether calls of ``problem`` run the tuned kernel (for fused_moe: both GEMMs of its
         expert block decided ``triton``); read without recording a lookup."""
         if kernel not in self.tables:
             return False
+        problem = self.ran(kernel, problem)
         keys = [tuple(problem[f] for f in FIELDS[kernel])]
-        if kernel == "fused_moe":  # the block's other GEMM: up (N = 2F, K = H) <-> down (H, F)
+        if kernel == "fused_moe":  # the block's other GEMM: first (N = 2F, K = H) <-> down (H, F)
             n, k = int(problem["N"]), int(problem["K"])
-            other = (k, n // 2, "down") if problem["gemm"] == "up" else (2 * k, n, "up")
+            first = first_gemm(self.bundles[kernel])
+            other = (k, n // 2, "down") if problem["gemm"] != "down" else (2 * k, n, first)
             keys.append((*keys[0][:3], other[0], other[1], keys[0][5], other[2]))
         table = self.tables[kernel]
         return all(
@@ -387,6 +404,8 @@ def _moe(swap: Swap, module: MoE) -> None:
     e, f2, h = module.w_up.shape
     f, topk = f2 // 2, module.top_k
     dtype = DTYPE_NAMES[module.w_up.dtype]
+    first = first_gemm(swap.bundles["fused_moe"])
+    gated = first == "up_silu"
     plans: dict[int, tuple[PlannedLaunch, PlannedLaunch, torch.Tensor] | None] = {}
 
     def experts(
@@ -398,16 +417,16 @@ def _moe(swap: Swap, module: MoE) -> None:
         try:
             plan = plans[m]
         except KeyError:
-            keys = (m, e, topk, f2, h, dtype, "up"), (m, e, topk, h, f, dtype, "down")
+            keys = (m, e, topk, f2, h, dtype, first), (m, e, topk, h, f, dtype, "down")
             up, down = (swap.decision("fused_moe", key) for key in keys)
             plan = None
             if not (up.triton and down.triton):
                 swap.kept.update(("fused_moe", key) for key in keys)
             else:
-                up_plan = launch_plan(up.config, m, e, topk, f2, h, False, x)
+                up_plan = launch_plan(up.config, m, e, topk, f2, h, False, x, gated=gated)
                 plan = (
                     up_plan,
-                    # Equal BLOCK_SIZE_M: the down GEMM reads the up launch's alignment.
+                    # Equal BLOCK_SIZE_M: the down GEMM reads the first launch's alignment.
                     launch_plan(down.config, m, e, topk, h, f, topk > 1, x, share=up_plan),
                     torch.ones(m, topk, dtype=torch.float32, device=x.device),
                 )
@@ -415,10 +434,14 @@ def _moe(swap: Swap, module: MoE) -> None:
         if plan is None:
             return original(x, ids, weights)
         launch_up, launch_down, ones = plan
-        hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
-        launch_up(x, self.w_up, ids, ones, hidden)  # routing weights once, in the down GEMM
         act = torch.empty(m * topk, f, dtype=x.dtype, device=x.device)
-        silu_and_mul(hidden.view(m * topk, f2), act)
+        # Routing weights once, in the down GEMM.
+        if gated:
+            launch_up(x, self.w_up, ids, ones, act.view(m, topk, f))
+        else:
+            hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
+            launch_up(x, self.w_up, ids, ones, hidden)
+            silu_and_mul(hidden.view(m * topk, f2), act)
         out = torch.empty(m, topk, h, dtype=x.dtype, device=x.device)
         launch_down(act, self.w_down, ids, weights, out)
         return out.sum(dim=1)

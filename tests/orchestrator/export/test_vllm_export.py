@@ -176,9 +176,10 @@ def test_fp8_file_name_follows_vllms_block_fp8_loader() -> None:
 
 def test_fp8_configs_vllms_kernel_cannot_run_are_left_out() -> None:
     vllm_like = {**_config(16), "SPLIT_K": 1, "TMA": False}
-    assert inexpressible("fp8_matmul", vllm_like) is None
-    assert inexpressible("fp8_matmul", _config(16, waves_per_eu=2)) is None  # AMD: no TMA
-    assert inexpressible("fp8_matmul", {**vllm_like, "SPLIT_K": 8, "TMA": True}) == (
+    fp8 = {"M": 1, "N": 256, "K": 256}
+    assert inexpressible("fp8_matmul", fp8, vllm_like) is None
+    assert inexpressible("fp8_matmul", fp8, _config(16, waves_per_eu=2)) is None  # AMD: no TMA
+    assert inexpressible("fp8_matmul", fp8, {**vllm_like, "SPLIT_K": 8, "TMA": True}) == (
         "SPLIT_K=8, TMA=True"
     )
     entries = [
@@ -202,4 +203,15 @@ def test_fused_moe_tma_configs_are_left_out_of_vllms_files() -> None:
     assert json.loads(text) == {"16": _config(16)}
     assert vllm_skipped("fused_moe", entries) == [(_problem(4096), "TMA=True")]
     with pytest.raises(BundleExportError, match="none of the 1 fused_moe result"):
+        vllm_files(entries[1:], "NVIDIA H100")
+
+
+def test_fused_moe_up_silu_results_are_left_out_of_vllms_files() -> None:
+    """vLLM's first GEMM writes gate and up; its activation is a pass of its own."""
+    gated = {**_problem(64), "gemm": "up_silu"}
+    entries = [(_problem(16), _config(16)), (gated, {**_config(64), "TMA": True})]
+    ((name, text),) = vllm_files(entries, "NVIDIA H100")
+    assert "_down" not in name and json.loads(text) == {"16": _config(16)}
+    assert vllm_skipped("fused_moe", entries) == [(gated, "gemm=up_silu, TMA=True")]
+    with pytest.raises(BundleExportError, match="gemm=up_silu everywhere"):
         vllm_files(entries[1:], "NVIDIA H100")
