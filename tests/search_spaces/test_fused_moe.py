@@ -18,6 +18,10 @@ from search_spaces.space import Config, DeviceLimits, Vendor
 from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import vendor_launch
 
+#: A Qwen3-30B-A3B-like block's gate and up GEMM with the activation in the epilogue.
+QWEN_UP_SILU: Problem = {
+    "M": 512, "E": 128, "topk": 8, "N": 1536, "K": 2048, "dtype": "bfloat16", "gemm": "up_silu",
+}  # fmt: skip
 MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
 
 
@@ -339,17 +343,7 @@ def test_parallel_alignment_on_the_gpu(problem: Problem) -> None:
 def test_up_silu_on_the_gpu(tma: bool) -> None:
     """The gated epilogue compiled for a GPU (two accumulators; TMA: two descriptor loads per
     step) at a Qwen3-30B-A3B-like block's gate and up GEMM."""
-    problem = SPEC.validate_problem(
-        {
-            "M": 256,
-            "E": 128,
-            "topk": 8,
-            "N": 1536,
-            "K": 2048,
-            "dtype": "bfloat16",
-            "gemm": "up_silu",
-        }
-    )
+    problem = SPEC.validate_problem(QWEN_UP_SILU)
     inputs = SPEC.build_inputs(problem, "cuda")
     inputs["out"].fill_(float("nan"))
     SPEC.make_launcher(inputs, _config(64, 128, 64, group=16, tma=tma))()
@@ -429,15 +423,7 @@ def test_vllm_is_listed_where_importable_and_refused_clearly_when_it_lacks_the_k
         {"M": 512, "E": 64, "topk": 8, "N": 768, "K": 2048, "dtype": "bfloat16", "gemm": "up"},
         {"M": 333, "E": 64, "topk": 8, "N": 2048, "K": 768, "dtype": "bfloat16", "gemm": "down"},
         {"M": 64, "E": 8, "topk": 2, "N": 1024, "K": 512, "dtype": "float16", "gemm": "up"},
-        {
-            "M": 512,
-            "E": 128,
-            "topk": 8,
-            "N": 1536,
-            "K": 2048,
-            "dtype": "bfloat16",
-            "gemm": "up_silu",
-        },
+        QWEN_UP_SILU,
     ],
 )
 def test_grouped_mm_path_on_the_gpu(problem: Problem) -> None:

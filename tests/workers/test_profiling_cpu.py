@@ -227,10 +227,32 @@ def test_swaps_follow_the_decisions_and_compute_the_same_model() -> None:
     }  # fmt: skip
 
 
-def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> None:
+def _swapped_tiny_moe(bundle: Any) -> Any:
+    """The Swap of ``bundle`` (fused_moe) in one layer of tiny-moe in float16, after checking an
+    8-token prefill: the swap changes the output and passes the same-function check."""
     import torch
 
     from workers.profiling.check import max_rel_error, refusal
+    from workers.profiling.models import load_workload
+    from workers.profiling.swap import install
+    from workers.profiling.trace import Phase
+
+    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
+    twin = workload.fp32_twin()
+    swap = install(workload.model, {"fused_moe": bundle})
+    forward = workload.forward_for(Phase.PREFILL, 1, 8)
+    base = forward()
+    swap.on = True
+    tuned = forward()
+    ref = workload.reference_for(twin, Phase.PREFILL, 1, 8)()
+    assert not torch.equal(tuned, base)
+    assert refusal(max_rel_error(base, ref), max_rel_error(tuned, ref)) is None
+    return swap
+
+
+def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> None:
+    import torch
+
     from workers.profiling.models import load_workload
     from workers.profiling.swap import KEPT, install
     from workers.profiling.trace import Phase
@@ -246,7 +268,6 @@ def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> Non
         "fused_moe": _bundle("fused_moe", [_vendor({**experts, "N": 256, "K": 256, "gemm": "up"})]),
     }  # fmt: skip
     workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
-    twin = workload.fp32_twin()
     forward = workload.forward_for(Phase.PREFILL, 1, 8)
     base = forward()
     swap = install(workload.model, vendor_everywhere)
@@ -258,15 +279,7 @@ def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> Non
     assert swap.used["fused_moe"] == {"triton": 0, KEPT: 2}
     assert set(swap.used) == set(vendor_everywhere)
 
-    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
-    swap = install(workload.model, {"fused_moe": _bundle("fused_moe", [])})
-    forward = workload.forward_for(Phase.PREFILL, 1, 8)
-    base = forward()
-    swap.on = True
-    tuned = forward()
-    ref = workload.reference_for(twin, Phase.PREFILL, 1, 8)()
-    assert not torch.equal(tuned, base)
-    assert refusal(max_rel_error(base, ref), max_rel_error(tuned, ref)) is None
+    swap = _swapped_tiny_moe(_bundle("fused_moe", []))
     assert swap.used == {"fused_moe": {"triton": 2, KEPT: 0}}  # both GEMMs of the block
     up = {**experts, "N": 256, "K": 256, "gemm": "up"}
     assert swap.runs_triton("fused_moe", up)
@@ -278,28 +291,12 @@ def test_a_bundle_of_up_silu_results_swaps_the_gated_first_gemm(
 ) -> None:
     """With ``up_silu`` entries the block's first GEMM takes the activation in its epilogue (no
     silu_and_mul pass); the bound and the pairing read the problem the swap runs."""
-    import torch
-
     from workers.profiling import swap as swap_module
-    from workers.profiling.check import max_rel_error, refusal
-    from workers.profiling.models import load_workload
-    from workers.profiling.swap import install
-    from workers.profiling.trace import Phase
 
     experts = {"M": 8, "E": 8, "topk": 2, "dtype": "float16"}
     gated = {**experts, "N": 256, "K": 256, "gemm": "up_silu"}
-    entry = {"problem": gated, "backend": "triton"}
-    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
-    twin = workload.fp32_twin()
-    swap = install(workload.model, {"fused_moe": _bundle("fused_moe", [entry])})
     monkeypatch.setattr(swap_module, "silu_and_mul", None)  # the activation runs in the GEMM
-    forward = workload.forward_for(Phase.PREFILL, 1, 8)
-    base = forward()
-    swap.on = True
-    tuned = forward()
-    ref = workload.reference_for(twin, Phase.PREFILL, 1, 8)()
-    assert not torch.equal(tuned, base)
-    assert refusal(max_rel_error(base, ref), max_rel_error(tuned, ref)) is None
+    swap = _swapped_tiny_moe(_bundle("fused_moe", [{"problem": gated, "backend": "triton"}]))
     assert set(swap.tables["fused_moe"]) == {
         (8, 8, 2, 256, 256, "float16", "up_silu"), (8, 8, 2, 256, 128, "float16", "down"),
     }  # fmt: skip
