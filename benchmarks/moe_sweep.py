@@ -12,6 +12,8 @@ Per problem (the spec's own inputs: x, expert weights w [E, N, K], top-k ids and
   synchronization) and their cumulative sum as the group offsets, the gather of the rows
   (x[slot // topk] for gemm=up, x[slot] for gemm=down), the grouped GEMM, for gemm=up_silu
   SiLU(gate) * up, the routed weights and the scatter back to [M, topk, N] (N/2 for up_silu).
+* ``silu_and_mul`` (gemm=up only): the activation pass an up GEMM needs and up_silu saves; the
+  summary's ``up_silu_vs_up_then_silu`` sets the best up tile plus it against the best up_silu tile.
 * ``grouped_mm_gemm_only``: that grouped GEMM alone, on rows sorted beforehand (a lower bound for
   the torch path, not a path a layer can run: it leaves out the routing both sides must do).
 
@@ -125,7 +127,8 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     # decode batch 64, prefill batch 1 and 16 at seq 512; the first GEMM plain and gated
     "qwen": _grid(QWEN_SHAPE, (64, 512, 8192), ("up", "up_silu")),
     "smoke": [
-        {"M": 16, "E": 4, "topk": 2, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "up"},
+        {"M": 16, "E": 4, "topk": 2, "N": 64, "K": 64, "dtype": "bfloat16", "gemm": "up"},
+        {"M": 16, "E": 4, "topk": 2, "N": 64, "K": 64, "dtype": "bfloat16", "gemm": "up_silu"},
         {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down"},
     ],
 }
@@ -141,6 +144,12 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     inputs = spec.build_inputs(problem, device())
     entries = candidate_launchers(spec, inputs, candidates, broken)
     vendor, gemm_only = grouped_mm_path(inputs, problem)
+    if problem["gemm"] == "up":  # the pass an up GEMM needs after it, which up_silu saves
+        from search_spaces.kernels.fused_moe import silu_and_mul
+
+        hidden = inputs["out"].view(-1, int(problem["N"]))
+        act = hidden.new_empty(hidden.shape[0], hidden.shape[1] // 2)
+        entries["silu_and_mul"] = lambda: silu_and_mul(hidden, act)
     vendor_note = None
     try:
         vendor_err = max_rel_error(vendor(), spec.reference(inputs))
@@ -159,12 +168,35 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         "grouped_mm_max_rel_error": vendor_err,
         "grouped_mm_not_run": vendor_note,
     }
+    if "silu_and_mul" in med:
+        row["silu_and_mul_ms"] = med["silu_and_mul"]
+        row["up_then_silu_ms"] = med[best] + med["silu_and_mul"]
     if "grouped_mm" in med:
         row["grouped_mm_ms"] = med["grouped_mm"]
         row["vs_grouped_mm"] = med["grouped_mm"] / med[best]
         row["grouped_mm_gemm_only_ms"] = med["grouped_mm_gemm_only"]
         row["vs_grouped_mm_gemm_only"] = med["grouped_mm_gemm_only"] / med[best]
     return row
+
+
+def _gated_against_plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per first GEMM timed both ways: the best ``up`` tile plus ``silu_and_mul`` against the best
+    ``up_silu`` tile (> 1: the gated epilogue is faster)."""
+
+    def shape(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(r["problem"][f] for f in ("M", "E", "topk", "N", "K", "dtype"))
+
+    gated = {shape(r): r for r in rows if r["problem"]["gemm"] == "up_silu"}
+    return [
+        {
+            "M": r["problem"]["M"],
+            "up_then_silu_ms": r["up_then_silu_ms"],
+            "up_silu_ms": gated[shape(r)]["best_ms"],
+            "ratio": r["up_then_silu_ms"] / gated[shape(r)]["best_ms"],
+        }
+        for r in rows
+        if "up_then_silu_ms" in r and shape(r) in gated
+    ]
 
 
 def main() -> None:
@@ -208,6 +240,7 @@ def main() -> None:
         if ratios
         else None,
         "geomean_best_vs_default": geomean([r["default_ms"] / r["best_ms"] for r in rows]),
+        "up_silu_vs_up_then_silu": _gated_against_plain(rows),
     }
     finish(args.out, summary, candidates, rows, start)
 
