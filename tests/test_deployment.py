@@ -55,6 +55,18 @@ def test_the_table_names_the_kernels_decided_by_a_nearest_entry() -> None:
     assert "rmsnorm 2" not in note  # decode's rmsnorm problems were exact
 
 
+def test_the_table_counts_the_tokens_the_twin_would_have_routed_otherwise(tmp_path: Path) -> None:
+    model = tmp_path / "qwen3-30b-a3b"
+    shutil.copytree(RUN / "qwen3-30b-a3b", model)
+    report = model / "prefill-tuned" / "report.json"
+    data = json.loads(report.read_text())
+    for row in data["with_bundle"]["rows"]:  # both modes of a point share its check
+        row["baseline_rerouted"], row["swapped_rerouted"] = (3, 5) if row["batch"] == 16 else (0, 0)
+    report.write_text(json.dumps(data))
+    (note,) = [line for line in table.model_table(model) if "routed otherwise" in line]
+    assert note.endswith("baseline / swapped: prefill b16 3 / 5")
+
+
 def test_bad_table_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["--jobs", str(RUN / "nothing"), "2"], ["--jobs", str(RUN), "x"], []):
         assert table.main(argv) == 2

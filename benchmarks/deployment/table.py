@@ -9,7 +9,8 @@ long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/repo
 (medians, interleaved), their change, the Amdahl bound of the swapped kernels
 (workers/profiling/bound.py: the best change their measured kernel speed-ups allow, and the part of
 the swapped time those measurements cover), the swapped kernels' share of the forward, the errors
-of baseline and swapped logits against the float32 twin, and whether the point was refused. Per
+of baseline and swapped logits against the float32 twin (routed as each was: a note counts the
+tokens it would have routed otherwise), and whether the point was refused. Per
 report, what was swapped: problems run on Triton / kept on the vendor path, per kernel. Under the
 table, per phase, the kernels whose problems the bundle answered by a nearest entry (no speed-up of
 their own: the bound counts them as s = 1). Exit 2 on bad input.
@@ -77,6 +78,7 @@ def model_table(folder: Path) -> list[str]:
     lines: list[str] = []
     notes: list[str] = []
     nearest: list[str] = []
+    rerouted: list[str] = []
     for phase in phases(folder):
         report = folder / f"{phase}-tuned" / "report.json"
         if not report.is_file():
@@ -103,6 +105,10 @@ def model_table(folder: Path) -> list[str]:
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "
                 f"| {r['refused'] or _policy(r)} |"
             )
+            moved = r.get("baseline_rerouted"), r.get("swapped_rerouted")
+            point = f"{phase} b{r['batch']} {moved[0]} / {moved[1]}"
+            if any(moved) and point not in rerouted:  # one check per point, in each mode's row
+                rerouted.append(point)
         lines.append(f"| {phase}: swapped (Triton/kept vendor) | {_swapped(wb.get('used', {}))} |")
         if near := _nearest(wb.get("lookups", {})):
             nearest.append(f"{phase} {near}")
@@ -110,6 +116,11 @@ def model_table(folder: Path) -> list[str]:
         notes.append(
             "decided by a nearest bundle entry (a swapped one counts as s = 1 in the bound): "
             + "; ".join(nearest)
+        )
+    if rerouted:
+        notes.append(
+            "errors against the float32 twin routed as each forward was; (layer, token) pairs "
+            "the twin would have routed otherwise, baseline / swapped: " + "; ".join(rerouted)
         )
     if lines:
         lines += ["", *(f"* {n}" for n in notes), ""]
