@@ -3,6 +3,7 @@ kernels), the emitted jobs accepted by `tune` on the interpreter, and tuned kern
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -413,6 +414,16 @@ def test_with_bundle_reports_the_end_to_end_change(
     assert row["tuned_ms"] > 0 and row["refused"] is None
     assert 0 < row["baseline_error"] < 1e-2 and 0 < row["swapped_error"] < 1e-2
     assert row["baseline_rerouted"] == row["swapped_rerouted"] == 0  # no MoE layers
+
+    # Where the swapped time goes: the all-swapped eager forward's own trace (its RMSNorms ran
+    # the Triton kernel, not torch's op) and its top kernels (none in a CPU trace).
+    def ops(trace: str) -> set[str]:
+        with gzip.open(tmp_path / "out" / trace) as f:
+            return {e.get("name") for e in json.load(f)["traceEvents"]}
+
+    base_trace = json.loads(out)["rows"][0]["trace"]
+    assert "aten::rms_norm" in ops(base_trace) - ops(row["swapped_trace"])
+    assert row["swapped_top"] == []
     assert row["change"] == pytest.approx(row["tuned_ms"] / row["baseline_ms"] - 1)
     # No entry holds a vendor time: the bound covers none of the swapped time.
     assert row["amdahl"]["measured_share"] == 0 and row["amdahl"]["change"] is None

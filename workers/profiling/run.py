@@ -138,6 +138,23 @@ def _switched_on(swap: Any, fn: Any, only: frozenset[str] | None = None) -> Any:
     return tuned
 
 
+def _swapped_trace(
+    timed: list[tuple[str, Mode, Any]], options: ProfileOptions, point: str
+) -> dict[str, Any]:
+    """A trace of the all-swapped eager forward (if it was timed and traces are on): its path
+    under ``--out`` (``swapped_trace``) and its top kernels (``swapped_top``), where the swapped
+    time goes."""
+    from workers.profiling import capture
+
+    forward = next((f for kind, m, f in timed if (kind, m) == ("tuned", Mode.EAGER)), None)
+    if forward is None or not options.steps:
+        return {}
+    raw = options.out / "traces" / f"{point}-eager-swapped.json"
+    packed = _save_trace(capture.record_trace(forward, options.device, raw, options.steps))
+    stats = analyze(parse_trace(load_trace(packed)), options.top_k).to_dict()
+    return {"swapped_trace": str(packed.relative_to(options.out)), "swapped_top": stats["top"]}
+
+
 def _same_function(
     workload: Workload, twin: Any, base: Any, tuned: Any, reference: Any, options: ProfileOptions
 ) -> dict[str, Any]:
@@ -298,6 +315,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                         PointShapes(phase.value, batch, "graph" if pays else "kernel", total, found)
                     )
             if swap is not None:
+                swapped_trace = _swapped_trace(timed, options, f"{phase.value}-b{batch}")
                 for mode in modes:
                     if ("base", mode) not in by:
                         continue
@@ -321,6 +339,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             "change": None if chosen is None else chosen / base - 1.0,
                             "policy": _policy(ratio, lean is not None) if kept else None,
                             "swapped_all_ms": new,
+                            **(swapped_trace if mode is Mode.EAGER else {}),
                             **check,
                             "amdahl": None if bound is None else bound.to_dict(),
                         }
