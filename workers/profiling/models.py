@@ -459,12 +459,13 @@ class Workload:
         finally:
             for layer in layers:
                 layer.recording = False
-        routes = tuple(layer.recorded for layer in layers)
+        routes = []
         for layer in layers:
+            if layer.recorded is None:
+                raise ProfileError("an MoE layer did not run in the recorded forward")
+            routes.append(layer.recorded)
             layer.recorded = None
-        if any(r is None for r in routes):
-            raise ProfileError("an MoE layer did not run in the recorded forward")
-        return out, routes  # type: ignore[return-value]
+        return out, tuple(routes)
 
     def pinned(self, twin: nn.Module, reference: Forward, routes: Routes) -> tuple[Any, int]:
         """``reference()`` (a forward of ``twin``) with its MoE layers taking ``routes`` (from
