@@ -64,12 +64,14 @@ def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[An
     import torch
     import torch.nn.functional as F
 
+    from search_spaces.kernels.fused_moe import GATED, out_columns
+
     x, w, ids, weights = inputs["x"], inputs["w"], inputs["topk_ids"], inputs["topk_weights"]
     m, topk = ids.shape
     e, n = int(w.shape[0]), int(w.shape[1])
     per_slot = problem["gemm"] == "down" and topk > 1
-    gated = problem["gemm"] == "up_silu"
-    cols = n // 2 if gated else n
+    gated = problem["gemm"] == GATED
+    cols = out_columns(n, gated)
     out = torch.empty(m * topk, cols, dtype=x.dtype, device=x.device)
     w_t = w.transpose(1, 2)
 

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from orchestrator.errors import BundleExportError
 from search_spaces.kernels.fp8_matmul import SCALE_BLOCK
+from search_spaces.kernels.fused_moe import GATED
 
 #: Config keys vLLM's files carry, in vLLM's order; the AMD keys only where the config has them
 #: (vLLM's ROCm files carry them and vLLM passes every key to the Triton launch).
@@ -89,7 +90,7 @@ NOT_IN_VLLM: dict[str, dict[str, object]] = {
 }
 
 #: fused_moe GEMMs vLLM's kernel does not run (SiLU-and-mul in the first GEMM's epilogue).
-NOT_IN_VLLM_GEMMS = ("up_silu",)
+NOT_IN_VLLM_GEMMS = (GATED,)
 
 #: ``pull``'s note for M left out of a vLLM file (see the module doc).
 SKIPPED_NOTE = (
@@ -139,7 +140,9 @@ def vllm_file_name(E: int, N: int, device_name: str, dtype: str | None, down: bo
 def _gemm(problem: Mapping[str, object]) -> str:
     gemm = problem.get("gemm", DEFAULT_GEMM)
     if gemm not in ("up", "down", *NOT_IN_VLLM_GEMMS):
-        raise BundleExportError(f"fused_moe problem {dict(problem)} has gemm={gemm!r}; up or down")
+        raise BundleExportError(
+            f"fused_moe problem {dict(problem)} has gemm={gemm!r}; up, down or {GATED}"
+        )
     return str(gemm)
 
 

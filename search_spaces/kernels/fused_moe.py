@@ -57,6 +57,12 @@ GEMMS = ("up", "down", "up_silu")
 GATED = "up_silu"
 
 
+def out_columns(n: int, gated: bool) -> int:
+    """Output columns for ``n`` weight rows: ``n``, or ``n // 2`` where ``gated`` (``up_silu``:
+    half the rows gate, half up, one SiLU(gate) * up column per pair)."""
+    return n // 2 if gated else n
+
+
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
     bk = int_param(c, "BLOCK_SIZE_K")
     return (
@@ -194,7 +200,7 @@ class FusedMoeSpec(KernelSpec):
         """x, the weights of the experts used (at most min(E, M*topk)), and out."""
         m, e, topk, n, k = (int(problem[f]) for f in ("M", "E", "topk", "N", "K"))
         rows = m * topk if problem.get("gemm") == "down" else m
-        cols = n // 2 if problem.get("gemm") == GATED else n
+        cols = out_columns(n, problem.get("gemm") == GATED)
         elements = rows * k + min(e, m * topk) * n * k + m * topk * cols
         return float(elements * ELEMENT_BYTES[str(problem["dtype"])])
 
@@ -212,7 +218,7 @@ class FusedMoeSpec(KernelSpec):
             "topk_ids": topk_ids.to(torch.int32).contiguous(),
             "topk_weights": topk_weights / topk_weights.sum(dim=1, keepdim=True),
             "out": torch.empty(
-                m, topk, n // 2 if problem.get("gemm") == GATED else n, dtype=dtype, device=device
+                m, topk, out_columns(n, problem.get("gemm") == GATED), dtype=dtype, device=device
             ),
         }
 
@@ -252,7 +258,7 @@ class FusedMoeSpec(KernelSpec):
         if tuple(w.shape) != (e, n, k) or tuple(topk_weights.shape) != (m, topk):
             raise SpecError("fused_moe: x, w, topk_ids and topk_weights do not fit each other")
         gated = _gated(inputs)
-        cols = n // 2 if gated else n
+        cols = out_columns(n, gated)
         if not out.is_contiguous() or tuple(out.shape) != (m, topk, cols):
             raise SpecError(
                 f"fused_moe: out must be a contiguous {m}x{topk}x{n} tensor "
@@ -325,7 +331,7 @@ def launch_plan(
     block_m, block_n = int_param(config, "BLOCK_SIZE_M"), int_param(config, "BLOCK_SIZE_N")
     block_k = int_param(config, "BLOCK_SIZE_K")
     # Output columns per program: a gated program's weight rows are half gate, half up.
-    cols = block_n // 2 if gated else block_n
+    cols = out_columns(block_n, gated)
     descriptor = tensor_descriptor()
     tma = (
         bool(meta.pop("TMA", False))
@@ -357,7 +363,7 @@ def launch_plan(
             )
 
     sorted_ids, expert_ids, post = aligned
-    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(n // 2 if gated else n, cols),)
+    grid = (triton.cdiv(max_padded, block_m) * triton.cdiv(out_columns(n, gated), cols),)
     constants = {
         **meta,
         **options,

@@ -42,7 +42,7 @@ from torch import nn
 from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
 from search_spaces.device_identity import DeviceClass, same_class
-from search_spaces.kernels.fused_moe import PlannedLaunch, launch_plan, silu_and_mul
+from search_spaces.kernels.fused_moe import GATED, PlannedLaunch, launch_plan, silu_and_mul
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
@@ -64,13 +64,8 @@ FIELDS = {
 #: What :attr:`Swap.used` calls a problem whose decision keeps the model's own op.
 KEPT = "kept vendor"
 #: fused_moe's first GEMM of an expert block: plain (then silu_and_mul), or with the activation.
-FIRST_GEMMS = ("up", "up_silu")
+FIRST_GEMMS = ("up", GATED)
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
-
-
-def first_gemm(bundle: Bundle) -> str:
-    """``up_silu`` where the fused_moe bundle holds results of it, else ``up``."""
-    return "up_silu" if any(e.problem.get("gemm") == "up_silu" for e in bundle.entries) else "up"
 
 
 def load_bundles(folder: str | Path, device: DeviceClass) -> dict[str, Bundle]:
@@ -115,12 +110,18 @@ class Swap:
     #: (kernel, key) decided ``triton`` but kept on the model's op (the other GEMM of an expert
     #: block decided ``vendor``).
     kept: set[tuple[str, tuple[Any, ...]]] = field(default_factory=set)
+    #: An expert block's first GEMM: ``up_silu`` where the fused_moe bundle holds results of it,
+    #: else ``up`` (set from the bundles).
+    moe_first: str = field(init=False, default="up")
     _plans: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tables = {
             k: b.decision_table(FIELDS[k]) for k, b in self.bundles.items() if k in FIELDS
         }
+        moe = self.bundles.get("fused_moe")
+        if moe is not None and any(e.problem.get("gemm") == GATED for e in moe.entries):
+            self.moe_first = GATED
 
     @property
     def used(self) -> dict[str, dict[str, int]]:
@@ -155,7 +156,7 @@ class Swap:
         where the fused_moe bundle holds such results, else ``up``."""
         if kernel != "fused_moe" or problem.get("gemm") not in FIRST_GEMMS:
             return problem
-        return {**problem, "gemm": first_gemm(self.bundles[kernel])}
+        return {**problem, "gemm": self.moe_first}
 
     def runs_triton(self, kernel: str, problem: dict[str, Any]) -> bool:
         """Whether calls of ``problem`` run the tuned kernel (for fused_moe: both GEMMs of its
@@ -166,8 +167,7 @@ class Swap:
         keys = [tuple(problem[f] for f in FIELDS[kernel])]
         if kernel == "fused_moe":  # the block's other GEMM: first (N = 2F, K = H) <-> down (H, F)
             n, k = int(problem["N"]), int(problem["K"])
-            first = first_gemm(self.bundles[kernel])
-            other = (k, n // 2, "down") if problem["gemm"] != "down" else (2 * k, n, first)
+            other = (k, n // 2, "down") if problem["gemm"] != "down" else (2 * k, n, self.moe_first)
             keys.append((*keys[0][:3], other[0], other[1], keys[0][5], other[2]))
         table = self.tables[kernel]
         return all(
@@ -404,8 +404,8 @@ def _moe(swap: Swap, module: MoE) -> None:
     e, f2, h = module.w_up.shape
     f, topk = f2 // 2, module.top_k
     dtype = DTYPE_NAMES[module.w_up.dtype]
-    first = first_gemm(swap.bundles["fused_moe"])
-    gated = first == "up_silu"
+    first = swap.moe_first
+    gated = first == GATED
     plans: dict[int, tuple[PlannedLaunch, PlannedLaunch, torch.Tensor] | None] = {}
 
     def experts(
