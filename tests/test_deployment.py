@@ -67,6 +67,18 @@ def test_the_table_counts_the_tokens_the_twin_would_have_routed_otherwise(tmp_pa
     assert note.endswith("baseline / swapped: prefill b16 3 / 5")
 
 
+def test_the_table_gives_the_speed_up_and_the_share_of_the_bound_reached() -> None:
+    lines = table.model_table(RUN.parent / "2026-12-06-a5d4b76-h100" / "qwen" / "qwen3-30b-a3b")
+    # prefill b16 eager: 16.190 -> 12.832 ms (-20.7%) against a bound of -30.5%.
+    (row,) = [line for line in lines if line.startswith("| prefill | 512 | 16 | eager |")]
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[6:10] == ["-20.7%", "1.262x", "-30.5% (100%)", "68%"]
+    # decode b1 eager kept the vendor path: no change, no bound, nothing reached.
+    (row,) = [line for line in lines if line.startswith("| decode | 512 | 1 | eager |")]
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[6:10] == ["+0.0%", "1.000x", "- (-)", "-"]
+
+
 def test_bad_table_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["--jobs", str(RUN / "nothing"), "2"], ["--jobs", str(RUN), "x"], []):
         assert table.main(argv) == 2

@@ -6,9 +6,10 @@ Usage: python benchmarks/deployment/table.py RES          one markdown table per
 A model's folder ``RES/MODEL`` holds per phase (``prefill``, ``decode``, ``prefill-long-SEQ`` per
 long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/report.json`` and a
 ``profile --with-bundle`` report ``PHASE-tuned/report.json``. A row: baseline and swapped latency
-(medians, interleaved), their change, the Amdahl bound of the swapped kernels
-(workers/profiling/bound.py: the best change their measured kernel speed-ups allow, and the part of
-the swapped time those measurements cover), the swapped kernels' share of the forward, the errors
+(medians, interleaved), their change and speed-up (baseline / swapped), the Amdahl bound of the
+swapped kernels (workers/profiling/bound.py: the best change their measured kernel speed-ups allow,
+and the part of the swapped time those measurements cover), the share of that bound reached (the
+change over the bound's, where the bound is a gain and the change is not a loss), the swapped kernels' share of the forward, the errors
 of baseline and swapped logits against the float32 twin (routed as each was: a note counts the
 tokens it would have routed otherwise), and whether the point was refused. Per
 report, what was swapped: problems run on Triton / kept on the vendor path, per kernel. Under the
@@ -31,6 +32,19 @@ LONG = re.compile(r"prefill-long(?:-(\d+))?")
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    tuned = row.get("tuned_ms")
+    return f"{row['baseline_ms'] / tuned:.3f}x" if tuned else "-"
+
+
+def _of_bound(change: float | None, bound: float | None) -> float | None:
+    """The share of a gain bound that a measured change reached (None where the bound claims no
+    gain or the swap lost)."""
+    if change is None or bound is None or bound >= 0 or change > 0:
+        return None
+    return change / bound
 
 
 def phases(folder: Path) -> list[str]:
@@ -91,16 +105,18 @@ def model_table(folder: Path) -> list[str]:
             lines += [
                 f"## {data['model']}{layers} ({data['dtype']}, {data['device']})",
                 "",
-                "| phase | seq | batch | mode | baseline ms | swapped ms | change | bound "
-                "(measured) | swapped share | err base | err swap | refused / policy |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "| phase | seq | batch | mode | baseline ms | swapped ms | change | speed-up | bound "
+                "(measured) | of bound | swapped share | err base | err swap | refused / policy |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
         for r in wb.get("rows", []):
             bound = r.get("amdahl") or {}
             lines.append(
                 f"| {phase} | {data['seq']} | {r['batch']} | {r['mode']} | {r['baseline_ms']:.3f} "
                 f"| {_num(r['tuned_ms'], '.3f')} | {_num(r['change'], '+.1%')} "
+                f"| {_speedup(r)} "
                 f"| {_num(bound.get('change'), '+.1%')} ({_num(bound.get('measured_share'), '.0%')}) "
+                f"| {_num(_of_bound(r['change'], bound.get('change')), '.0%')} "
                 f"| {_num(bound.get('swapped_share'), '.0%')} "
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "
                 f"| {r['refused'] or _policy(r)} |"
