@@ -79,9 +79,10 @@ class Site:
 
     def wait_done(self, job_id: int, timeout_s: float = 240) -> None:
         deadline = time.monotonic() + timeout_s
-        while self.status(job_id) is not JobStatus.DONE:
-            assert time.monotonic() < deadline, f"job {job_id} is {self.status(job_id)}"
-            assert self.status(job_id) in (JobStatus.QUEUED, JobStatus.RUNNING)
+        # One read per round: the job may finish between two reads.
+        while (status := self.status(job_id)) is not JobStatus.DONE:
+            assert time.monotonic() < deadline, f"job {job_id} is {status}"
+            assert status in (JobStatus.QUEUED, JobStatus.RUNNING)
             time.sleep(0.3)
 
 
