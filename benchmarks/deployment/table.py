@@ -9,9 +9,10 @@ long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/repo
 (medians, interleaved), their change and speed-up (baseline / swapped), the Amdahl bound of the
 swapped kernels (workers/profiling/bound.py: the best change their measured kernel speed-ups allow,
 and the part of the swapped time those measurements cover), the share of that bound reached (the
-change over the bound's, where the bound is a gain and the change is not a loss), the swapped kernels' share of the forward, the errors
-of baseline and swapped logits against the float32 twin (routed as each was: a note counts the
-tokens it would have routed otherwise), and whether the point was refused. Per
+change over the bound's, where the bound is a gain and the change is not a loss), the swapped
+kernels' share of the forward, the errors of baseline and swapped logits against the float32 twin
+(routed as each was: a note counts the tokens it would have routed otherwise), and whether the
+point was refused. Per
 report, what was swapped: problems run on Triton / kept on the vendor path, per kernel. Under the
 table, per phase, the kernels whose problems the bundle answered by a nearest entry (no speed-up of
 their own: the bound counts them as s = 1). Exit 2 on bad input.
