@@ -255,8 +255,10 @@ class Database:
             return f"SQLite file {self._url.database}"
         return f"PostgreSQL at {self._url.host or 'localhost'}:{self._url.port or 5432}"
 
-    def _translate(self, error: exc.SQLAlchemyError) -> DatabaseError:
-        """Our exception type for a SQLAlchemy/driver error raised while using this database."""
+    def _translate(self, error: exc.SQLAlchemyError, since: float | None = None) -> DatabaseError:
+        """Our exception type for a SQLAlchemy/driver error raised while using this database;
+        ``since``: when (``time.monotonic()``) the failed transaction began, for how long a
+        SQLite writer waited for the lock."""
         detail = _first_line(getattr(error, "orig", None) or error)
         lowered = detail.lower()
         if isinstance(error, exc.IntegrityError):
@@ -267,9 +269,14 @@ class Database:
             )
         if isinstance(error, exc.OperationalError) and self.backend == "sqlite":
             if "locked" in lowered or "busy" in lowered:
+                waited = (
+                    f"up to {self.busy_timeout_s:g} s"
+                    if since is None
+                    else f"{time.monotonic() - since:.1f} s of the {self.busy_timeout_s:g} s allowed"
+                )
                 return TransientDatabaseError(
-                    f"{self._where()} stayed locked for {self.busy_timeout_s:g} s by another "
-                    "writer; retry, or use PostgreSQL for many concurrent writers"
+                    f"{self._where()} stayed locked by another writer (waited {waited}); retry, "
+                    "or use PostgreSQL for many concurrent writers"
                 )
             return DatabaseUnavailable(f"cannot use {self._where()}: {detail}; {_HINT}")
         code = getattr(getattr(error, "orig", None), "sqlstate", None)
@@ -377,6 +384,7 @@ class Database:
         A write is confirmed: if the SQLite file stopped being the one opened during the block, or
         the connection was lost during the commit, DatabaseLost says the write may not be kept.
         """
+        began = time.monotonic()
         with self._connection(write=not readonly) as conn:
             if readonly:
                 conn = conn.execution_options(**{_READONLY: True})
@@ -386,21 +394,21 @@ class Database:
                 if readonly:
                     session.rollback()
                 else:
-                    self._commit(session)
+                    self._commit(session, began)
             except BaseException as e:
                 session.rollback()
                 if isinstance(e, exc.SQLAlchemyError):
-                    raise self._translate(e) from e
+                    raise self._translate(e, began) from e
                 raise
             finally:
                 session.close()
 
-    def _commit(self, session: Session) -> None:
+    def _commit(self, session: Session, began: float) -> None:
         self._check_file()  # before: nothing is committed to a deleted or replaced file
         try:
             session.commit()
         except exc.DBAPIError as e:
-            error = self._translate(e)
+            error = self._translate(e, began)
             if self.backend == "postgresql" and isinstance(error, TransientDatabaseError):
                 raise DatabaseLost(
                     f"lost {self._where()} while committing, so whether the last write was kept "

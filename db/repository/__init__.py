@@ -98,6 +98,7 @@ from db.repository.tokens import (
     list_audit,
     list_tokens,
     revoke_token,
+    stamp_token_use,
     verify_token,
     write_audit,
 )
@@ -228,6 +229,7 @@ __all__ = [
     "revoke_token",
     "set_job_status",
     "set_study_status",
+    "stamp_token_use",
     "studies_for_job",
     "studies_for_jobs",
     "study_final_trials",

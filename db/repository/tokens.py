@@ -78,28 +78,38 @@ def create_token(
     return record(TokenRecord, row), token
 
 
-#: verify_token writes last_used_at at most this often per token.
+#: stamp_token_use writes last_used_at at most this often per token.
 LAST_USED_EVERY = timedelta(minutes=1)
 
 
 def verify_token(s: Session, token: str) -> TokenRecord | None:
-    """The record of ``token`` if it is known, not revoked and not expired; else None.
-
-    Stamps ``last_used_at`` when it is unset or older than :data:`LAST_USED_EVERY` (in a write
-    session; a read-only one drops the stamp).
-    """
+    """The record of ``token`` if it is known, not revoked and not expired; else None. Reads
+    only (a read-only session will do); :func:`stamp_token_use` records the use."""
     if not isinstance(token, str) or not token:
         return None
     row = s.scalar(sa.select(Token).where(Token.token_hash == _token_hash(token)))
-    now = utcnow()
     if row is None or row.revoked_at is not None:
         return None
-    if row.expires_at is not None and row.expires_at <= now:
+    if row.expires_at is not None and row.expires_at <= utcnow():
         return None
-    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_EVERY:
-        row.last_used_at = now
-        s.flush()
     return record(TokenRecord, row)
+
+
+def stamp_token_use(s: Session | sa.Connection, token_id: int) -> bool:
+    """Set token ``token_id``'s ``last_used_at`` to now if it is unset or older than
+    :data:`LAST_USED_EVERY`; whether it was set. One ``UPDATE``: ``s`` may be a connection in
+    autocommit (:meth:`db.Database.write_one`)."""
+    now = utcnow()
+    stamp = (
+        sa.update(Token)
+        .where(
+            Token.id == token_id,
+            sa.or_(Token.last_used_at.is_(None), Token.last_used_at <= now - LAST_USED_EVERY),
+        )
+        .values(last_used_at=now)
+        .returning(Token.id)
+    )
+    return s.execute(stamp).first() is not None
 
 
 def list_tokens(s: Session) -> list[TokenRecord]:

@@ -10,7 +10,9 @@ SHA-256 digests, see :mod:`db.repository`); a server reuses an accepted check fo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -22,16 +24,17 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from db import Database, TokenScope, repository
+from db import Database, DatabaseError, TokenScope, repository
 from orchestrator.server.errors import ApiError
+
+log = logging.getLogger("tunefleet.server")
 
 SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.ADMIN: 2}
 _MAX_TOKEN_CHARS = 200
 #: How long a server reuses a token check: a revocation holds within this time on every server
 #: (at once on the server that revoked it).
 REMEMBER_S = 1.0
-#: How often one server stamps a token's last use: under the database's minute, so that the
-#: read-only checks between two stamps never find the stamp due.
+#: How often one server stamps a token's last use (the database keeps one stamp a minute).
 STAMP_EVERY_S = 45.0
 MAX_STAMPED = 4096
 
@@ -59,18 +62,18 @@ class Principal:
 
 
 class Authenticator:
-    """Checks tokens against the database on every request.
+    """Checks tokens against the database on every request, in read-only sessions: a request
+    never waits for the write lock that a running job's writes take on SQLite.
 
-    ``verify_token`` stamps a token's ``last_used_at`` when the stamp is a minute old, which is a
-    write; on SQLite a write inside a read transaction fails at once when another writer (a
-    running job) committed meanwhile. So a token this server has not stamped in the last
-    :data:`STAMP_EVERY_S` is checked in a write session (which waits for the lock), and after that,
-    while the stamp is fresh, in a read-only one (which writes nothing).
+    A token's use is stamped (``last_used_at``, at most once a minute in the database) apart
+    from the request: :meth:`stamp_due` says when this server should stamp it, at most once per
+    :data:`STAMP_EVERY_S`, and :meth:`stamp` writes it, best effort.
     """
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        self._stamped: OrderedDict[bytes, float] = OrderedDict()
+        self._stamped: OrderedDict[int, float] = OrderedDict()
+        self._pending: set[asyncio.Task[None]] = set()
         self._known: OrderedDict[bytes, tuple[Principal, float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -90,30 +93,45 @@ class Authenticator:
             for digest in [d for d, (p, _) in self._known.items() if p.token_id == token_id]:
                 del self._known[digest]
 
-    def _fresh(self, digest: bytes) -> bool:
+    def stamp_due(self, token_id: int) -> bool:
+        """True if this server has not stamped token ``token_id`` in the last
+        :data:`STAMP_EVERY_S` (and counts it stamped from now on)."""
+        now = time.monotonic()
         with self._lock:
-            at = self._stamped.get(digest)
-            return at is not None and time.monotonic() - at < STAMP_EVERY_S
-
-    def _stamp(self, digest: bytes) -> None:
-        with self._lock:
-            self._stamped[digest] = time.monotonic()
-            self._stamped.move_to_end(digest)
+            at = self._stamped.get(token_id)
+            if at is not None and now - at < STAMP_EVERY_S:
+                return False
+            self._stamped[token_id] = now
+            self._stamped.move_to_end(token_id)
             while len(self._stamped) > MAX_STAMPED:
                 self._stamped.popitem(last=False)
+            return True
+
+    def stamp(self, token_id: int) -> None:
+        """Stamp token ``token_id``'s last use; a database error is logged (and the stamp is due
+        again), never raised: a use that could not be stamped is stamped at a later one."""
+        try:
+            self.database.write_one(lambda c: repository.stamp_token_use(c, token_id))
+        except DatabaseError as exc:
+            log.warning("token %d: its last use is not stamped: %s", token_id, exc)
+            with self._lock:
+                self._stamped.pop(token_id, None)
+
+    def stamp_soon(self, token_id: int) -> None:
+        """:meth:`stamp` in a worker thread, without waiting for it (call from the event loop)."""
+        task = asyncio.get_running_loop().create_task(run_in_threadpool(self.stamp, token_id))
+        self._pending.add(task)  # the loop holds tasks weakly
+        task.add_done_callback(self._pending.discard)
 
     def __call__(self, token: str) -> Principal:
         """The principal of ``token``; ApiError 401 if it is unknown, revoked or expired."""
         if not token or len(token) > _MAX_TOKEN_CHARS:
             raise ApiError(401, "invalid token; create one with `tunefleet token create`")
         digest = hashlib.sha256(token.encode()).digest()
-        fresh = self._fresh(digest)
-        with self.database.session(readonly=fresh) as s:
+        with self.database.session(readonly=True) as s:
             record = repository.verify_token(s, token)
         if record is None:
             raise ApiError(401, "token unknown, revoked or expired; ask an admin for a new one")
-        if not fresh:
-            self._stamp(digest)
         principal = Principal(record.id, record.team, TokenScope(record.scope))
         with self._lock:
             self._known[digest] = (principal, time.monotonic())
@@ -136,6 +154,8 @@ def require(scope: TokenScope) -> Callable[..., Awaitable[Principal]]:
         principal = authenticator.remembered(credentials.credentials)
         if principal is None:
             principal = await run_in_threadpool(authenticator, credentials.credentials)
+        if authenticator.stamp_due(principal.token_id):
+            authenticator.stamp_soon(principal.token_id)
         request.state.principal = principal
         if not principal.allows(scope):
             if request.method != "GET":

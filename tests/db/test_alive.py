@@ -90,7 +90,10 @@ def test_sqlite_lock_held_past_the_busy_timeout_is_retried(tmp_path: Path) -> No
     released.start()
     try:
         with (
-            pytest.raises(TransientDatabaseError, match=r"stayed locked for 0.1 s"),
+            pytest.raises(
+                TransientDatabaseError,
+                match=r"stayed locked by another writer \(waited 0\.\d s of the 0\.1 s allowed\)",
+            ),
             database.session() as s,
         ):
             repo.ensure_kernel(s, "matmul", "v1", "s1")

@@ -301,13 +301,22 @@ class TestTokens:
             stored = s.scalar(sa.select(Token.token_hash).where(Token.id == record.id))
             assert stored == hashlib.sha256(token.encode()).hexdigest()
             assert token not in str(s.execute(sa.select(Token)).all())
-        with db.session() as s:
+        with db.session(readonly=True) as s:
             found = repo.verify_token(s, token)
             assert found is not None and found.id == record.id
-            assert found.last_used_at is not None
-            first_use = found.last_used_at
-            again = repo.verify_token(s, token)
-            assert again is not None and again.last_used_at == first_use  # at most once a minute
+            assert found.last_used_at is None  # a check reads only
+        assert db.write_one(lambda c: repo.stamp_token_use(c, record.id)) is True
+        assert db.write_one(lambda c: repo.stamp_token_use(c, record.id)) is False  # once a minute
+        with db.session() as s:
+            found = repo.verify_token(s, token)
+            assert found is not None and found.last_used_at is not None
+            s.execute(
+                sa.update(Token)
+                .where(Token.id == record.id)
+                .values(last_used_at=found.last_used_at - repo.LAST_USED_EVERY)
+            )
+            assert repo.stamp_token_use(s, record.id) is True  # a minute old: due again
+            assert repo.stamp_token_use(s, record.id + 100) is False
             assert repo.verify_token(s, token + "x") is None
             assert repo.verify_token(s, "") is None
             assert repo.active_token_count(s) == 1

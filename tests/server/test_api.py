@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from db import JobStatus, repository
-from db.models import TokenScope, utcnow
+from db.models import Token, TokenScope, utcnow
 from orchestrator.server.app import PROGRESS_TTL_S
 from orchestrator.server.auth import REMEMBER_S
 from orchestrator.server.cache import VERSION_TTL_S
@@ -51,6 +51,26 @@ def test_healthz_needs_no_token_and_everything_else_does(api: Api) -> None:
         assert r.status_code == 401, (path, r.text)
         assert r.headers["www-authenticate"] == "Bearer"
         assert set(r.json()) == {"error", "detail"}
+
+
+def test_a_token_check_never_waits_for_a_writer_and_its_use_is_stamped_after(api: Api) -> None:
+    token_id, token = make_token(api.database, "alpha", TokenScope.READ)
+    headers = {"Authorization": f"Bearer {token}"}
+    with api.database.session() as s:  # a writer (a running job) holds the lock and the row
+        s.get(Token, token_id, with_for_update=True)
+        r = api.call(None, "GET", "/v1/whoami", headers=headers, timeout=10)
+        assert r.status_code == 200, r.text
+        with api.database.session(readonly=True) as read:
+            assert repository.verify_token(read, token).last_used_at is None  # type: ignore[union-attr]
+    deadline = time.monotonic() + 20
+    while True:  # the stamp, written apart from the request, lands once the writer is done
+        with api.database.session(readonly=True) as read:
+            record = repository.verify_token(read, token)
+        assert record is not None
+        if record.last_used_at is not None:
+            break
+        assert time.monotonic() < deadline, "the token's use was never stamped"
+        time.sleep(0.05)
 
 
 def test_unknown_revoked_and_expired_tokens_get_401(api: Api) -> None:

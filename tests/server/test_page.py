@@ -354,3 +354,28 @@ def test_an_unreachable_server_is_said_in_words(open_page: Callable[..., Any], s
     banner = page.locator("#banner")
     banner.wait_for(state="visible")
     assert banner.inner_text().startswith("Server unreachable")
+
+
+def test_a_busy_database_is_tried_again(open_page: Callable[..., Any], site: Site) -> None:
+    page = open_page("/", token=site.tokens["alpha"])
+    page.locator("#jobs tbody tr").first.wait_for()
+    answered: list[int] = []
+
+    def busy_once(route: Any) -> None:
+        if answered:
+            route.continue_()
+            return
+        answered.append(503)
+        route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"error": "the database is unavailable; retry later", "detail": null}',
+        )
+
+    page.route("**/v1/jobs?*", busy_once)
+    page.select_option("#status-filter", "done")
+    banner = page.locator("#banner")
+    banner.filter(has_text="database is busy").wait_for()
+    banner.wait_for(state="hidden")  # the next try was answered
+    page.locator("#jobs tbody tr").first.wait_for()
+    assert answered == [503]

@@ -4,6 +4,7 @@
 
 const TF = (() => {
   const KEY = "tunefleet.token";
+  const RETRY_503_S = [1, 2, 4];
   const $ = (sel) => document.querySelector(sel);
 
   class ApiError extends Error {
@@ -37,7 +38,8 @@ const TF = (() => {
     }
   }
 
-  /* fetch `path` with the token; JSON unless opts.raw. A rejected token shows the login. */
+  /* fetch `path` with the token; JSON unless opts.raw. A rejected token shows the login; a GET
+     answered 503 (the database busy or unreachable for now) is tried again after 1, 2 and 4 s. */
   async function request(path, opts = {}) {
     const token = sessionStorage.getItem(KEY);
     if (!token) {
@@ -45,13 +47,19 @@ const TF = (() => {
       throw new ApiError(401, "no token");
     }
     const headers = Object.assign({}, opts.headers || {}, { Authorization: "Bearer " + token });
+    const retries = (opts.method || "GET").toUpperCase() === "GET" ? RETRY_503_S.length : 0;
     let response;
-    try {
-      response = await fetch(path, Object.assign({}, opts, { headers }));
-    } catch (e) {
-      if (e.name === "AbortError") throw e;
-      banner("Server unreachable: " + location.origin + " did not answer. Is `tunefleet serve` running?");
-      throw new ApiError(0, "server unreachable");
+    for (let attempt = 0; ; attempt++) {
+      try {
+        response = await fetch(path, Object.assign({}, opts, { headers }));
+      } catch (e) {
+        if (e.name === "AbortError") throw e;
+        banner("Server unreachable: " + location.origin + " did not answer. Is `tunefleet serve` running?");
+        throw new ApiError(0, "server unreachable");
+      }
+      if (response.status !== 503 || attempt >= retries) break;
+      banner("The server's database is busy; trying again…");
+      await new Promise((done) => setTimeout(done, RETRY_503_S[attempt] * 1000));
     }
     if (response.status === 401) {
       const why = await errorText(response);
