@@ -1,7 +1,9 @@
 """The database handle: URL checks, engine and connection settings, sessions, schema migration.
 
 SQLite connections get WAL, a busy timeout and foreign keys; every SQLite transaction that may write
-starts with ``BEGIN IMMEDIATE`` so concurrent writers queue on the lock instead of failing halfway.
+starts with ``BEGIN IMMEDIATE`` so concurrent writers queue on the lock instead of failing halfway;
+a read-only one runs with ``query_only``, so a write in it fails every time, not only when it meets
+another writer.
 Errors of SQLAlchemy and the drivers leave :meth:`Database.session` as :mod:`db.errors` types.
 A SQLite file is watched: deleted, replaced or made read-only while in use, every session and
 :meth:`Database.check_alive` raise DatabaseLost instead of writing to a file nobody will read.
@@ -164,7 +166,10 @@ def _sqlite_on_connect(busy_timeout_s: float) -> Callable[[Any, Any], None]:
 
 
 def _sqlite_on_begin(connection: Connection) -> None:
+    # query_only: a write in a read-only session fails at once, every time, rather than only when
+    # another writer holds the lock (a read transaction cannot wait to become a write one).
     readonly = connection.get_execution_options().get(_READONLY, False)
+    connection.exec_driver_sql(f"PRAGMA query_only = {int(bool(readonly))}")
     connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
@@ -379,7 +384,8 @@ class Database:
     def session(self, *, readonly: bool = False) -> Iterator[Session]:
         """A session in one transaction: committed when the block ends, rolled back if it raises.
 
-        ``readonly=True`` rolls back at the end instead and, on SQLite, does not take the write lock.
+        ``readonly=True`` rolls back at the end instead and, on SQLite, neither takes the write lock
+        nor writes (a write raises).
         SQLAlchemy and driver errors leave as db.errors types; other exceptions pass unchanged.
         A write is confirmed: if the SQLite file stopped being the one opened during the block, or
         the connection was lost during the commit, DatabaseLost says the write may not be kept.
