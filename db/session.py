@@ -2,8 +2,8 @@
 
 SQLite connections get WAL, a busy timeout and foreign keys; every SQLite transaction that may write
 starts with ``BEGIN IMMEDIATE`` so concurrent writers queue on the lock instead of failing halfway;
-a read-only one runs with ``query_only``, so a write in it fails every time, not only when it meets
-another writer.
+a read-only one runs with ``query_only`` (PostgreSQL: ``READ ONLY``), so a write in it fails every
+time, not only when it meets another writer.
 Errors of SQLAlchemy and the drivers leave :meth:`Database.session` as :mod:`db.errors` types.
 A SQLite file is watched: deleted, replaced or made read-only while in use, every session and
 :meth:`Database.check_alive` raise DatabaseLost instead of writing to a file nobody will read.
@@ -384,8 +384,8 @@ class Database:
     def session(self, *, readonly: bool = False) -> Iterator[Session]:
         """A session in one transaction: committed when the block ends, rolled back if it raises.
 
-        ``readonly=True`` rolls back at the end instead and, on SQLite, neither takes the write lock
-        nor writes (a write raises).
+        ``readonly=True`` rolls back at the end instead; a write in it raises (SQLite
+        ``query_only``, PostgreSQL ``BEGIN READ ONLY``), and on SQLite it takes no write lock.
         SQLAlchemy and driver errors leave as db.errors types; other exceptions pass unchanged.
         A write is confirmed: if the SQLite file stopped being the one opened during the block, or
         the connection was lost during the commit, DatabaseLost says the write may not be kept.
@@ -393,7 +393,10 @@ class Database:
         began = time.monotonic()
         with self._connection(write=not readonly) as conn:
             if readonly:
-                conn = conn.execution_options(**{_READONLY: True})
+                # PostgreSQL: BEGIN READ ONLY (psycopg's flag, reset when the connection is
+                # returned to the pool), so that a write raises there as on SQLite.
+                options = {"postgresql_readonly": True} if self.backend == "postgresql" else {}
+                conn = conn.execution_options(**{_READONLY: True}, **options)
             session = Session(bind=conn, expire_on_commit=False, autoflush=True)
             try:
                 yield session

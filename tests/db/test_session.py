@@ -17,11 +17,13 @@ import sqlalchemy as sa
 
 from db import (
     Database,
+    DatabaseError,
     DatabaseUnavailable,
     DatabaseURLError,
     SchemaOutOfDate,
     TransientDatabaseError,
     default_url,
+    repository,
 )
 from db.session import BUSY_TIMEOUT_S, declared_head
 from tests.conftest import PG_URL
@@ -150,6 +152,17 @@ def test_sqlite_writers_take_the_lock_up_front_and_readers_do_not(tmp_path: Path
     finally:
         other.close()
         database.close()
+
+
+def test_a_write_in_a_read_only_session_fails_every_time(db: Database) -> None:
+    # Not only while another writer holds the lock (on SQLite a read transaction cannot wait
+    # for it): the same code fails on both backends, and the pooled connection writes again.
+    with pytest.raises(DatabaseError, match=r"read-?only"), db.session(readonly=True) as s:
+        repository.ensure_kernel(s, "matmul", "v1", "s1")
+    with db.session() as s:
+        repository.ensure_kernel(s, "matmul", "v1", "s1")
+    with db.session(readonly=True) as s:
+        assert s.execute(sa.text("SELECT count(*) FROM tf_kernels")).scalar() == 1
 
 
 def test_importing_db_loads_no_gpu_or_search_library() -> None:
