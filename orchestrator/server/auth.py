@@ -111,7 +111,8 @@ class Authenticator:
         """Stamp token ``token_id``'s last use; a database error is logged (and the stamp is due
         again), never raised: a use that could not be stamped is stamped at a later one."""
         try:
-            self.database.write_one(lambda c: repository.stamp_token_use(c, token_id))
+            # No retries: a later request stamps it, and a worker thread is not held for long.
+            self.database.write_one(lambda c: repository.stamp_token_use(c, token_id), retries=0)
         except DatabaseError as exc:
             log.warning("token %d: its last use is not stamped: %s", token_id, exc)
             with self._lock:
