@@ -72,6 +72,9 @@ _DRIVERS = {
 }
 _HINT = "check --db or TUNEFLEET_DB"
 _READONLY = "tunefleet_readonly"
+# Where a SQLite connection's info keeps when (time.monotonic()) its last BEGIN was sent: a writer
+# waits for the lock from then on.
+_BEGIN_AT = "tunefleet_begin_at"
 # Serializes concurrent `upgrade` calls on one PostgreSQL database (any constant works).
 _PG_MIGRATION_LOCK = 0x7475_6E65
 # SQLSTATEs after which the same transaction, run again, may succeed.
@@ -169,6 +172,7 @@ def _sqlite_on_begin(connection: Connection) -> None:
     # query_only: a write in a read-only session fails at once, every time, rather than only when
     # another writer holds the lock (a read transaction cannot wait to become a write one).
     readonly = connection.get_execution_options().get(_READONLY, False)
+    connection.info[_BEGIN_AT] = time.monotonic()
     connection.exec_driver_sql(f"PRAGMA query_only = {int(bool(readonly))}")
     connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
@@ -262,8 +266,8 @@ class Database:
 
     def _translate(self, error: exc.SQLAlchemyError, since: float | None = None) -> DatabaseError:
         """Our exception type for a SQLAlchemy/driver error raised while using this database;
-        ``since``: when (``time.monotonic()``) the failed transaction began, for how long a
-        SQLite writer waited for the lock."""
+        ``since``: when (``time.monotonic()``) the failed transaction's BEGIN was sent, for how
+        long a SQLite writer waited for the lock."""
         detail = _first_line(getattr(error, "orig", None) or error)
         lowered = detail.lower()
         if isinstance(error, exc.IntegrityError):
@@ -390,7 +394,6 @@ class Database:
         A write is confirmed: if the SQLite file stopped being the one opened during the block, or
         the connection was lost during the commit, DatabaseLost says the write may not be kept.
         """
-        began = time.monotonic()
         with self._connection(write=not readonly) as conn:
             if readonly:
                 # PostgreSQL: BEGIN READ ONLY (psycopg's flag, reset when the connection is
@@ -403,21 +406,21 @@ class Database:
                 if readonly:
                     session.rollback()
                 else:
-                    self._commit(session, began)
+                    self._commit(session, conn)
             except BaseException as e:
                 session.rollback()
                 if isinstance(e, exc.SQLAlchemyError):
-                    raise self._translate(e, began) from e
+                    raise self._translate(e, conn.info.get(_BEGIN_AT)) from e
                 raise
             finally:
                 session.close()
 
-    def _commit(self, session: Session, began: float) -> None:
+    def _commit(self, session: Session, conn: Connection) -> None:
         self._check_file()  # before: nothing is committed to a deleted or replaced file
         try:
             session.commit()
         except exc.DBAPIError as e:
-            error = self._translate(e, began)
+            error = self._translate(e, conn.info.get(_BEGIN_AT))
             if self.backend == "postgresql" and isinstance(error, TransientDatabaseError):
                 raise DatabaseLost(
                     f"lost {self._where()} while committing, so whether the last write was kept "
