@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,6 +28,8 @@ from db import Database, DatabaseError, TokenScope, repository
 from orchestrator.server.errors import ApiError
 
 log = logging.getLogger("tunefleet.server")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.ADMIN: 2}
 _MAX_TOKEN_CHARS = 200
@@ -66,8 +68,8 @@ class Authenticator:
     never waits for the write lock that a running job's writes take on SQLite.
 
     A token's use is stamped (``last_used_at``, at most once a minute in the database) apart
-    from the request: :meth:`stamp_due` says when this server should stamp it, at most once per
-    :data:`STAMP_EVERY_S`, and :meth:`stamp` writes it, best effort.
+    from the request: :meth:`note_use` has :meth:`stamp` write it in a worker thread, best
+    effort, at most once per :data:`STAMP_EVERY_S` from this server.
     """
 
     def __init__(self, database: Database) -> None:
@@ -93,19 +95,19 @@ class Authenticator:
             for digest in [d for d, (p, _) in self._known.items() if p.token_id == token_id]:
                 del self._known[digest]
 
-    def stamp_due(self, token_id: int) -> bool:
-        """True if this server has not stamped token ``token_id`` in the last
-        :data:`STAMP_EVERY_S` (and counts it stamped from now on)."""
+    def note_use(self, token_id: int) -> None:
+        """A request used token ``token_id``: :meth:`stamp` it in a worker thread, without
+        waiting, unless this server did in the last :data:`STAMP_EVERY_S` (call from the event
+        loop)."""
         now = time.monotonic()
         with self._lock:
             at = self._stamped.get(token_id)
             if at is not None and now - at < STAMP_EVERY_S:
-                return False
-            self._stamped[token_id] = now
-            self._stamped.move_to_end(token_id)
-            while len(self._stamped) > MAX_STAMPED:
-                self._stamped.popitem(last=False)
-            return True
+                return
+            _keep(self._stamped, token_id, now)
+        task = asyncio.get_running_loop().create_task(run_in_threadpool(self.stamp, token_id))
+        self._pending.add(task)  # the loop holds tasks weakly
+        task.add_done_callback(self._pending.discard)
 
     def stamp(self, token_id: int) -> None:
         """Stamp token ``token_id``'s last use; a database error is logged (and the stamp is due
@@ -118,12 +120,6 @@ class Authenticator:
             with self._lock:
                 self._stamped.pop(token_id, None)
 
-    def stamp_soon(self, token_id: int) -> None:
-        """:meth:`stamp` in a worker thread, without waiting for it (call from the event loop)."""
-        task = asyncio.get_running_loop().create_task(run_in_threadpool(self.stamp, token_id))
-        self._pending.add(task)  # the loop holds tasks weakly
-        task.add_done_callback(self._pending.discard)
-
     def __call__(self, token: str) -> Principal:
         """The principal of ``token``; ApiError 401 if it is unknown, revoked or expired."""
         if not token or len(token) > _MAX_TOKEN_CHARS:
@@ -135,11 +131,16 @@ class Authenticator:
             raise ApiError(401, "token unknown, revoked or expired; ask an admin for a new one")
         principal = Principal(record.id, record.team, TokenScope(record.scope))
         with self._lock:
-            self._known[digest] = (principal, time.monotonic())
-            self._known.move_to_end(digest)
-            while len(self._known) > MAX_STAMPED:
-                self._known.popitem(last=False)
+            _keep(self._known, digest, (principal, time.monotonic()))
         return principal
+
+
+def _keep(recent: OrderedDict[_K, _V], key: _K, value: _V) -> None:
+    """Set ``recent[key]`` as its newest entry, dropping the oldest past :data:`MAX_STAMPED`."""
+    recent[key] = value
+    recent.move_to_end(key)
+    while len(recent) > MAX_STAMPED:
+        recent.popitem(last=False)
 
 
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
@@ -155,8 +156,7 @@ def require(scope: TokenScope) -> Callable[..., Awaitable[Principal]]:
         principal = authenticator.remembered(credentials.credentials)
         if principal is None:
             principal = await run_in_threadpool(authenticator, credentials.credentials)
-        if authenticator.stamp_due(principal.token_id):
-            authenticator.stamp_soon(principal.token_id)
+        authenticator.note_use(principal.token_id)
         request.state.principal = principal
         if not principal.allows(scope):
             if request.method != "GET":
