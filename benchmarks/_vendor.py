@@ -60,16 +60,17 @@ def contiguous_sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: st
 def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[Any, Any]:
     """The torch path on the same routing (see the module docstring): a callable giving
     [M, topk, N] (``gemm=up_silu``: SiLU(gate) * up as torch ops after the grouped GEMM, as the
-    model's path, [M, topk, N/2]), and one running its grouped GEMM alone on rows sorted here."""
+    model's path, [M, topk, N/2]; ``gemm=down_sum``: then summed over topk, [M, N]), and one
+    running its grouped GEMM alone on rows sorted here."""
     import torch
     import torch.nn.functional as F
 
-    from search_spaces.kernels.fused_moe import GATED, out_columns
+    from search_spaces.kernels.fused_moe import GATED, PER_SLOT_GEMMS, SUMMED, out_columns
 
     x, w, ids, weights = inputs["x"], inputs["w"], inputs["topk_ids"], inputs["topk_weights"]
     m, topk = ids.shape
     e, n = int(w.shape[0]), int(w.shape[1])
-    per_slot = problem["gemm"] == "down" and topk > 1
+    per_slot = problem["gemm"] in PER_SLOT_GEMMS and topk > 1
     gated = problem["gemm"] == GATED
     cols = out_columns(n, gated)
     out = torch.empty(m * topk, cols, dtype=x.dtype, device=x.device)
@@ -91,7 +92,8 @@ def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[An
             y = F.silu(y[:, :cols]) * y[:, cols:]
         y = y * weights.flatten()[order, None].to(y.dtype)
         out.index_copy_(0, order, y)
-        return out.view(m, topk, cols)
+        slots = out.view(m, topk, cols)
+        return slots.sum(dim=1) if problem["gemm"] == SUMMED else slots
 
     _, a_sorted, offs_sorted = route()
     return run, lambda: torch._grouped_mm(a_sorted, w_t, offs=offs_sorted)

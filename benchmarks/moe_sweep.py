@@ -11,14 +11,18 @@ Per problem (the spec's own inputs: x, expert weights w [E, N, K], top-k ids and
   a stable argsort of the M*topk expert ids, per-expert counts (a scatter-add, no host
   synchronization) and their cumulative sum as the group offsets, the gather of the rows
   (x[slot // topk] for gemm=up, x[slot] for gemm=down), the grouped GEMM, for gemm=up_silu
-  SiLU(gate) * up, the routed weights and the scatter back to [M, topk, N] (N/2 for up_silu).
+  SiLU(gate) * up, the routed weights and the scatter back to [M, topk, N] (N/2 for up_silu; for
+  gemm=down_sum then torch's sum over topk into [M, N]).
 * ``silu_and_mul`` (gemm=up only): the activation pass an up GEMM needs and up_silu saves; the
   summary's ``up_silu_vs_up_then_silu`` sets the best up tile plus it against the best up_silu tile.
+* ``topk_sum`` (gemm=down only): torch's sum over topk that a down GEMM needs and down_sum saves;
+  the summary's ``down_sum_vs_down_then_sum`` sets the best down tile plus it against the best
+  down_sum tile.
 * ``grouped_mm_gemm_only``: that grouped GEMM alone, on rows sorted beforehand (a lower bound for
   the torch path, not a path a layer can run: it leaves out the routing both sides must do).
 
 Both therefore start from the router's output and end with the weighted rows in place; neither sums
-over topk (vLLM's moe_sum is a separate step for both). Timing as in attention_sweep.py (do_bench
+over topk (vLLM's moe_sum is a separate step for both) except for gemm=down_sum. Timing as in attention_sweep.py (do_bench
 medians, all entries interleaved over ``--rounds`` rounds). The fastest candidate ("tuned": the
 best of the fixed list) is checked on fresh inputs against the float32 per-expert reference.
 """
@@ -101,11 +105,14 @@ QWEN_SHAPE = ((128, 8, 1536, 2048, 2048, 768),)
 
 
 def _grid(
-    shapes: tuple[tuple[int, ...], ...], tokens: tuple[int, ...], firsts: tuple[str, ...] = ("up",)
+    shapes: tuple[tuple[int, ...], ...],
+    tokens: tuple[int, ...],
+    firsts: tuple[str, ...] = ("up",),
+    lasts: tuple[str, ...] = ("down",),
 ) -> list[dict[str, Any]]:
     grid = []
     for e, topk, up_n, up_k, down_n, down_k in shapes:
-        gemms = [*((g, up_n, up_k) for g in firsts), ("down", down_n, down_k)]
+        gemms = [*((g, up_n, up_k) for g in firsts), *((g, down_n, down_k) for g in lasts)]
         for gemm, n, k in gemms:
             for m in tokens:
                 grid.append(
@@ -124,12 +131,13 @@ def _grid(
 
 GRIDS: dict[str, list[dict[str, Any]]] = {
     "issue": _grid(SHAPES, (16, 64, 256, 1024, 4096)),
-    # decode batch 64, prefill batch 1 and 16 at seq 512; the first GEMM plain and gated
-    "qwen": _grid(QWEN_SHAPE, (64, 512, 8192), ("up", "up_silu")),
+    # decode batch 64, prefill batch 1 and 16 at seq 512; each GEMM plain and with its epilogue
+    "qwen": _grid(QWEN_SHAPE, (64, 512, 8192), ("up", "up_silu"), ("down", "down_sum")),
     "smoke": [
         {"M": 16, "E": 4, "topk": 2, "N": 64, "K": 64, "dtype": "bfloat16", "gemm": "up"},
         {"M": 16, "E": 4, "topk": 2, "N": 64, "K": 64, "dtype": "bfloat16", "gemm": "up_silu"},
         {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down"},
+        {"M": 16, "E": 8, "topk": 4, "N": 32, "K": 64, "dtype": "bfloat16", "gemm": "down_sum"},
     ],
 }
 
@@ -150,6 +158,11 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         hidden = inputs["out"].view(-1, int(problem["N"]))
         act = hidden.new_empty(hidden.shape[0], hidden.shape[1] // 2)
         entries["silu_and_mul"] = lambda: silu_and_mul(hidden, act)
+    if problem["gemm"] == "down":  # the pass a down GEMM needs after it, which down_sum saves
+        import torch
+
+        slots, summed = inputs["out"], inputs["out"].sum(dim=1)
+        entries["topk_sum"] = lambda: torch.sum(slots, dim=1, out=summed)
     vendor_note = None
     try:
         vendor_err = max_rel_error(vendor(), spec.reference(inputs))
@@ -168,9 +181,10 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
         "grouped_mm_max_rel_error": vendor_err,
         "grouped_mm_not_run": vendor_note,
     }
-    if "silu_and_mul" in med:
-        row["silu_and_mul_ms"] = med["silu_and_mul"]
-        row["up_then_silu_ms"] = med[best] + med["silu_and_mul"]
+    for step in ("silu_and_mul", "topk_sum"):
+        if step in med:
+            row[f"{step}_ms"] = med[step]
+            row["then_step_ms"] = med[best] + med[step]
     if "grouped_mm" in med:
         row["grouped_mm_ms"] = med["grouped_mm"]
         row["vs_grouped_mm"] = med["grouped_mm"] / med[best]
@@ -179,23 +193,26 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
     return row
 
 
-def _gated_against_plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per first GEMM timed both ways: the best ``up`` tile plus ``silu_and_mul`` against the best
-    ``up_silu`` tile (> 1: the gated epilogue is faster)."""
+def _fused_against_plain(
+    rows: list[dict[str, Any]], plain: str, fused: str
+) -> list[dict[str, Any]]:
+    """Per GEMM timed both ways: the best ``plain`` tile plus the pass after it (``silu_and_mul``
+    after up, ``topk_sum`` after down) against the best ``fused`` tile, which takes that pass in
+    its epilogue (ratio > 1: the epilogue is faster)."""
 
     def shape(r: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(r["problem"][f] for f in ("M", "E", "topk", "N", "K", "dtype"))
 
-    gated = {shape(r): r for r in rows if r["problem"]["gemm"] == "up_silu"}
+    fused_rows = {shape(r): r for r in rows if r["problem"]["gemm"] == fused}
     return [
         {
             "M": r["problem"]["M"],
-            "up_then_silu_ms": r["up_then_silu_ms"],
-            "up_silu_ms": gated[shape(r)]["best_ms"],
-            "ratio": r["up_then_silu_ms"] / gated[shape(r)]["best_ms"],
+            f"{plain}_then_step_ms": r["then_step_ms"],
+            f"{fused}_ms": fused_rows[shape(r)]["best_ms"],
+            "ratio": r["then_step_ms"] / fused_rows[shape(r)]["best_ms"],
         }
         for r in rows
-        if "up_then_silu_ms" in r and shape(r) in gated
+        if r["problem"]["gemm"] == plain and "then_step_ms" in r and shape(r) in fused_rows
     ]
 
 
@@ -240,7 +257,8 @@ def main() -> None:
         if ratios
         else None,
         "geomean_best_vs_default": geomean([r["default_ms"] / r["best_ms"] for r in rows]),
-        "up_silu_vs_up_then_silu": _gated_against_plain(rows),
+        "up_silu_vs_up_then_silu": _fused_against_plain(rows, "up", "up_silu"),
+        "down_sum_vs_down_then_sum": _fused_against_plain(rows, "down", "down_sum"),
     }
     finish(args.out, summary, candidates, rows, start)
 

@@ -27,8 +27,9 @@ that row would not bring the vendor path back, it would hand the M to the config
 other M (vLLM's rule), tuned for another batch size. ``pull`` says how many rows that is
 (:data:`VENDOR_POLICY`) and its ``--json`` names them (``bundles[].shapes``). vLLM's fused-MoE
 kernel has no ``TMA``: an M whose config uses it is left out, as for fp8_matmul below. Nor does
-it take the activation in its first GEMM's epilogue: ``gemm=up_silu`` results are left out (tune
-``gemm=up`` for vLLM's file).
+it take the activation in its first GEMM's epilogue or the top-k sum in its second's:
+``gemm=up_silu`` and ``gemm=down_sum`` results are left out (tune ``gemm=up`` and ``gemm=down``
+for vLLM's files).
 
 fp8_matmul: vLLM's block-FP8 linear (``w8a8_block_fp8_matmul``, ``get_w8a8_block_fp8_configs``)
 reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` from its
@@ -54,7 +55,7 @@ from pathlib import Path
 
 from orchestrator.errors import BundleExportError
 from search_spaces.kernels.fp8_matmul import SCALE_BLOCK
-from search_spaces.kernels.fused_moe import GATED
+from search_spaces.kernels.fused_moe import GATED, SUMMED
 
 #: Config keys vLLM's files carry, in vLLM's order; the AMD keys only where the config has them
 #: (vLLM's ROCm files carry them and vLLM passes every key to the Triton launch).
@@ -89,8 +90,9 @@ NOT_IN_VLLM: dict[str, dict[str, object]] = {
     "fp8_matmul": {"SPLIT_K": 1, "TMA": False},
 }
 
-#: fused_moe GEMMs vLLM's kernel does not run (SiLU-and-mul in the first GEMM's epilogue).
-NOT_IN_VLLM_GEMMS = (GATED,)
+#: fused_moe GEMMs vLLM's kernel does not run (SiLU-and-mul in the first GEMM's epilogue, the
+#: top-k sum in the second's).
+NOT_IN_VLLM_GEMMS = (GATED, SUMMED)
 
 #: ``pull``'s note for M left out of a vLLM file (see the module doc).
 SKIPPED_NOTE = (
@@ -141,7 +143,7 @@ def _gemm(problem: Mapping[str, object]) -> str:
     gemm = problem.get("gemm", DEFAULT_GEMM)
     if gemm not in ("up", "down", *NOT_IN_VLLM_GEMMS):
         raise BundleExportError(
-            f"fused_moe problem {dict(problem)} has gemm={gemm!r}; up, down or {GATED}"
+            f"fused_moe problem {dict(problem)} has gemm={gemm!r}; up, down, {GATED} or {SUMMED}"
         )
     return str(gemm)
 
@@ -213,7 +215,7 @@ def vllm_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str, st
     if not groups:
         raise BundleExportError(
             f"none of the {len(entries)} fused_moe result(s) can run in vLLM's kernel (TMA or "
-            "gemm=up_silu everywhere); use native"
+            "gemm=up_silu or down_sum everywhere); use native"
         )
     return [
         (
@@ -239,7 +241,7 @@ def inexpressible(
     kernel: str, problem: Mapping[str, object], config: Mapping[str, object]
 ) -> str | None:
     """Why vLLM's ``kernel`` would run ``config`` for ``problem`` differently (``SPLIT_K=4,
-    TMA=True``; ``gemm=up_silu``), or None when it runs it as measured."""
+    TMA=True``; ``gemm=up_silu``; ``gemm=down_sum``), or None when it runs it as measured."""
     differ = [
         f"{key}={config[key]}"
         for key, value in NOT_IN_VLLM.get(kernel, {}).items()

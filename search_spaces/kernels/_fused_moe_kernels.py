@@ -1,8 +1,8 @@
 # Triton reads kernel parameter annotations itself, so the kernels stay unannotated.
 # mypy: disallow-untyped-defs=False
 """Triton kernels of the ``fused_moe`` spec: token alignment by expert, the grouped GEMM (plain, or
-the gate and up projections with SiLU-and-mul in its epilogue), and the SiLU-and-mul between a
-layer's two GEMMs.
+the gate and up projections with SiLU-and-mul in its epilogue, or the down projection adding each
+slot into its token's row), and the SiLU-and-mul between a layer's two GEMMs.
 
 Imported only inside the launch functions of ``fused_moe`` (it imports triton); its text is the
 kernel's source for the version hash.
@@ -147,6 +147,7 @@ def fused_moe_kernel(
     TOP_K: tl.constexpr,
     A_PER_SLOT: tl.constexpr,
     GATED: tl.constexpr,
+    SUM_SLOTS: tl.constexpr,
     COLS: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
@@ -161,7 +162,9 @@ def fused_moe_kernel(
     (the down projection: one activation row per routed slot). ``GATED``: the weights' N rows are
     gate rows then up rows (F = N // 2 each) and out[slot] = silu(gate) * up * topk_weights[slot]
     with gate = x[row] @ w[expert, :F].T and up = x[row] @ w[expert, F:].T, taken from the float32
-    accumulators. A program covers ``COLS`` output columns: BLOCK_SIZE_N, or BLOCK_SIZE_N // 2
+    accumulators. ``SUM_SLOTS``: out[slot // TOP_K] += the slot's row instead (an atomic add in
+    out's dtype, so the order of a token's additions varies from run to run; out is zeroed by the
+    caller). A program covers ``COLS`` output columns: BLOCK_SIZE_N, or BLOCK_SIZE_N // 2
     where GATED (BLOCK_SIZE_N weight rows: half gate, half up, in two accumulators).
 
     Grid: cdiv(EM, BLOCK_SIZE_M) * cdiv(output columns, columns per program) with
@@ -240,9 +243,13 @@ def fused_moe_kernel(
         acc = acc * tl.sigmoid(acc) * acc_up
     routed = tl.load(topk_weights_ptr + slots, mask=slot_mask, other=0.0)
     acc = acc * routed.to(tl.float32)[:, None]
-    out_ptrs = out_ptr + slots[:, None] * stride_om + offs_n[None, :] * stride_on
+    out_rows = slots // TOP_K if SUM_SLOTS else slots
+    out_ptrs = out_ptr + out_rows[:, None] * stride_om + offs_n[None, :] * stride_on
     out_mask = slot_mask[:, None] & (offs_n[None, :] < n_out)
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
+    if SUM_SLOTS:
+        tl.atomic_add(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask, sem="relaxed")
+    else:
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
 @triton.jit

@@ -2,8 +2,10 @@
 
 Follows vLLM's fused-MoE Triton kernel and the space of its tuner; a problem is one GEMM of the
 layer: ``gemm=up`` (gate and up projections: one x row per token), ``gemm=up_silu`` (the same with
-SiLU(gate) * up taken in the epilogue, so the layer's activation needs no pass of its own) or
-``gemm=down`` (the down projection: one activation row per routed slot). :func:`launch_plan`
+SiLU(gate) * up taken in the epilogue, so the layer's activation needs no pass of its own),
+``gemm=down`` (the down projection: one activation row per routed slot) or ``gemm=down_sum`` (the
+same with each token's slots summed in the epilogue, so the layer's output needs no pass of its
+own). :func:`launch_plan`
 prepares any GEMM's launch; :func:`silu_and_mul` is the activation between ``up`` and ``down`` in a
 swapped expert block. Importing this
 module loads neither torch nor triton; the kernels live in ``_fused_moe_kernels``.
@@ -52,9 +54,13 @@ ALIGN_TILE = 4096
 SILU_BLOCK_F = 256
 SILU_TILE = 4096
 
-#: The layer's GEMMs (see FusedMoeSpec); ``up_silu`` is ``up`` with the activation in its epilogue.
-GEMMS = ("up", "down", "up_silu")
+#: The layer's GEMMs (see FusedMoeSpec); ``up_silu`` is ``up`` with the activation in its epilogue,
+#: ``down_sum`` is ``down`` with the top-k sum in its epilogue.
+GEMMS = ("up", "down", "up_silu", "down_sum")
 GATED = "up_silu"
+SUMMED = "down_sum"
+#: GEMMs whose x holds one row per routed slot.
+PER_SLOT_GEMMS = ("down", SUMMED)
 
 
 def out_columns(n: int, gated: bool) -> int:
@@ -124,10 +130,14 @@ class FusedMoeSpec(KernelSpec):
     a = x[m] (``gemm=up``, x [M, K]) or a = x[m * topk + j] (``gemm=down``, x [M * topk, K]).
     ``gemm=up_silu``: a = x[m] and out[m, j] = silu(g) * u * topk_weights[m, j] with g and u the
     products with the expert's first and last N/2 weight rows (vLLM's w13 layout: gate, then up).
+    ``gemm=down_sum``: ``down``'s rows summed per token, out[m] = sum over j of out[m, j]; the
+    kernel adds each slot's row atomically into its token's row (out's dtype), so the order of
+    the additions, and the last bits of a sum, vary from run to run.
 
     Inputs: ``x`` as above, expert weights ``w`` [E, N, K], router output
     ``topk_ids`` [M, topk] (int32, distinct experts per token) and ``topk_weights`` [M, topk]
-    (float32); ``out`` is [M, topk, N] (``up_silu``: [M, topk, N/2]) in the problem's dtype. The
+    (float32); ``out`` is [M, topk, N] (``up_silu``: [M, topk, N/2]; ``down_sum``: [M, N]) in the
+    problem's dtype. The
     routed weight is applied inside the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
 
     One launch is a zero fill and four Triton kernels, with no host synchronization: the alignment
@@ -161,7 +171,8 @@ class FusedMoeSpec(KernelSpec):
                 choices=GEMMS,
                 default="up",
                 doc="up: x holds one row per token; down: one row per routed slot; up_silu: "
-                "up with SiLU(gate) * up in the epilogue (out N/2 columns)",
+                "up with SiLU(gate) * up in the epilogue (out N/2 columns); down_sum: down with "
+                "each token's slots summed in the epilogue (out M x N)",
             ),
         )
     )
@@ -199,9 +210,10 @@ class FusedMoeSpec(KernelSpec):
     def bytes_moved(self, problem: Problem) -> float:
         """x, the weights of the experts used (at most min(E, M*topk)), and out."""
         m, e, topk, n, k = (int(problem[f]) for f in ("M", "E", "topk", "N", "K"))
-        rows = m * topk if problem.get("gemm") == "down" else m
-        cols = out_columns(n, problem.get("gemm") == GATED)
-        elements = rows * k + min(e, m * topk) * n * k + m * topk * cols
+        gemm = problem.get("gemm")
+        rows = m * topk if gemm in PER_SLOT_GEMMS else m
+        cols = out_columns(n, gemm == GATED)
+        elements = rows * k + min(e, m * topk) * n * k + (m if gemm == SUMMED else m * topk) * cols
         return float(elements * ELEMENT_BYTES[str(problem["dtype"])])
 
     def build_inputs(self, problem: Problem, device: str) -> Inputs:
@@ -211,24 +223,25 @@ class FusedMoeSpec(KernelSpec):
         dtype = torch_dtype(str(problem["dtype"]))
         topk_ids = torch.rand(m, e, device=device).argsort(dim=1)[:, :topk]
         topk_weights = torch.rand(m, topk, device=device) + 0.1
-        rows = m * topk if problem.get("gemm") == "down" else m
+        gemm = problem.get("gemm")
+        rows = m * topk if gemm in PER_SLOT_GEMMS else m
+        out_shape = (m, n) if gemm == SUMMED else (m, topk, out_columns(n, gemm == GATED))
         return {
             "x": torch.randn(rows, k, dtype=dtype, device=device),
             "w": torch.randn(e, n, k, dtype=dtype, device=device),
             "topk_ids": topk_ids.to(torch.int32).contiguous(),
             "topk_weights": topk_weights / topk_weights.sum(dim=1, keepdim=True),
-            "out": torch.empty(
-                m, topk, out_columns(n, problem.get("gemm") == GATED), dtype=dtype, device=device
-            ),
+            "out": torch.empty(*out_shape, dtype=dtype, device=device),
         }
 
     def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
         """``torch._grouped_mm`` (CUTLASS's grouped GEMM for bfloat16 on sm_90+, torch's
         fallback elsewhere) with the routing around it in the launch, as this kernel's launch
-        has its alignment; ``vllm.fused_moe`` (vLLM's fused-MoE Triton kernel with its own
-        alignment and its config for the shape) only where ``vllm`` is importable and never for
-        ``up_silu`` (vLLM's kernel has no activation epilogue)."""
-        if problem.get("gemm") == GATED or importlib.util.find_spec("vllm") is None:
+        has its alignment, and for ``down_sum`` torch's sum over the slots after it;
+        ``vllm.fused_moe`` (vLLM's fused-MoE Triton kernel with its own alignment and its config
+        for the shape) only where ``vllm`` is importable and never for ``up_silu`` or
+        ``down_sum`` (vLLM's kernel has neither epilogue)."""
+        if problem.get("gemm") in (GATED, SUMMED) or importlib.util.find_spec("vllm") is None:
             return ("torch._grouped_mm",)
         return ("torch._grouped_mm", "vllm.fused_moe")
 
@@ -237,7 +250,8 @@ class FusedMoeSpec(KernelSpec):
         ``topk_ids``), each expert's end offset (a search in the sorted ids), the rows gathered
         in that order, the grouped GEMM, for ``up_silu`` SiLU(gate) * up as torch ops, the routed
         weights multiplied in (in the output dtype) and the rows scattered back into
-        ``inputs["out"]``; no host synchronization.
+        ``inputs["out"]`` (``down_sum``: into a [M, topk, N] buffer, then summed over the slots
+        into ``inputs["out"]``, as the model's path); no host synchronization.
         ``vllm.fused_moe``: vLLM's ``moe_align_block_size`` and ``invoke_fused_moe_kernel`` with
         the routed weight applied in the kernel, writing ``inputs["out"]``; SpecError where the
         installed vLLM lacks them."""
@@ -257,31 +271,39 @@ class FusedMoeSpec(KernelSpec):
             raise SpecError(f"fused_moe: x has {x.shape[0]} rows; want M={m} or M*topk={m * topk}")
         if tuple(w.shape) != (e, n, k) or tuple(topk_weights.shape) != (m, topk):
             raise SpecError("fused_moe: x, w, topk_ids and topk_weights do not fit each other")
-        gated = _gated(inputs)
+        gated, summed = _gated(inputs), _summed(inputs)
         cols = out_columns(n, gated)
-        if not out.is_contiguous() or tuple(out.shape) != (m, topk, cols):
+        if not out.is_contiguous() or tuple(out.shape) not in ((m, topk, cols), (m, n)):
             raise SpecError(
                 f"fused_moe: out must be a contiguous {m}x{topk}x{n} tensor "
-                f"(up_silu: {m}x{topk}x{n // 2})"
+                f"(up_silu: {m}x{topk}x{n // 2}; down_sum: {m}x{n})"
             )
         if not (topk_ids.is_contiguous() and topk_weights.is_contiguous()):
             raise SpecError("fused_moe: topk_ids and topk_weights must be contiguous")
         per_slot = int(x.shape[0]) == m * topk and topk > 1
-        run = launch_plan(config, m, e, topk, n, k, per_slot, x, gated=gated)
+        run = launch_plan(config, m, e, topk, n, k, per_slot, x, gated=gated, summed=summed)
 
         def launch() -> None:
+            if summed:
+                out.zero_()
             run(x, w, topk_ids, topk_weights, out)
 
         return launch
 
     def reference(self, inputs: Inputs) -> Any:
-        """The torch per-expert loop in float32: [M, topk, N] (``up_silu``: [M, topk, N/2])."""
+        """The torch per-expert loop in float32: [M, topk, N] (``up_silu``: [M, topk, N/2];
+        ``down_sum``: [M, N])."""
         return per_expert_loop(inputs, compute_dtype="float32")
 
 
 def _gated(inputs: Inputs) -> bool:
     """Whether ``inputs`` are an ``up_silu`` problem's: out has half the weights' rows."""
-    return 2 * int(inputs["out"].shape[2]) == int(inputs["w"].shape[1])
+    return 2 * int(inputs["out"].shape[-1]) == int(inputs["w"].shape[1])
+
+
+def _summed(inputs: Inputs) -> bool:
+    """Whether ``inputs`` are a ``down_sum`` problem's: out has one row per token ([M, N])."""
+    return int(inputs["out"].dim()) == 2
 
 
 @dataclass(frozen=True)
@@ -313,6 +335,7 @@ def launch_plan(
     like: Any,
     share: PlannedLaunch | None = None,
     gated: bool = False,
+    summed: bool = False,
 ) -> PlannedLaunch:
     """The alignment and the grouped GEMM for ``m`` tokens under ``config``, with the alignment
     buffers allocated once (on ``like``'s device): the launch :meth:`FusedMoeSpec.make_launcher`
@@ -321,7 +344,9 @@ def launch_plan(
 
     ``share``: a plan whose launch runs first on the same ids (the block's up GEMM); where it has
     this plan's align key, this plan reads its alignment and its :attr:`~PlannedLaunch.align`
-    does nothing. ``gated``: the ``up_silu`` GEMM (out has n // 2 columns)."""
+    does nothing. ``gated``: the ``up_silu`` GEMM (out has n // 2 columns). ``summed``: the
+    ``down_sum`` GEMM (out [m, n], which the caller zeroes before each launch: the kernel adds
+    into it)."""
     import torch
     import triton
 
@@ -370,6 +395,7 @@ def launch_plan(
         "TOP_K": topk,
         "A_PER_SLOT": per_slot,
         "GATED": gated,
+        "SUM_SLOTS": summed,
         "COLS": cols,
         "EVEN_K": k % block_k == 0,
         "TMA": tma,
@@ -391,12 +417,18 @@ def launch_plan(
             made[key] = descriptor.from_tensor(w.view(e * n, k), [cols, block_k])
         return made[key]
 
+    # Triton's interpreter has no bfloat16 atomic add: there a sum goes through float32.
+    through_fp32 = summed and like.device.type == "cpu" and like.dtype == torch.bfloat16
+
     def gemm(x: Any, w: Any, weights: Any, out: Any) -> None:
+        dest = torch.zeros(out.shape, dtype=torch.float32) if through_fp32 else out
         fused_moe_kernel[grid](
-            x, weights_source(w), out, weights, sorted_ids, expert_ids, post, n, k, max_padded, slots,
-            x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
-            out.stride(1), out.stride(2), **constants,
+            x, weights_source(w), dest, weights, sorted_ids, expert_ids, post, n, k, max_padded,
+            slots, x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
+            dest.stride(-2), dest.stride(-1), **constants,
         )  # fmt: skip
+        if through_fp32:
+            out.add_(dest)
 
     return PlannedLaunch(align_key, aligned, align, gemm)
 
@@ -438,7 +470,10 @@ def _grouped_mm_launcher(inputs: Inputs) -> Launcher:
     ids, weights = topk_ids.view(-1), topk_weights.view(-1)
     experts = torch.arange(int(w.shape[0]), dtype=ids.dtype, device=x.device)
     gated, half = _gated(inputs), int(w.shape[1]) // 2
-    w_t, rows_out = w.transpose(1, 2), out.view(m * topk, int(out.shape[2]))
+    summed = _summed(inputs)
+    cols = int(out.shape[-1])
+    slots_out = torch.empty(m, topk, cols, dtype=out.dtype, device=out.device) if summed else out
+    w_t, rows_out = w.transpose(1, 2), slots_out.view(m * topk, cols)
 
     def launch() -> None:
         sorted_ids, order = ids.sort(stable=True)
@@ -449,6 +484,8 @@ def _grouped_mm_launcher(inputs: Inputs) -> Launcher:
             y = F.silu(y[:, :half]) * y[:, half:]
         y.mul_(weights[order, None].to(y.dtype))
         rows_out.index_copy_(0, order, y)
+        if summed:
+            torch.sum(slots_out, dim=1, out=out)
 
     return launch
 
@@ -507,7 +544,7 @@ def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
     """out[m, j] = (a @ w[topk_ids[m, j]].T) * topk_weights[m, j] (a = x[m], or x[m * topk + j]
     when x has a row per slot; ``up_silu`` inputs: silu(gate) * up of that product's halves, then
     the weight) with one torch matmul per expert in ``compute_dtype`` (the spec's reference in
-    float32; a baseline in the inputs' dtype).
+    float32; a baseline in the inputs' dtype); ``down_sum`` inputs: summed over j, [M, N].
     """
     import torch
 
@@ -516,7 +553,7 @@ def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
     dtype = torch_dtype(compute_dtype)
     m, topk = topk_ids.shape
     gated, half = _gated(inputs), w.shape[1] // 2
-    out = torch.zeros(m, topk, inputs["out"].shape[2], dtype=dtype, device=x.device)
+    out = torch.zeros(m, topk, inputs["out"].shape[-1], dtype=dtype, device=x.device)
     for expert in range(w.shape[0]):
         tokens, js = torch.nonzero(topk_ids == expert, as_tuple=True)
         if tokens.numel() == 0:
@@ -526,7 +563,7 @@ def per_expert_loop(inputs: Inputs, compute_dtype: str) -> Any:
         if gated:
             rows = torch.nn.functional.silu(rows[:, :half]) * rows[:, half:]
         out[tokens, js] = rows * topk_weights[tokens, js].to(dtype)[:, None]
-    return out
+    return out.sum(dim=1) if _summed(inputs) else out
 
 
 SPEC = FusedMoeSpec()

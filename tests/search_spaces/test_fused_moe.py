@@ -1,5 +1,6 @@
-"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment, the kernel's result,
-the SiLU-and-mul kernel, an expert block sharing one alignment, and the vendor paths."""
+"""The ``fused_moe`` spec: problems, space, cost model, inputs, alignment, the kernel's result
+(each GEMM, the activation and top-k sum epilogues), the SiLU-and-mul kernel, an expert block
+sharing one alignment, and the vendor paths."""
 
 import importlib.util
 import math
@@ -21,6 +22,10 @@ from tests.search_spaces.kernel_check import vendor_launch
 #: A Qwen3-30B-A3B-like block's gate and up GEMM with the activation in the epilogue.
 QWEN_UP_SILU: Problem = {
     "M": 512, "E": 128, "topk": 8, "N": 1536, "K": 2048, "dtype": "bfloat16", "gemm": "up_silu",
+}  # fmt: skip
+#: The same block's down GEMM with the top-k sum in the epilogue.
+QWEN_DOWN_SUM: Problem = {
+    "M": 512, "E": 128, "topk": 8, "N": 2048, "K": 768, "dtype": "bfloat16", "gemm": "down_sum",
 }  # fmt: skip
 MIXTRAL_TP2: Problem = {"M": 64, "E": 8, "topk": 2, "N": 14336, "K": 4096, "dtype": "float16"}
 
@@ -195,6 +200,20 @@ def test_alignment_scales_to_many_experts_and_chunks() -> None:
             {"M": 5, "E": 3, "topk": 3, "N": 40, "K": 72, "dtype": "bfloat16", "gemm": "up_silu"},
             _config(16, tma=True),
         ),
+        # the top-k sum in the epilogue: float16 atomics; bfloat16 (through float32 on the
+        # interpreter); TMA; a token's slots spread over M-blocks of several experts
+        (
+            {"M": 9, "E": 4, "topk": 3, "N": 40, "K": 48, "dtype": "float16", "gemm": "down_sum"},
+            _config(16, 32, 32),
+        ),
+        (
+            {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down_sum"},
+            _config(32, 32, 64, group=16),
+        ),
+        (
+            {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 64, "dtype": "float16", "gemm": "down_sum"},
+            _config(16, 32, 32, group=16, tma=True),
+        ),
     ],
 )
 def test_kernel_matches_reference(problem: Problem, config: Config) -> None:
@@ -234,6 +253,34 @@ def test_up_silu_takes_the_activation_of_the_up_products() -> None:
     assert SPEC.flops(problem) == SPEC.flops(up)
     assert SPEC.bytes_moved(up) - SPEC.bytes_moved(problem) == 2 * m * topk * f
     assert SPEC.vendor_paths(problem) == ("torch._grouped_mm",)
+
+
+def test_down_sum_is_the_down_projection_summed_per_token() -> None:
+    """out[m] = sum over j of down's out[m, j]: [M, N], one write per token instead of topk."""
+    problem = SPEC.validate_problem({**SPEC.example, "gemm": "down_sum"})
+    inputs = SPEC.build_inputs(problem, "cpu")
+    m, topk = (int(d) for d in inputs["topk_ids"].shape)
+    n = int(problem["N"])
+    assert tuple(inputs["out"].shape) == (m, n)
+    assert tuple(inputs["x"].shape) == (m * topk, int(problem["K"]))
+    slots = per_expert_loop({**inputs, "out": inputs["out"].new_empty(m, topk, n)}, "float32")
+    assert torch.allclose(SPEC.reference(inputs), slots.sum(dim=1), rtol=1e-6, atol=1e-6)
+    down = SPEC.validate_problem({**problem, "gemm": "down"})
+    assert SPEC.flops(problem) == SPEC.flops(down)
+    assert SPEC.bytes_moved(down) - SPEC.bytes_moved(problem) == 2 * m * (topk - 1) * n
+    assert SPEC.vendor_paths(problem) == ("torch._grouped_mm",)
+
+
+def test_down_sum_launches_again_from_zero() -> None:
+    """The launch zeroes out before adding into it: a second launch gives the same sum."""
+    problem = SPEC.validate_problem({"M": 9, "E": 4, "topk": 2, "N": 32, "K": 32,
+                                     "dtype": "float16", "gemm": "down_sum"})  # fmt: skip
+    inputs = SPEC.build_inputs(problem, "cpu")
+    launch = SPEC.make_launcher(inputs, _config(16, 32, 32))
+    launch()
+    first = inputs["out"].clone()
+    launch()
+    assert max_rel_error(inputs["out"], first) < 1e-3
 
 
 def test_down_projection_reads_a_row_per_slot() -> None:
@@ -340,6 +387,20 @@ def test_parallel_alignment_on_the_gpu(problem: Problem) -> None:
 
 @needs_gpu
 @pytest.mark.parametrize("tma", [False, True])
+def test_down_sum_on_the_gpu(tma: bool) -> None:
+    """The top-k sum's bfloat16 atomic adds compiled for a GPU at a Qwen3-30B-A3B-like block's
+    down GEMM, launched twice into one output (zeroed by each launch)."""
+    problem = SPEC.validate_problem(QWEN_DOWN_SUM)
+    inputs = SPEC.build_inputs(problem, "cuda")
+    launch = SPEC.make_launcher(inputs, _config(64, 128, 64, group=16, tma=tma))
+    for _ in range(2):
+        inputs["out"].fill_(float("nan"))
+        launch()
+        assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(problem)
+
+
+@needs_gpu
+@pytest.mark.parametrize("tma", [False, True])
 def test_up_silu_on_the_gpu(tma: bool) -> None:
     """The gated epilogue compiled for a GPU (two accumulators; TMA: two descriptor loads per
     step) at a Qwen3-30B-A3B-like block's gate and up GEMM."""
@@ -357,6 +418,7 @@ VENDOR_CASES: list[Problem] = [
     {**SPEC.example, "gemm": "down"},
     {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down"},
     {"M": 7, "E": 5, "topk": 2, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "up_silu"},
+    {"M": 7, "E": 5, "topk": 3, "N": 40, "K": 48, "dtype": "bfloat16", "gemm": "down_sum"},
 ]
 
 
@@ -424,6 +486,7 @@ def test_vllm_is_listed_where_importable_and_refused_clearly_when_it_lacks_the_k
         {"M": 333, "E": 64, "topk": 8, "N": 2048, "K": 768, "dtype": "bfloat16", "gemm": "down"},
         {"M": 64, "E": 8, "topk": 2, "N": 1024, "K": 512, "dtype": "float16", "gemm": "up"},
         QWEN_UP_SILU,
+        QWEN_DOWN_SUM,
     ],
 )
 def test_grouped_mm_path_on_the_gpu(problem: Problem) -> None:

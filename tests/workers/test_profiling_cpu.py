@@ -306,6 +306,38 @@ def test_a_bundle_of_up_silu_results_swaps_the_gated_first_gemm(
     assert swap.runs_triton("fused_moe", {**up, "K": 128, "gemm": "down"})
 
 
+def test_a_bundle_of_down_sum_results_sums_the_slots_in_the_down_gemm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``down_sum`` entries the block's down GEMM adds each slot into its token's row: the
+    swapped forward sums no [M, topk, H] buffer after it (only the baseline's path does), and both
+    names of the down GEMM map to what the swap runs."""
+    import torch
+
+    experts = {"M": 8, "E": 8, "topk": 2, "dtype": "float16"}
+    summed = {**experts, "N": 256, "K": 128, "gemm": "down_sum"}
+    gated = {**experts, "N": 256, "K": 256, "gemm": "up_silu"}
+    sums: list[tuple[tuple[int, ...], torch.dtype]] = []
+    real_sum = torch.Tensor.sum
+
+    def counted_sum(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        sums.append((tuple(self.shape), self.dtype))
+        return real_sum(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "sum", counted_sum)
+    entries = [{"problem": p, "backend": "triton"} for p in (summed, gated)]
+    swap = _swapped_tiny_moe(_bundle("fused_moe", entries))
+    # The baseline forward's sum of the slots; the swapped forward's would be a second.
+    assert sums.count(((8, 2, 256), torch.float16)) == 1
+    assert swap.moe_last == "down_sum"
+    assert set(swap.tables["fused_moe"]) == {
+        (8, 8, 2, 256, 256, "float16", "up_silu"), (8, 8, 2, 256, 128, "float16", "down_sum"),
+    }  # fmt: skip
+    down = {**summed, "gemm": "down"}
+    assert swap.ran("fused_moe", down) == summed and swap.runs_triton("fused_moe", down)
+    assert swap.runs_triton("fused_moe", {**gated, "gemm": "up"})
+
+
 def test_the_twin_is_routed_as_the_checked_forward_was() -> None:
     """tiny-moe in bfloat16: some of 256 tokens' second and third experts lie within a rounding of
     each other, so the twin routes them elsewhere; pinned to the forward's experts, the error is
@@ -445,7 +477,9 @@ def test_moe_models_emit_fused_moe_jobs_with_both_gemms(
     # tiny-moe: hidden 256, 8 experts, top 2, expert MLP 128; prefill M = 2 x 8, decode M = 2.
     got = {(p["M"], p["gemm"], p["N"], p["K"]) for p in moe.problems}
     assert got == {
-        (m, g, n, k) for m in (16, 2) for g, n, k in (("up_silu", 256, 256), ("down", 256, 128))
+        (m, g, n, k)
+        for m in (16, 2)
+        for g, n, k in (("up_silu", 256, 256), ("down_sum", 256, 128))
     }
     assert all((p["E"], p["topk"]) == (8, 2) for p in moe.problems)
 

@@ -61,7 +61,7 @@ def moe_problems(name: str) -> Mapped | str:
     common = {"M": m, "E": e, "topk": topk, "dtype": dtype}
     return [
         ("fused_moe", {**common, "N": 2 * ffn, "K": hidden, "gemm": "up_silu"}, 2 / 3),
-        ("fused_moe", {**common, "N": hidden, "K": ffn, "gemm": "down"}, 1 / 3),
+        ("fused_moe", {**common, "N": hidden, "K": ffn, "gemm": "down_sum"}, 1 / 3),
     ]
 
 

@@ -8,7 +8,8 @@ model's paged cache) and every ``MoE`` expert block (fused_moe bundle: where it 
 results, the gate+up GEMM with SiLU(gate) * up in its epilogue, else the gate+up GEMM and
 fused_moe's silu_and_mul kernel; then the down GEMM with the routing weights applied in the kernel
 and, where both configs share BLOCK_SIZE_M, the first GEMM's expert alignment; slots summed per
-token, as the model's grouped_mm path). ``Swap.on`` chooses per call, so one model and one set of
+token, as the model's grouped_mm path: in the down GEMM's epilogue where the bundle holds
+``down_sum`` results, else by torch after it). ``Swap.on`` chooses per call, so one model and one set of
 inputs serve the baseline and the tuned run, interleaved.
 
 A call runs the tuned kernel only where the bundle's decision for its problem is ``triton``
@@ -42,7 +43,13 @@ from torch import nn
 from search_spaces import stack
 from search_spaces.bundle import Bundle, BundleError, BundleTable, Decision, load_bundle
 from search_spaces.device_identity import DeviceClass, same_class
-from search_spaces.kernels.fused_moe import GATED, PlannedLaunch, launch_plan, silu_and_mul
+from search_spaces.kernels.fused_moe import (
+    GATED,
+    SUMMED,
+    PlannedLaunch,
+    launch_plan,
+    silu_and_mul,
+)
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
@@ -65,6 +72,8 @@ FIELDS = {
 KEPT = "kept vendor"
 #: fused_moe's first GEMM of an expert block: plain (then silu_and_mul), or with the activation.
 FIRST_GEMMS = ("up", GATED)
+#: fused_moe's last GEMM of an expert block: plain (then torch's sum), or with the top-k sum.
+LAST_GEMMS = ("down", SUMMED)
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
@@ -113,6 +122,9 @@ class Swap:
     #: An expert block's first GEMM: ``up_silu`` where the fused_moe bundle holds results of it,
     #: else ``up`` (set from the bundles).
     moe_first: str = field(init=False, default="up")
+    #: An expert block's down GEMM: ``down_sum`` where the fused_moe bundle holds results of it,
+    #: else ``down`` (set from the bundles).
+    moe_last: str = field(init=False, default="down")
     _plans: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,8 +132,11 @@ class Swap:
             k: b.decision_table(FIELDS[k]) for k, b in self.bundles.items() if k in FIELDS
         }
         moe = self.bundles.get("fused_moe")
-        if moe is not None and any(e.problem.get("gemm") == GATED for e in moe.entries):
+        gemms = {e.problem.get("gemm") for e in moe.entries} if moe is not None else set()
+        if GATED in gemms:
             self.moe_first = GATED
+        if SUMMED in gemms:
+            self.moe_last = SUMMED
 
     @property
     def used(self) -> dict[str, dict[str, int]]:
@@ -153,10 +168,16 @@ class Swap:
 
     def ran(self, kernel: str, problem: dict[str, Any]) -> dict[str, Any]:
         """The problem the swap runs for ``problem``: an expert block's first GEMM is ``up_silu``
-        where the fused_moe bundle holds such results, else ``up``."""
-        if kernel != "fused_moe" or problem.get("gemm") not in FIRST_GEMMS:
+        where the fused_moe bundle holds such results, else ``up``; its last is ``down_sum``
+        where the bundle holds such results, else ``down``."""
+        if kernel != "fused_moe":
             return problem
-        return {**problem, "gemm": self.moe_first}
+        gemm = problem.get("gemm")
+        if gemm in FIRST_GEMMS:
+            return {**problem, "gemm": self.moe_first}
+        if gemm in LAST_GEMMS:
+            return {**problem, "gemm": self.moe_last}
+        return problem
 
     def runs_triton(self, kernel: str, problem: dict[str, Any]) -> bool:
         """Whether calls of ``problem`` run the tuned kernel (for fused_moe: both GEMMs of its
@@ -167,7 +188,8 @@ class Swap:
         keys = [tuple(problem[f] for f in FIELDS[kernel])]
         if kernel == "fused_moe":  # the block's other GEMM: first (N = 2F, K = H) <-> down (H, F)
             n, k = int(problem["N"]), int(problem["K"])
-            other = (k, n // 2, "down") if problem["gemm"] != "down" else (2 * k, n, self.moe_first)
+            first = problem["gemm"] in FIRST_GEMMS
+            other = (k, n // 2, self.moe_last) if first else (2 * k, n, self.moe_first)
             keys.append((*keys[0][:3], other[0], other[1], keys[0][5], other[2]))
         table = self.tables[kernel]
         return all(
@@ -404,8 +426,8 @@ def _moe(swap: Swap, module: MoE) -> None:
     e, f2, h = module.w_up.shape
     f, topk = f2 // 2, module.top_k
     dtype = DTYPE_NAMES[module.w_up.dtype]
-    first = swap.moe_first
-    gated = first == GATED
+    first, last = swap.moe_first, swap.moe_last
+    gated, summed = first == GATED, last == SUMMED
     plans: dict[int, tuple[PlannedLaunch, PlannedLaunch, torch.Tensor] | None] = {}
 
     def experts(
@@ -417,7 +439,7 @@ def _moe(swap: Swap, module: MoE) -> None:
         try:
             plan = plans[m]
         except KeyError:
-            keys = (m, e, topk, f2, h, dtype, first), (m, e, topk, h, f, dtype, "down")
+            keys = (m, e, topk, f2, h, dtype, first), (m, e, topk, h, f, dtype, last)
             up, down = (swap.decision("fused_moe", key) for key in keys)
             plan = None
             if not (up.triton and down.triton):
@@ -427,7 +449,9 @@ def _moe(swap: Swap, module: MoE) -> None:
                 plan = (
                     up_plan,
                     # Equal BLOCK_SIZE_M: the down GEMM reads the first launch's alignment.
-                    launch_plan(down.config, m, e, topk, h, f, topk > 1, x, share=up_plan),
+                    launch_plan(
+                        down.config, m, e, topk, h, f, topk > 1, x, share=up_plan, summed=summed
+                    ),
                     torch.ones(m, topk, dtype=torch.float32, device=x.device),
                 )
             plans[m] = plan
@@ -442,9 +466,13 @@ def _moe(swap: Swap, module: MoE) -> None:
             hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
             launch_up(x, self.w_up, ids, ones, hidden)
             silu_and_mul(hidden.view(m * topk, f2), act)
-        out = torch.empty(m, topk, h, dtype=x.dtype, device=x.device)
-        launch_down(act, self.w_down, ids, weights, out)
-        return out.sum(dim=1)
+        if summed:
+            out = torch.zeros(m, h, dtype=x.dtype, device=x.device)
+            launch_down(act, self.w_down, ids, weights, out)
+            return out
+        slots = torch.empty(m, topk, h, dtype=x.dtype, device=x.device)
+        launch_down(act, self.w_down, ids, weights, slots)
+        return slots.sum(dim=1)
 
     module.experts = types.MethodType(experts, module)  # type: ignore[method-assign]
 

@@ -206,12 +206,14 @@ def test_fused_moe_tma_configs_are_left_out_of_vllms_files() -> None:
         vllm_files(entries[1:], "NVIDIA H100")
 
 
-def test_fused_moe_up_silu_results_are_left_out_of_vllms_files() -> None:
-    """vLLM's first GEMM writes gate and up; its activation is a pass of its own."""
-    gated = {**_problem(64), "gemm": "up_silu"}
-    entries = [(_problem(16), _config(16)), (gated, {**_config(64), "TMA": True})]
+@pytest.mark.parametrize("gemm", ["up_silu", "down_sum"])
+def test_fused_moe_epilogue_results_are_left_out_of_vllms_files(gemm: str) -> None:
+    """vLLM's first GEMM writes gate and up, its second a row per slot; the activation and the
+    top-k sum are passes of their own."""
+    fused = {**_problem(64), "gemm": gemm}
+    entries = [(_problem(16), _config(16)), (fused, {**_config(64), "TMA": True})]
     ((name, text),) = vllm_files(entries, "NVIDIA H100")
     assert "_down" not in name and json.loads(text) == {"16": _config(16)}
-    assert vllm_skipped("fused_moe", entries) == [(gated, "gemm=up_silu, TMA=True")]
-    with pytest.raises(BundleExportError, match="gemm=up_silu everywhere"):
+    assert vllm_skipped("fused_moe", entries) == [(fused, f"gemm={gemm}, TMA=True")]
+    with pytest.raises(BundleExportError, match="gemm=up_silu or down_sum everywhere"):
         vllm_files(entries[1:], "NVIDIA H100")
