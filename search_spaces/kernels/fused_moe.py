@@ -5,10 +5,9 @@ layer: ``gemm=up`` (gate and up projections: one x row per token), ``gemm=up_sil
 SiLU(gate) * up taken in the epilogue, so the layer's activation needs no pass of its own),
 ``gemm=down`` (the down projection: one activation row per routed slot) or ``gemm=down_sum`` (the
 same with each token's slots summed in the epilogue, so the layer's output needs no pass of its
-own). :func:`launch_plan`
-prepares any GEMM's launch; :func:`silu_and_mul` is the activation between ``up`` and ``down`` in a
-swapped expert block. Importing this
-module loads neither torch nor triton; the kernels live in ``_fused_moe_kernels``.
+own). :func:`launch_plan` prepares any GEMM's launch; :func:`silu_and_mul` is the activation
+between ``up`` and ``down`` in a swapped expert block. Importing this module loads neither torch
+nor triton; the kernels live in ``_fused_moe_kernels``.
 """
 
 from __future__ import annotations
@@ -137,14 +136,13 @@ class FusedMoeSpec(KernelSpec):
     Inputs: ``x`` as above, expert weights ``w`` [E, N, K], router output
     ``topk_ids`` [M, topk] (int32, distinct experts per token) and ``topk_weights`` [M, topk]
     (float32); ``out`` is [M, topk, N] (``up_silu``: [M, topk, N/2]; ``down_sum``: [M, N]) in the
-    problem's dtype. The
-    routed weight is applied inside the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
+    problem's dtype. The routed weight is applied inside the kernel (vLLM's MUL_ROUTED_WEIGHT=True).
 
-    One launch is a zero fill and four Triton kernels, with no host synchronization: the alignment
-    step (vLLM's moe_align_block_size: sort the M*topk token slots by expert and pad each expert's
-    group to a multiple of BLOCK_SIZE_M, into buffers sized for the bound
-    M*topk + E*(BLOCK_SIZE_M-1); three kernels parallel over slot chunks and over experts), then
-    the grouped GEMM over the padded M-blocks (one expert per block) x N-blocks.
+    One launch is a zero fill (``down_sum``: two, out's too) and four Triton kernels, with no host
+    synchronization: the alignment step (vLLM's moe_align_block_size: sort the M*topk token slots
+    by expert and pad each expert's group to a multiple of BLOCK_SIZE_M, into buffers sized for
+    the bound M*topk + E*(BLOCK_SIZE_M-1); three kernels parallel over slot chunks and over
+    experts), then the grouped GEMM over the padded M-blocks (one expert per block) x N-blocks.
     """
 
     name: ClassVar[str] = "fused_moe"
