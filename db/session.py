@@ -75,6 +75,8 @@ _READONLY = "tunefleet_readonly"
 # Where a SQLite connection's info keeps when (time.monotonic()) its last BEGIN was sent: a writer
 # waits for the lock from then on.
 _BEGIN_AT = "tunefleet_begin_at"
+# Where it keeps the query_only setting it last sent (a connection keeps it across transactions).
+_QUERY_ONLY = "tunefleet_query_only"
 # Serializes concurrent `upgrade` calls on one PostgreSQL database (any constant works).
 _PG_MIGRATION_LOCK = 0x7475_6E65
 # SQLSTATEs after which the same transaction, run again, may succeed.
@@ -171,9 +173,11 @@ def _sqlite_on_connect(busy_timeout_s: float) -> Callable[[Any, Any], None]:
 def _sqlite_on_begin(connection: Connection) -> None:
     # query_only: a write in a read-only session fails at once, every time, rather than only when
     # another writer holds the lock (a read transaction cannot wait to become a write one).
-    readonly = connection.get_execution_options().get(_READONLY, False)
+    readonly = bool(connection.get_execution_options().get(_READONLY, False))
     connection.info[_BEGIN_AT] = time.monotonic()
-    connection.exec_driver_sql(f"PRAGMA query_only = {int(bool(readonly))}")
+    if connection.info.get(_QUERY_ONLY) is not readonly:
+        connection.exec_driver_sql(f"PRAGMA query_only = {int(readonly)}")
+        connection.info[_QUERY_ONLY] = readonly
     connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 

@@ -9,8 +9,8 @@ results, the gate+up GEMM with SiLU(gate) * up in its epilogue, else the gate+up
 fused_moe's silu_and_mul kernel; then the down GEMM with the routing weights applied in the kernel
 and, where both configs share BLOCK_SIZE_M, the first GEMM's expert alignment; slots summed per
 token, as the model's grouped_mm path: in the down GEMM's epilogue where the bundle holds
-``down_sum`` results, else by torch after it). ``Swap.on`` chooses per call, so one model and one set of
-inputs serve the baseline and the tuned run, interleaved.
+``down_sum`` results, else by torch after it). ``Swap.on`` chooses per call, so one model and one
+set of inputs serve the baseline and the tuned run, interleaved.
 
 A call runs the tuned kernel only where the bundle's decision for its problem is ``triton``
 (:meth:`Bundle.decision_table`); where it is ``vendor`` the model's own op runs ("kept vendor").
