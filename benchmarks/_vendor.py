@@ -58,42 +58,27 @@ def contiguous_sdpa(inputs: dict[str, Any], problem: dict[str, Any], backend: st
 
 
 def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[Any, Any]:
-    """The torch path on the same routing (see the module docstring): a callable giving
-    [M, topk, N] (``gemm=up_silu``: SiLU(gate) * up as torch ops after the grouped GEMM, as the
-    model's path, [M, topk, N/2]; ``gemm=down_sum``: then summed over topk, [M, N]), and one
-    running its grouped GEMM alone on rows sorted here."""
+    """fused_moe's ``torch._grouped_mm`` vendor launch (the spec's, as a study times it) writing
+    an output of its own, as a callable returning that output ([M, topk, N]; ``gemm=up_silu``:
+    [M, topk, N/2]; ``gemm=down_sum``: [M, N]); and one running its grouped GEMM alone on rows
+    sorted here once."""
     import torch
-    import torch.nn.functional as F
 
-    from search_spaces.kernels.fused_moe import GATED, PER_SLOT_GEMMS, SUMMED, out_columns
+    from search_spaces import get_spec
+    from search_spaces.kernels.fused_moe import PER_SLOT_GEMMS
 
-    x, w, ids, weights = inputs["x"], inputs["w"], inputs["topk_ids"], inputs["topk_weights"]
-    m, topk = ids.shape
-    e, n = int(w.shape[0]), int(w.shape[1])
-    per_slot = problem["gemm"] in PER_SLOT_GEMMS and topk > 1
-    gated = problem["gemm"] == GATED
-    cols = out_columns(n, gated)
-    out = torch.empty(m * topk, cols, dtype=x.dtype, device=x.device)
-    w_t = w.transpose(1, 2)
-
-    ones = torch.ones(m * topk, dtype=torch.int32, device=x.device)
-
-    def route() -> tuple[Any, Any, Any]:
-        flat = ids.flatten()
-        order = flat.argsort(stable=True)
-        counts = torch.zeros(e, dtype=torch.int32, device=x.device).scatter_add_(0, flat, ones)
-        a = x[order] if per_slot else x[order // topk]
-        return order, a, counts.cumsum(0).to(torch.int32)
+    own = {**inputs, "out": torch.empty_like(inputs["out"])}
+    launch = get_spec("fused_moe").make_vendor_launcher(own, "torch._grouped_mm")
 
     def run() -> Any:
-        order, a, offs = route()
-        y = torch._grouped_mm(a, w_t, offs=offs)
-        if gated:
-            y = F.silu(y[:, :cols]) * y[:, cols:]
-        y = y * weights.flatten()[order, None].to(y.dtype)
-        out.index_copy_(0, order, y)
-        slots = out.view(m, topk, cols)
-        return slots.sum(dim=1) if problem["gemm"] == SUMMED else slots
+        launch()
+        return own["out"]
 
-    _, a_sorted, offs_sorted = route()
-    return run, lambda: torch._grouped_mm(a_sorted, w_t, offs=offs_sorted)
+    x, w, ids = inputs["x"], inputs["w"], inputs["topk_ids"]
+    topk = int(ids.shape[1])
+    flat = ids.flatten().long()
+    order = flat.argsort(stable=True)
+    rows = x[order] if problem["gemm"] in PER_SLOT_GEMMS and topk > 1 else x[order // topk]
+    offs = torch.bincount(flat, minlength=int(w.shape[0])).cumsum(0).to(torch.int32)
+    w_t = w.transpose(1, 2)
+    return run, lambda: torch._grouped_mm(rows, w_t, offs=offs)
