@@ -40,7 +40,7 @@ from _sweep import (  # this folder
 
 
 def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int = 1,
-         tma: bool = False) -> dict[str, Any]:  # fmt: skip
+         tma: bool = False, lag: bool = False) -> dict[str, Any]:  # fmt: skip
     return {
         "BLOCK_SIZE_M": bm,
         "BLOCK_SIZE_N": bn,
@@ -50,6 +50,7 @@ def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: 
         "num_warps": warps,
         "num_stages": stages,
         "TMA": tma,
+        "SCALE_LAG": lag,
     }
 
 
@@ -65,8 +66,16 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(16, 128, 128, 1, 4, 4, split=4),
         _cfg(16, 64, 128, 1, 4, 5, split=8, tma=True),
         _cfg(64, 64, 64, 1, 4, 6, split=2),
+        _cfg(128, 128, 128, 16, 8, 3, lag=True),
+        _cfg(128, 128, 128, 16, 8, 4, tma=True, lag=True),
+        _cfg(64, 128, 128, 32, 4, 4, tma=True, lag=True),
+        _cfg(64, 256, 128, 16, 8, 3, tma=True, lag=True),
     ],
-    "smoke": [_cfg(64, 128, 128, 32, 4, 2), _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True)],
+    "smoke": [
+        _cfg(64, 128, 128, 32, 4, 2),
+        _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True),
+        _cfg(32, 128, 128, 1, 4, 2, lag=True),
+    ],
 }
 
 #: DeepSeek-V3's block-FP8 linears (N, K): fused q_a/kv_a projection (N = 1536 + 576 = 2112 ends

@@ -49,6 +49,7 @@ def fp8_matmul_kernel(
     SPLIT_K: tl.constexpr,
     SCALE_BLOCK: tl.constexpr,
     TMA: tl.constexpr,
+    SCALE_LAG: tl.constexpr,
 ):
     """C = (A * a_scale) @ (B * b_scale)^T with fp32 accumulation.
 
@@ -59,6 +60,8 @@ def fp8_matmul_kernel(
     BLOCK_SIZE_K divides SCALE_BLOCK, so every K step lies inside one scale group and no K load is
     masked: each step's product is scaled by its rows' and columns' scales and added to the
     accumulator (the tensor cores' partial sums never span more than SCALE_BLOCK products).
+    SCALE_LAG: a step's product is scaled and added one step later, so the scaling (CUDA cores)
+    can overlap the next step's MMA (tensor cores) at the cost of a third fp32 tile of registers.
 
     Grid: (cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N), SPLIT_K). Program pid_k runs the K steps
     pid_k, pid_k + SPLIT_K, ...; it writes C (its dtype) with SPLIT_K == 1, else its fp32 slice of
@@ -81,6 +84,10 @@ def fp8_matmul_kernel(
     b_scales = bs_ptr + (cols // SCALE_BLOCK) * stride_bsn
     step = SPLIT_K * BLOCK_SIZE_K
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    # SCALE_LAG: the last step's unscaled product and its scales (zero before the first step).
+    held = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    held_a = tl.zeros((BLOCK_SIZE_M,), dtype=tl.float32)
+    held_b = tl.zeros((BLOCK_SIZE_N,), dtype=tl.float32)
     for k0 in range(pid_k * BLOCK_SIZE_K, K, step):
         if TMA:
             a = a_src.load([pid_m * BLOCK_SIZE_M, k0])
@@ -92,7 +99,14 @@ def fp8_matmul_kernel(
         group = k0 // SCALE_BLOCK
         a_s = tl.load(a_scales + group * stride_ask)
         b_s = tl.load(b_scales + group * stride_bsk)
-        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+        if SCALE_LAG:
+            product = tl.dot(a, b)
+            acc += held * held_a[:, None] * held_b[None, :]
+            held, held_a, held_b = product, a_s, b_s
+        else:
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+    if SCALE_LAG:
+        acc += held * held_a[:, None] * held_b[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     # int64: SPLIT_K * M * N may exceed 2**31 elements.
     out = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[:, None].to(tl.int64) * stride_cm

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
+    MAX_ACC_PER_THREAD,
     accumulator_rule,
     amd_stages_rule,
     int_param,
@@ -99,6 +100,13 @@ SPACE = Space(
         Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
         tma_param("load A and B tiles through TMA descriptors (sm_90+; not in vLLM's kernel)"),
+        Param(
+            "SCALE_LAG",
+            (False, True),
+            ParamKind.BOOL,
+            doc="scale and add each K step's product one step later, overlapping the scaling "
+            "with the next step's MMA (a third accumulator tile; not in vLLM's kernel)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -119,6 +127,17 @@ SPACE = Space(
             lambda c, _lim: (
                 int_param(c, "BLOCK_SIZE_M") * int_param(c, "BLOCK_SIZE_N")
                 >= int_param(c, "num_warps") * MIN_OUT_PER_WARP
+            ),
+        ),
+        Constraint(
+            "lagged-scale-registers",
+            f"SCALE_LAG only where BLOCK_SIZE_M*BLOCK_SIZE_N / (num_warps * warp size) <= "
+            f"{MAX_ACC_PER_THREAD // 2} (it holds the last step's product beside the two tiles)",
+            ("SCALE_LAG", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_warps"),
+            lambda c, lim: (
+                not c["SCALE_LAG"]
+                or int_param(c, "BLOCK_SIZE_M") * int_param(c, "BLOCK_SIZE_N")
+                <= MAX_ACC_PER_THREAD // 2 * int_param(c, "num_warps") * lim.warp_size
             ),
         ),
         Constraint(
@@ -163,6 +182,7 @@ DEFAULT: Config = {
     "num_warps": 4,
     "num_stages": 2,
     "TMA": False,
+    "SCALE_LAG": False,
 }
 
 

@@ -31,6 +31,7 @@ def cfg(
     tma: bool = False,
     warps: int = 4,
     stages: int = 2,
+    lag: bool = False,
 ) -> Config:
     return {
         "BLOCK_SIZE_M": bm,
@@ -39,6 +40,7 @@ def cfg(
         "GROUP_SIZE_M": group,
         "SPLIT_K": split,
         "TMA": tma,
+        "SCALE_LAG": lag,
         "num_warps": warps,
         "num_stages": stages,
     }
@@ -67,6 +69,11 @@ CASES: list[tuple[Problem, Config]] = [
     # DeepSeek-V3's fused q_a/kv_a projection: 2112 = 16 * 128 + 64.
     ({"M": 3, "N": 2112, "K": 256}, cfg(16, 128, split=2)),
     ({"M": 3, "N": 2112, "K": 256}, cfg(32, 256, bk=64, tma=True)),
+    # SCALE_LAG: one step (the held product is added after the loop), several, split-K, TMA.
+    ({"M": 33, "N": 256, "K": 128}, cfg(32, 128, lag=True)),
+    ({"M": 130, "N": 200, "K": 512}, cfg(64, 64, bk=64, group=8, lag=True)),
+    ({"M": 16, "N": 256, "K": 512}, cfg(16, 64, split=2, lag=True)),
+    ({"M": 33, "N": 2112, "K": 384}, cfg(32, 128, tma=True, lag=True)),
 ]
 
 
@@ -75,7 +82,9 @@ CASES: list[tuple[Problem, Config]] = [
     CASES,
     ids=[
         f"{p['M']}x{p['N']}x{p['K']}-{c['BLOCK_SIZE_M']}x{c['BLOCK_SIZE_N']}x{c['BLOCK_SIZE_K']}"
-        f"-g{c['GROUP_SIZE_M']}-split{c['SPLIT_K']}" + ("-tma" if c["TMA"] else "")
+        f"-g{c['GROUP_SIZE_M']}-split{c['SPLIT_K']}"
+        + ("-tma" if c["TMA"] else "")
+        + ("-lag" if c["SCALE_LAG"] else "")
         for p, c in CASES
     ],
 )
@@ -196,7 +205,7 @@ def test_matmul_runs_on_every_class() -> None:
 
 def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
     configs = SPEC.space.enumerate(h200_limits)
-    assert len(configs) == 4308
+    assert len(configs) == 8122
     for c in configs:
         stage = (int(c["BLOCK_SIZE_M"]) + int(c["BLOCK_SIZE_N"])) * int(c["BLOCK_SIZE_K"])
         assert stage * int(c["num_stages"]) <= h200_limits.shared_mem_per_block
@@ -206,7 +215,11 @@ def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
     # Every K step lies inside one scale group: the kernel reads one scale per row per step.
     assert all(SCALE_BLOCK % int(v) == 0 for v in SPEC.space.param("BLOCK_SIZE_K").values)
     # vLLM's tuner's grid (BLOCK_SIZE_K = the scale block) is inside the space, where it fits.
-    vllm = [c for c in configs if c["BLOCK_SIZE_K"] == 128 and c["SPLIT_K"] == 1 and not c["TMA"]]
+    vllm = [
+        c
+        for c in configs
+        if c["BLOCK_SIZE_K"] == 128 and c["SPLIT_K"] == 1 and not c["TMA"] and not c["SCALE_LAG"]
+    ]
     assert {c["BLOCK_SIZE_M"] for c in vllm} == {16, 32, 64, 128, 256}
     assert {c["BLOCK_SIZE_N"] for c in vllm} == {32, 64, 128, 256}
     assert {c["GROUP_SIZE_M"] for c in vllm} >= {1, 16, 32, 64}
@@ -222,6 +235,7 @@ def test_configs_breaking_a_rule_are_refused_before_the_gpu(h200_limits: DeviceL
         (cfg(16, 64, group=8, split=2), h200_limits, "split-k-no-group"),
         (cfg(16, 32, warps=8), h200_limits, "work-per-warp"),
         (cfg(tma=True), a100, "tma-arch"),
+        (cfg(128, 128, lag=True), h200_limits, "lagged-scale-registers"),
     ]
     for config, limits, rule in cases:
         violation = SPEC.space.violation(config, limits)
@@ -307,6 +321,7 @@ GPU_CONFIGS = [
     cfg(128, 128, group=16, warps=8, stages=4),
     cfg(16, 64, split=4, stages=4),
     cfg(16, 128, bk=64, split=8, stages=5, tma=True),
+    cfg(128, 128, group=16, warps=8, stages=4, tma=True, lag=True),
 ]
 
 
