@@ -40,7 +40,8 @@ from _sweep import (  # this folder
 
 
 def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int = 1,
-         tma: bool = False, lag: bool = False) -> dict[str, Any]:  # fmt: skip
+         tma: bool = False, lag: bool = False, persistent: bool = False
+         ) -> dict[str, Any]:  # fmt: skip
     return {
         "BLOCK_SIZE_M": bm,
         "BLOCK_SIZE_N": bn,
@@ -50,6 +51,7 @@ def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: 
         "num_warps": warps,
         "num_stages": stages,
         "TMA": tma,
+        "PERSISTENT": persistent,
         "SCALE_LAG": lag,
     }
 
@@ -70,11 +72,14 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 128, 16, 8, 4, tma=True, lag=True),
         _cfg(64, 128, 128, 32, 4, 4, tma=True, lag=True),
         _cfg(64, 256, 128, 16, 8, 3, tma=True, lag=True),
+        _cfg(128, 256, 128, 16, 8, 3, tma=True, persistent=True),
+        _cfg(128, 128, 128, 16, 8, 4, tma=True, persistent=True, lag=True),
     ],
     "smoke": [
         _cfg(64, 128, 128, 32, 4, 2),
         _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True),
         _cfg(32, 128, 128, 1, 4, 2, lag=True),
+        _cfg(32, 128, 128, 1, 4, 2, tma=True, persistent=True, lag=True),
     ],
 }
 

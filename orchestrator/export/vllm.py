@@ -36,8 +36,8 @@ reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json
 ``configs/`` folder beside that module: one file per (N, K) of the weight, M (string key) -> the
 six :data:`VLLM_KEYS` (and the AMD keys where the config has them), nearest M wins, and every key
 is passed to the Triton launch. ``device_name`` is the GPU name with spaces as ``_`` and no H200
-folding (that is the fused-MoE loader's). vLLM's kernel has none of ``SPLIT_K``, ``TMA`` and
-``SCALE_LAG`` (:data:`NOT_IN_VLLM`), so an entry whose config needs another value than vLLM's is
+folding (that is the fused-MoE loader's). vLLM's kernel has none of ``SPLIT_K``, ``TMA``,
+``PERSISTENT`` and ``SCALE_LAG`` (:data:`NOT_IN_VLLM`), so an entry whose config needs another value than vLLM's is
 never written: as is, vLLM's launch would reject the extra key; stripped, vLLM would run a config nobody
 timed. A bundle holds one config per M, so such an M is left out of its file (vLLM then takes
 the nearest written M's config, or its default when none is left) and ``pull`` names it on
@@ -87,7 +87,7 @@ VENDOR_POLICY = (
 #: Per kernel, the parameters vLLM's kernel lacks, with the value it runs.
 NOT_IN_VLLM: dict[str, dict[str, object]] = {
     "fused_moe": {"TMA": False},
-    "fp8_matmul": {"SPLIT_K": 1, "TMA": False, "SCALE_LAG": False},
+    "fp8_matmul": {"SPLIT_K": 1, "TMA": False, "PERSISTENT": False, "SCALE_LAG": False},
 }
 
 #: fused_moe GEMMs vLLM's kernel does not run (SiLU-and-mul in the first GEMM's epilogue, the

@@ -2,7 +2,7 @@
 # mypy: disallow-untyped-defs=False
 """Triton kernels of the ``fp8_matmul`` spec: a grouped-tile FP8 GEMM with block scales applied per
 K step in the fp32 accumulation (tiles loaded through pointers or TMA descriptors), optional
-split-K whose fp32 slices a second kernel sums.
+split-K whose fp32 slices a second kernel sums, and its persistent TMA variant.
 
 Imported only inside ``Fp8MatmulSpec.make_launcher`` (it imports triton); its text is the kernel's
 source for the version hash.
@@ -22,6 +22,44 @@ def _tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.c
     rows = tl.minimum(tl.cdiv(M, BLOCK_M) - first_m, GROUP_M)
     in_group = pid % per_group
     return first_m + in_group % rows, in_group // rows
+
+
+@triton.jit
+def _scaled_k_steps(
+    a_src, b_src, a_scales, b_scales, rows, cols, pid_m, pid_n, k_first, K, step,
+    stride_am, stride_bn, stride_ask, stride_bsk,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    SCALE_BLOCK: tl.constexpr, TMA: tl.constexpr, SCALE_LAG: tl.constexpr,
+):  # fmt: skip
+    """The fp32 sum over K steps k_first, k_first + step, ... < K of tile (pid_m, pid_n)'s
+    products, each scaled by its rows' scales (``a_scales``: A's scale row of each tile row) and
+    columns' (``b_scales``: B's scale row of each tile column). See ``fp8_matmul_kernel``."""
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    # SCALE_LAG: the last step's unscaled product and its scales (zero before the first step).
+    held = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    held_a = tl.zeros((BLOCK_SIZE_M,), dtype=tl.float32)
+    held_b = tl.zeros((BLOCK_SIZE_N,), dtype=tl.float32)
+    for k0 in range(k_first, K, step):
+        if TMA:
+            a = a_src.load([pid_m * BLOCK_SIZE_M, k0])
+            b = b_src.load([pid_n * BLOCK_SIZE_N, k0]).T
+        else:
+            k = k0 + offs_k
+            a = tl.load(a_src + rows[:, None] * stride_am + k[None, :])
+            b = tl.load(b_src + cols[None, :] * stride_bn + k[:, None])
+        group = k0 // SCALE_BLOCK
+        a_s = tl.load(a_scales + group * stride_ask)
+        b_s = tl.load(b_scales + group * stride_bsk)
+        if SCALE_LAG:
+            product = tl.dot(a, b)
+            acc += held * held_a[:, None] * held_b[None, :]
+            held, held_a, held_b = product, a_s, b_s
+        else:
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+    if SCALE_LAG:
+        acc += held * held_a[:, None] * held_b[None, :]
+    return acc
 
 
 @triton.jit
@@ -79,39 +117,63 @@ def fp8_matmul_kernel(
     # int64 rows: M*K may exceed 2**31 elements.
     rows = (offs_m % M).to(tl.int64)
     cols = (offs_n % N).to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_scales = as_ptr + rows * stride_asm
     b_scales = bs_ptr + (cols // SCALE_BLOCK) * stride_bsn
-    step = SPLIT_K * BLOCK_SIZE_K
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    # SCALE_LAG: the last step's unscaled product and its scales (zero before the first step).
-    held = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    held_a = tl.zeros((BLOCK_SIZE_M,), dtype=tl.float32)
-    held_b = tl.zeros((BLOCK_SIZE_N,), dtype=tl.float32)
-    for k0 in range(pid_k * BLOCK_SIZE_K, K, step):
-        if TMA:
-            a = a_src.load([pid_m * BLOCK_SIZE_M, k0])
-            b = b_src.load([pid_n * BLOCK_SIZE_N, k0]).T
-        else:
-            k = k0 + offs_k
-            a = tl.load(a_src + rows[:, None] * stride_am + k[None, :])
-            b = tl.load(b_src + cols[None, :] * stride_bn + k[:, None])
-        group = k0 // SCALE_BLOCK
-        a_s = tl.load(a_scales + group * stride_ask)
-        b_s = tl.load(b_scales + group * stride_bsk)
-        if SCALE_LAG:
-            product = tl.dot(a, b)
-            acc += held * held_a[:, None] * held_b[None, :]
-            held, held_a, held_b = product, a_s, b_s
-        else:
-            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
-    if SCALE_LAG:
-        acc += held * held_a[:, None] * held_b[None, :]
+    acc = _scaled_k_steps(
+        a_src, b_src, a_scales, b_scales, rows, cols, pid_m, pid_n, pid_k * BLOCK_SIZE_K, K,
+        SPLIT_K * BLOCK_SIZE_K, stride_am, stride_bn, stride_ask, stride_bsk,
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, TMA, SCALE_LAG,
+    )  # fmt: skip
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     # int64: SPLIT_K * M * N may exceed 2**31 elements.
     out = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[:, None].to(tl.int64) * stride_cm
     out += offs_n[None, :]
     tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def fp8_matmul_persistent_kernel(
+    a_desc,
+    b_desc,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_asm,
+    stride_ask,
+    stride_bsn,
+    stride_bsk,
+    stride_cm,
+    PROGRAMS,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    SCALE_BLOCK: tl.constexpr,
+    SCALE_LAG: tl.constexpr,
+):
+    """``fp8_matmul_kernel`` with TMA and without split-K as a persistent kernel: grid
+    (PROGRAMS,), one per SM at most; program p computes tiles p, p + PROGRAMS, ... in one software
+    pipeline (Triton flattens the tile and K loops), so the next tile's loads overlap this tile's
+    epilogue."""
+    tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+        offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+        offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+        rows = (offs_m % M).to(tl.int64)
+        cols = (offs_n % N).to(tl.int64)
+        acc = _scaled_k_steps(
+            a_desc, b_desc, as_ptr + rows * stride_asm,
+            bs_ptr + (cols // SCALE_BLOCK) * stride_bsn, rows, cols, pid_m, pid_n, 0, K,
+            BLOCK_SIZE_K, 0, 0, stride_ask, stride_bsk,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, True, SCALE_LAG,
+        )  # fmt: skip
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        out = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
+        tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit

@@ -20,9 +20,11 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     MAX_ACC_PER_THREAD,
+    NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
     int_param,
+    multiprocessors,
     nvidia_sm,
     smem_rule,
     tensor_descriptor,
@@ -101,6 +103,14 @@ SPACE = Space(
         Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
         tma_param("load A and B tiles through TMA descriptors (sm_90+; not in vLLM's kernel)"),
         Param(
+            "PERSISTENT",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_ONLY,
+            doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
+            "tile's loads overlap this tile's epilogue; not in vLLM's kernel)",
+        ),
+        Param(
             "SCALE_LAG",
             (False, True),
             ParamKind.BOOL,
@@ -138,6 +148,14 @@ SPACE = Space(
                 not c["SCALE_LAG"]
                 or int_param(c, "BLOCK_SIZE_M") * int_param(c, "BLOCK_SIZE_N")
                 <= MAX_ACC_PER_THREAD // 2 * int_param(c, "num_warps") * lim.warp_size
+            ),
+        ),
+        Constraint(
+            "persistent-tma",
+            "PERSISTENT only with TMA and SPLIT_K == 1",
+            ("PERSISTENT", "TMA", "SPLIT_K"),
+            lambda c, _lim: (
+                not c["PERSISTENT"] or (bool(c["TMA"]) and int_param(c, "SPLIT_K") == 1)
             ),
         ),
         Constraint(
@@ -182,6 +200,7 @@ DEFAULT: Config = {
     "num_warps": 4,
     "num_stages": 2,
     "TMA": False,
+    "PERSISTENT": False,
     "SCALE_LAG": False,
 }
 
@@ -331,6 +350,7 @@ class Fp8MatmulSpec(KernelSpec):
 
         from search_spaces.kernels._fp8_matmul_kernels import (
             fp8_matmul_kernel,
+            fp8_matmul_persistent_kernel,
             fp8_splitk_reduce_kernel,
         )
 
@@ -339,6 +359,7 @@ class Fp8MatmulSpec(KernelSpec):
         n = b.shape[0]
         meta, options = split_launch_options(config)
         tma = bool(meta.pop("TMA", False)) and tensor_descriptor() is not None
+        persistent = bool(meta.pop("PERSISTENT", False)) and tma
         split_k = int(config["SPLIT_K"])
         bm, bn, bk = (int(config[p]) for p in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"))
         if tma:
@@ -356,8 +377,22 @@ class Fp8MatmulSpec(KernelSpec):
             *operands, a_scale, b_scale, target, m, n, k, a.stride(0), b.stride(0),
             *a_scale.stride(), *b_scale.stride(), m * n, n,
         )  # fmt: skip
-        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK, "TMA": tma}
-        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split_k)
+        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK}
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        if persistent:
+            programs = min(tiles, multiprocessors(a.device))
+            persistent_args = (
+                *operands, a_scale, b_scale, out, m, n, k, *a_scale.stride(), *b_scale.stride(),
+                n, programs,
+            )  # fmt: skip
+            del kernel_args["SPLIT_K"]
+
+            def launch_persistent() -> None:
+                fp8_matmul_persistent_kernel[(programs,)](*persistent_args, **kernel_args)
+
+            return launch_persistent
+        kernel_args["TMA"] = tma
+        grid = (tiles, split_k)
         if split_k == 1:
 
             def launch() -> None:

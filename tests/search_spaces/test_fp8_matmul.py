@@ -32,6 +32,7 @@ def cfg(
     warps: int = 4,
     stages: int = 2,
     lag: bool = False,
+    persistent: bool = False,
 ) -> Config:
     return {
         "BLOCK_SIZE_M": bm,
@@ -40,6 +41,7 @@ def cfg(
         "GROUP_SIZE_M": group,
         "SPLIT_K": split,
         "TMA": tma,
+        "PERSISTENT": persistent,
         "SCALE_LAG": lag,
         "num_warps": warps,
         "num_stages": stages,
@@ -74,6 +76,9 @@ CASES: list[tuple[Problem, Config]] = [
     ({"M": 130, "N": 200, "K": 512}, cfg(64, 64, bk=64, group=8, lag=True)),
     ({"M": 16, "N": 256, "K": 512}, cfg(16, 64, split=2, lag=True)),
     ({"M": 33, "N": 2112, "K": 384}, cfg(32, 128, tma=True, lag=True)),
+    # PERSISTENT: more tiles (5 x 4) than the interpreter's 4 programs, a partial last tile row.
+    ({"M": 130, "N": 200, "K": 256}, cfg(32, 64, group=8, tma=True, persistent=True)),
+    ({"M": 33, "N": 512, "K": 384}, cfg(16, 128, tma=True, persistent=True, lag=True)),
 ]
 
 
@@ -84,6 +89,7 @@ CASES: list[tuple[Problem, Config]] = [
         f"{p['M']}x{p['N']}x{p['K']}-{c['BLOCK_SIZE_M']}x{c['BLOCK_SIZE_N']}x{c['BLOCK_SIZE_K']}"
         f"-g{c['GROUP_SIZE_M']}-split{c['SPLIT_K']}"
         + ("-tma" if c["TMA"] else "")
+        + ("-persistent" if c["PERSISTENT"] else "")
         + ("-lag" if c["SCALE_LAG"] else "")
         for p, c in CASES
     ],
@@ -205,7 +211,7 @@ def test_matmul_runs_on_every_class() -> None:
 
 def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
     configs = SPEC.space.enumerate(h200_limits)
-    assert len(configs) == 8122
+    assert len(configs) == 11022
     for c in configs:
         stage = (int(c["BLOCK_SIZE_M"]) + int(c["BLOCK_SIZE_N"])) * int(c["BLOCK_SIZE_K"])
         assert stage * int(c["num_stages"]) <= h200_limits.shared_mem_per_block
@@ -236,6 +242,8 @@ def test_configs_breaking_a_rule_are_refused_before_the_gpu(h200_limits: DeviceL
         (cfg(16, 32, warps=8), h200_limits, "work-per-warp"),
         (cfg(tma=True), a100, "tma-arch"),
         (cfg(128, 128, lag=True), h200_limits, "lagged-scale-registers"),
+        (cfg(persistent=True), h200_limits, "persistent-tma"),
+        (cfg(16, 64, split=2, tma=True, persistent=True), h200_limits, "persistent-tma"),
     ]
     for config, limits, rule in cases:
         violation = SPEC.space.violation(config, limits)
@@ -255,6 +263,7 @@ def test_defaults_are_vllms_fallback_and_valid(
     for limits in (h200_limits, mi300x_limits, cpu_limits):
         SPEC.space.validate(SPEC.default_for(limits), limits)
     assert "TMA" not in SPEC.default_for(mi300x_limits)
+    assert "PERSISTENT" not in SPEC.default_for(mi300x_limits)
 
 
 def test_group_sizes_past_the_tile_rows_are_one_class() -> None:
@@ -322,6 +331,7 @@ GPU_CONFIGS = [
     cfg(16, 64, split=4, stages=4),
     cfg(16, 128, bk=64, split=8, stages=5, tma=True),
     cfg(128, 128, group=16, warps=8, stages=4, tma=True, lag=True),
+    cfg(128, 256, group=16, warps=8, stages=3, tma=True, persistent=True),
 ]
 
 
