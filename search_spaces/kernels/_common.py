@@ -65,6 +65,29 @@ def tma_param(doc: str) -> Param:
     return Param("TMA", (False, True), ParamKind.BOOL, vendors=NVIDIA_ONLY, doc=doc)
 
 
+def persistent_param(note: str = "") -> Param:
+    """``PERSISTENT``: with TMA, one program per SM walks its tiles in one software pipeline
+    (NVIDIA and the interpreter; with :func:`persistent_rule`). ``note`` ends the doc."""
+    return Param(
+        "PERSISTENT",
+        (False, True),
+        ParamKind.BOOL,
+        vendors=NVIDIA_ONLY,
+        doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
+        f"tile's loads overlap this tile's epilogue{note})",
+    )
+
+
+def persistent_rule() -> Constraint:
+    """A persistent program needs TMA and walks whole tiles (SPLIT_K == 1)."""
+    return Constraint(
+        "persistent-tma",
+        "PERSISTENT only with TMA and SPLIT_K == 1",
+        ("PERSISTENT", "TMA", "SPLIT_K"),
+        lambda c, _lim: not c["PERSISTENT"] or (bool(c["TMA"]) and int_param(c, "SPLIT_K") == 1),
+    )
+
+
 def tma_rule() -> Constraint:
     """TMA needs sm_90+ (the interpreter runs it too)."""
     return Constraint(

@@ -20,12 +20,13 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     MAX_ACC_PER_THREAD,
-    NVIDIA_ONLY,
     accumulator_rule,
     amd_stages_rule,
     int_param,
     multiprocessors,
     nvidia_sm,
+    persistent_param,
+    persistent_rule,
     smem_rule,
     tensor_descriptor,
     tma_param,
@@ -102,14 +103,7 @@ SPACE = Space(
         Param("num_warps", (4, 8), ParamKind.POW2, doc="warps per program"),
         Param("num_stages", (2, 3, 4, 5, 6), ParamKind.INT, doc="software pipeline stages"),
         tma_param("load A and B tiles through TMA descriptors (sm_90+; not in vLLM's kernel)"),
-        Param(
-            "PERSISTENT",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
-            "tile's loads overlap this tile's epilogue; not in vLLM's kernel)",
-        ),
+        persistent_param("; not in vLLM's kernel"),
         Param(
             "SCALE_LAG",
             (False, True),
@@ -150,14 +144,7 @@ SPACE = Space(
                 <= MAX_ACC_PER_THREAD // 2 * int_param(c, "num_warps") * lim.warp_size
             ),
         ),
-        Constraint(
-            "persistent-tma",
-            "PERSISTENT only with TMA and SPLIT_K == 1",
-            ("PERSISTENT", "TMA", "SPLIT_K"),
-            lambda c, _lim: (
-                not c["PERSISTENT"] or (bool(c["TMA"]) and int_param(c, "SPLIT_K") == 1)
-            ),
-        ),
+        persistent_rule(),
         Constraint(
             "split-k-small-m",
             f"SPLIT_K > 1 only with BLOCK_SIZE_M <= {SPLIT_K_MAX_BLOCK_M}",

@@ -23,6 +23,8 @@ from search_spaces.kernels._common import (
     multiprocessors,
     pdl_param,
     pdl_rule,
+    persistent_param,
+    persistent_rule,
     pop_pdl,
     smem_rule,
     tensor_descriptor,
@@ -127,14 +129,7 @@ SPACE = Space(
             "load A and B tiles through TMA descriptors (sm_90+, triton >= 3.4; rows of A and "
             "B must be 16-byte aligned, else the pointer loads run)"
         ),
-        Param(
-            "PERSISTENT",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_ONLY,
-            doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
-            "tile's loads overlap this tile's epilogue)",
-        ),
+        persistent_param(),
         Param(
             "STREAM_K",
             (False, True),
@@ -215,14 +210,7 @@ SPACE = Space(
             ("FUSED_REDUCE", "SPLIT_K"),
             lambda c, _lim: not c["FUSED_REDUCE"] or int_param(c, "SPLIT_K") > 1,
         ),
-        Constraint(
-            "persistent-tma",
-            "PERSISTENT only with TMA and SPLIT_K == 1",
-            ("PERSISTENT", "TMA", "SPLIT_K"),
-            lambda c, _lim: (
-                not c["PERSISTENT"] or (bool(c["TMA"]) and int_param(c, "SPLIT_K") == 1)
-            ),
-        ),
+        persistent_rule(),
         Constraint(
             "stream-k-alone",
             "STREAM_K only with SPLIT_K == 1 and PERSISTENT off (it splits K itself)",
