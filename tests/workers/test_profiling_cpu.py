@@ -266,7 +266,10 @@ def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> Non
             "batch": 1, "max_seqlen": 8, "pattern": "uniform", "q_heads": 4, "kv_heads": 2,
             "head_dim": 64, "causal": True, "dtype": "float16",
         })]),
-        "fused_moe": _bundle("fused_moe", [_vendor({**experts, "N": 256, "K": 256, "gemm": "up"})]),
+        "fused_moe": _bundle("fused_moe", [
+            _vendor({**experts, "N": 256, "K": 256, "gemm": "up"}),
+            _vendor({**experts, "N": 256, "K": 128, "gemm": "down"}),
+        ]),
     }  # fmt: skip
     workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
     forward = workload.forward_for(Phase.PREFILL, 1, 8)
@@ -274,8 +277,7 @@ def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> Non
     swap = install(workload.model, vendor_everywhere)
     swap.on = True
     assert torch.equal(forward(), base)  # every op kept: the very same computation
-    # fused_moe's down GEMM has no entry (Triton by default), but its block's up GEMM keeps the
-    # vendor path: the block runs the model's experts, both GEMMs counted kept.
+    # Both GEMMs of the expert block keep the vendor path: the block runs the model's experts.
     assert all(counts["triton"] == 0 and counts[KEPT] > 0 for counts in swap.used.values())
     assert swap.used["fused_moe"] == {"triton": 0, KEPT: 2}
     assert set(swap.used) == set(vendor_everywhere)
@@ -285,6 +287,81 @@ def test_vendor_decisions_keep_every_op_and_fused_moe_swaps_the_experts() -> Non
     up = {**experts, "N": 256, "K": 256, "gemm": "up"}
     assert swap.runs_triton("fused_moe", up)
     assert swap.runs_triton("fused_moe", {**up, "K": 128, "gemm": "down"})
+
+
+@pytest.mark.parametrize("vendor_gemm", ["up", "down"])
+def test_an_expert_block_runs_each_gemm_as_its_decision_says(
+    vendor_gemm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One GEMM of the block decided ``vendor``: it runs the model's torch._grouped_mm half (the
+    path its study timed), the other fused_moe, and the block computes the same function."""
+    from search_spaces.kernels import fused_moe
+    from workers.profiling import models
+    from workers.profiling import swap as swap_module
+    from workers.profiling.swap import KEPT
+
+    experts = {"M": 8, "E": 8, "topk": 2, "dtype": "float16"}
+    shapes = {"up": {"N": 256, "K": 256}, "down": {"N": 256, "K": 128}}
+    ran: list[str] = []
+
+    def counted(half: str) -> Any:
+        real = getattr(models, half)
+
+        def run(*args: Any) -> Any:
+            ran.append(half)
+            return real(*args)
+
+        return run
+
+    for half in ("grouped_mm_gate_up", "grouped_mm_down"):
+        monkeypatch.setattr(swap_module, half, counted(half))
+    real_plan = fused_moe.launch_plan
+    planned: list[tuple[int, int]] = []
+
+    def counted_plan(config: Any, m: int, e: int, topk: int, n: int, k: int, *a: Any,
+                     **kw: Any) -> Any:  # fmt: skip
+        planned.append((n, k))
+        return real_plan(config, m, e, topk, n, k, *a, **kw)
+
+    monkeypatch.setattr(swap_module, "launch_plan", counted_plan)
+    bundle = _bundle(
+        "fused_moe", [_vendor({**experts, **shapes[vendor_gemm], "gemm": vendor_gemm})]
+    )
+    swap = _swapped_tiny_moe(bundle)
+    triton_gemm = "down" if vendor_gemm == "up" else "up"
+    assert ran == [f"grouped_mm_{'gate_up' if vendor_gemm == 'up' else 'down'}"]
+    assert planned == [(shapes[triton_gemm]["N"], shapes[triton_gemm]["K"])]
+    assert swap.used == {"fused_moe": {"triton": 1, KEPT: 1}}
+    assert swap.kept == set()
+    assert not swap.runs_triton(
+        "fused_moe", {**experts, **shapes[vendor_gemm], "gemm": vendor_gemm}
+    )
+    assert swap.runs_triton("fused_moe", {**experts, **shapes[triton_gemm], "gemm": triton_gemm})
+
+
+def test_a_block_on_the_per_expert_loop_keeps_both_gemms_where_one_is_vendor() -> None:
+    """Without a grouped GEMM the model's experts are one loop: a ``vendor`` decision for one GEMM
+    keeps the whole block on it, and the other GEMM counts as kept."""
+    import torch
+
+    from workers.profiling.models import load_workload, moe_layers
+    from workers.profiling.swap import KEPT, install
+    from workers.profiling.trace import Phase
+
+    experts = {"M": 8, "E": 8, "topk": 2, "dtype": "float16"}
+    workload = load_workload("tiny-moe", "cpu", "float16", layers=1)
+    for layer in moe_layers(workload.model):
+        layer.grouped = False
+    bundle = _bundle("fused_moe", [_vendor({**experts, "N": 256, "K": 128, "gemm": "down"})])
+    swap = install(workload.model, {"fused_moe": bundle})
+    forward = workload.forward_for(Phase.PREFILL, 1, 8)
+    base = forward()
+    swap.on = True
+    assert torch.equal(forward(), base)
+    up = {**experts, "N": 256, "K": 256, "gemm": "up"}
+    assert swap.kept == {("fused_moe", (8, 8, 2, 256, 256, "float16", "up"))}
+    assert swap.used == {"fused_moe": {"triton": 0, KEPT: 2}}
+    assert not swap.runs_triton("fused_moe", up)
 
 
 def test_a_bundle_of_up_silu_results_swaps_the_gated_first_gemm(

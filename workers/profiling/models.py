@@ -214,6 +214,16 @@ def moe_annotation(m: int, experts: int, top_k: int, hidden: int, ffn: int, dtyp
     )
 
 
+def expert_order(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The token slots of ids [M, k] sorted by expert (a stable sort of the flattened ids) and
+    each expert's end offset in that order (int32), on the device: no host sync."""
+    flat = ids.flatten().long()
+    order = flat.argsort(stable=True)
+    counts = torch.zeros(experts, dtype=torch.int32, device=ids.device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
+    return order, counts.cumsum(0).to(torch.int32)
+
+
 def grouped_mm_experts(
     x: torch.Tensor,
     w_up: torch.Tensor,
@@ -226,14 +236,38 @@ def grouped_mm_experts(
     slots summed per token. x [M, H], w_up [E, 2F, H], w_down [E, H, F], ids [M, k] int32,
     weights [M, k] float32 -> [M, H]."""
     m, k = ids.shape
-    experts, ffn = w_up.shape[0], w_down.shape[2]
-    flat = ids.flatten().long()
-    order = flat.argsort(stable=True)
-    counts = torch.zeros(experts, dtype=torch.int32, device=x.device)
-    counts.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
-    offs = counts.cumsum(0).to(torch.int32)
+    ffn = w_down.shape[2]
+    order, offs = expert_order(ids, w_up.shape[0])
     h = torch._grouped_mm(x[order // k], w_up.transpose(1, 2), offs=offs)
     y = torch._grouped_mm(F.silu(h[:, :ffn]) * h[:, ffn:], w_down.transpose(1, 2), offs=offs)
+    return _scatter_summed(y, order, weights, m, k)
+
+
+def grouped_mm_gate_up(x: torch.Tensor, w_up: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The first half of :func:`grouped_mm_experts`: SiLU(gate) * up of each token slot, in slot
+    order (row j * k + i: token j's i-th expert), [M * k, F]."""
+    k, ffn = ids.shape[1], w_up.shape[1] // 2
+    order, offs = expert_order(ids, w_up.shape[0])
+    h = torch._grouped_mm(x[order // k], w_up.transpose(1, 2), offs=offs)
+    return torch.empty_like(h[:, :ffn]).index_copy_(0, order, F.silu(h[:, :ffn]) * h[:, ffn:])
+
+
+def grouped_mm_down(
+    act: torch.Tensor, w_down: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
+    """The second half of :func:`grouped_mm_experts` on activations in slot order [M * k, F]:
+    the down GEMM, each slot scaled by its routing weight, slots summed per token -> [M, H]."""
+    m, k = ids.shape
+    order, offs = expert_order(ids, w_down.shape[0])
+    y = torch._grouped_mm(act[order], w_down.transpose(1, 2), offs=offs)
+    return _scatter_summed(y, order, weights, m, k)
+
+
+def _scatter_summed(
+    y: torch.Tensor, order: torch.Tensor, weights: torch.Tensor, m: int, k: int
+) -> torch.Tensor:
+    """Rows y (slots in ``order``) scaled by their routing weights, put back in slot order and
+    summed per token -> [M, H]."""
     y = y * weights.flatten()[order, None].to(y.dtype)
     return torch.empty_like(y).index_copy_(0, order, y).view(m, k, -1).sum(dim=1)
 

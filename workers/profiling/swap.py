@@ -14,8 +14,11 @@ set of inputs serve the baseline and the tuned run, interleaved.
 
 A call runs the tuned kernel only where the bundle's decision for its problem is ``triton``
 (:meth:`Bundle.decision_table`); where it is ``vendor`` the model's own op runs ("kept vendor").
-An expert block swaps as a whole: fused_moe where the decisions of both its GEMMs are ``triton``,
-else the model's path for both. :attr:`Swap.used` counts the distinct problems of each kernel by
+An expert block follows the decision of each of its GEMMs: where one is ``vendor``, that GEMM runs
+the model's ``torch._grouped_mm`` half (:func:`~workers.profiling.models.grouped_mm_gate_up`,
+:func:`~workers.profiling.models.grouped_mm_down`: the vendor path its study timed) and the other
+fused_moe; both ``vendor``: the model's path. A model on the per-expert loop (no grouped GEMM for
+its device and dtype) cannot split its block: there one ``vendor`` GEMM keeps both on the loop. :attr:`Swap.used` counts the distinct problems of each kernel by
 outcome, :attr:`Swap.lookups` by how the bundle answered (exact / nearest / default).
 
 The launch path is the deployment's: a module's fixed dims (N and K of a weight, a norm's width)
@@ -53,7 +56,15 @@ from search_spaces.kernels.fused_moe import (
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
-from workers.profiling.models import PAGE_SIZE, Attention, KVCache, MoE, RMSNorm
+from workers.profiling.models import (
+    PAGE_SIZE,
+    Attention,
+    KVCache,
+    MoE,
+    RMSNorm,
+    grouped_mm_down,
+    grouped_mm_gate_up,
+)
 
 SWAPPABLE = ("matmul", "rmsnorm", "flash_attention", "paged_attention", "fused_moe")
 #: Problem fields of each swappable kernel, in the order its table is keyed.
@@ -116,8 +127,8 @@ class Swap:
     #: While set, only these kernels' calls go to tuned kernels (None: every kernel's).
     only: frozenset[str] | None = None
     tables: dict[str, BundleTable[Decision]] = field(default_factory=dict)
-    #: (kernel, key) decided ``triton`` but kept on the model's op (the other GEMM of an expert
-    #: block decided ``vendor``).
+    #: (kernel, key) decided ``triton`` but kept on the model's op (an expert block on the
+    #: per-expert loop whose other GEMM decided ``vendor``: the loop does not split in two).
     kept: set[tuple[str, tuple[Any, ...]]] = field(default_factory=set)
     #: An expert block's first GEMM: ``up_silu`` where the fused_moe bundle holds results of it,
     #: else ``up`` (set from the bundles).
@@ -180,24 +191,18 @@ class Swap:
         return problem
 
     def runs_triton(self, kernel: str, problem: dict[str, Any]) -> bool:
-        """Whether calls of ``problem`` run the tuned kernel (for fused_moe: both GEMMs of its
-        expert block decided ``triton``); read without recording a lookup."""
+        """Whether calls of ``problem`` run the tuned kernel: its decision is ``triton`` and no
+        forward kept it on the model's op (:attr:`kept`); read without recording a lookup."""
         if kernel not in self.tables:
             return False
         problem = self.ran(kernel, problem)
-        keys = [tuple(problem[f] for f in FIELDS[kernel])]
-        if kernel == "fused_moe":  # the block's other GEMM: first (N = 2F, K = H) <-> down (H, F)
-            n, k = int(problem["N"]), int(problem["K"])
-            first = problem["gemm"] in FIRST_GEMMS
-            other = (k, n // 2, self.moe_last) if first else (2 * k, n, self.moe_first)
-            keys.append((*keys[0][:3], other[0], other[1], keys[0][5], other[2]))
+        key = tuple(problem[f] for f in FIELDS[kernel])
+        if (kernel, key) in self.kept:
+            return False
         table = self.tables[kernel]
-        return all(
-            (
-                table.get(key) or table.bundle.decide(dict(zip(table.fields, key, strict=True)))
-            ).triton
-            for key in keys
-        )
+        return (
+            table.get(key) or table.bundle.decide(dict(zip(table.fields, key, strict=True)))
+        ).triton
 
 
 #: A prepared launch: called with the call's tensors and row count.
@@ -428,7 +433,9 @@ def _moe(swap: Swap, module: MoE) -> None:
     dtype = DTYPE_NAMES[module.w_up.dtype]
     first, last = swap.moe_first, swap.moe_last
     gated, summed = first == GATED, last == SUMMED
-    plans: dict[int, tuple[PlannedLaunch, PlannedLaunch, torch.Tensor] | None] = {}
+    # Per token count: the first and the down GEMM's plans (None: the model's path for it) and
+    # the unit routing weights of the first GEMM.
+    plans: dict[int, tuple[PlannedLaunch | None, PlannedLaunch | None, torch.Tensor]] = {}
 
     def experts(
         self: MoE, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
@@ -437,41 +444,49 @@ def _moe(swap: Swap, module: MoE) -> None:
             return original(x, ids, weights)
         m = x.shape[0]
         try:
-            plan = plans[m]
+            up_plan, down_plan, ones = plans[m]
         except KeyError:
             keys = (m, e, topk, f2, h, dtype, first), (m, e, topk, h, f, dtype, last)
             up, down = (swap.decision("fused_moe", key) for key in keys)
-            plan = None
-            if not (up.triton and down.triton):
-                swap.kept.update(("fused_moe", key) for key in keys)
-            else:
-                up_plan = launch_plan(up.config, m, e, topk, f2, h, False, x, gated=gated)
-                plan = (
-                    up_plan,
-                    # Equal BLOCK_SIZE_M: the down GEMM reads the first launch's alignment.
-                    launch_plan(
-                        down.config, m, e, topk, h, f, topk > 1, x, share=up_plan, summed=summed
-                    ),
-                    torch.ones(m, topk, dtype=torch.float32, device=x.device),
+            run_up, run_down = up.triton, down.triton
+            if not self.grouped and run_up != run_down:
+                # The per-expert loop does not split in two: the block keeps the model's path.
+                swap.kept.add(("fused_moe", keys[0] if run_up else keys[1]))
+                run_up = run_down = False
+            up_plan = (
+                launch_plan(up.config, m, e, topk, f2, h, False, x, gated=gated) if run_up else None
+            )
+            # Equal BLOCK_SIZE_M: the down GEMM reads the first launch's alignment.
+            down_plan = (
+                launch_plan(
+                    down.config, m, e, topk, h, f, topk > 1, x, share=up_plan, summed=summed
                 )
-            plans[m] = plan
-        if plan is None:
+                if run_down
+                else None
+            )
+            ones = torch.ones(m, topk, dtype=torch.float32, device=x.device)
+            plans[m] = up_plan, down_plan, ones
+        if up_plan is None and down_plan is None:
             return original(x, ids, weights)
-        launch_up, launch_down, ones = plan
-        act = torch.empty(m * topk, f, dtype=x.dtype, device=x.device)
-        # Routing weights once, in the down GEMM.
-        if gated:
-            launch_up(x, self.w_up, ids, ones, act.view(m, topk, f))
+        if up_plan is None:
+            act = grouped_mm_gate_up(x, self.w_up, ids)
         else:
-            hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
-            launch_up(x, self.w_up, ids, ones, hidden)
-            silu_and_mul(hidden.view(m * topk, f2), act)
+            act = torch.empty(m * topk, f, dtype=x.dtype, device=x.device)
+            # Routing weights once, in the down GEMM.
+            if gated:
+                up_plan(x, self.w_up, ids, ones, act.view(m, topk, f))
+            else:
+                hidden = torch.empty(m, topk, f2, dtype=x.dtype, device=x.device)
+                up_plan(x, self.w_up, ids, ones, hidden)
+                silu_and_mul(hidden.view(m * topk, f2), act)
+        if down_plan is None:
+            return grouped_mm_down(act, self.w_down, ids, weights)
         if summed:
             out = torch.zeros(m, h, dtype=x.dtype, device=x.device)
-            launch_down(act, self.w_down, ids, weights, out)
+            down_plan(act, self.w_down, ids, weights, out)
             return out
         slots = torch.empty(m, topk, h, dtype=x.dtype, device=x.device)
-        launch_down(act, self.w_down, ids, weights, slots)
+        down_plan(act, self.w_down, ids, weights, slots)
         return slots.sum(dim=1)
 
     module.experts = types.MethodType(experts, module)  # type: ignore[method-assign]
