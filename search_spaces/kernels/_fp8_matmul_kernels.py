@@ -26,15 +26,21 @@ def _tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.c
 
 @triton.jit
 def _scaled_k_steps(
-    a_src, b_src, a_scales, b_scales, rows, cols, pid_m, pid_n, k_first, K, step,
-    stride_am, stride_bn, stride_ask, stride_bsk,
+    a_src, b_src, a_scales, bs_ptr, rows, cols, pid_m, pid_n, k_first, K, step,
+    stride_am, stride_bn, stride_ask, stride_bsn, stride_bsk,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     SCALE_BLOCK: tl.constexpr, TMA: tl.constexpr, SCALE_LAG: tl.constexpr,
 ):  # fmt: skip
     """The fp32 sum over K steps k_first, k_first + step, ... < K of tile (pid_m, pid_n)'s
     products, each scaled by its rows' scales (``a_scales``: A's scale row of each tile row) and
-    columns' (``b_scales``: B's scale row of each tile column). See ``fp8_matmul_kernel``."""
+    its columns' (B's scales ``bs_ptr``). Where BLOCK_SIZE_N divides SCALE_BLOCK a tile's columns
+    lie in one of B's scale blocks: that one scale folds into the row scales, and each product
+    element takes one multiply-add. See ``fp8_matmul_kernel``."""
     offs_k = tl.arange(0, BLOCK_SIZE_K)
+    if BLOCK_SIZE_N <= SCALE_BLOCK:
+        b_scales = bs_ptr + (pid_n * BLOCK_SIZE_N // SCALE_BLOCK) * stride_bsn
+    else:
+        b_scales = bs_ptr + (cols // SCALE_BLOCK) * stride_bsn
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     # SCALE_LAG: the last step's unscaled product and its scales (zero before the first step).
     held = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
@@ -51,14 +57,26 @@ def _scaled_k_steps(
         group = k0 // SCALE_BLOCK
         a_s = tl.load(a_scales + group * stride_ask)
         b_s = tl.load(b_scales + group * stride_bsk)
-        if SCALE_LAG:
-            product = tl.dot(a, b)
-            acc += held * held_a[:, None] * held_b[None, :]
-            held, held_a, held_b = product, a_s, b_s
+        if BLOCK_SIZE_N <= SCALE_BLOCK:
+            a_s = a_s * b_s
+            if SCALE_LAG:
+                product = tl.dot(a, b)
+                acc += held * held_a[:, None]
+                held, held_a = product, a_s
+            else:
+                acc += tl.dot(a, b) * a_s[:, None]
         else:
-            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            if SCALE_LAG:
+                product = tl.dot(a, b)
+                acc += held * held_a[:, None] * held_b[None, :]
+                held, held_a, held_b = product, a_s, b_s
+            else:
+                acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
     if SCALE_LAG:
-        acc += held * held_a[:, None] * held_b[None, :]
+        if BLOCK_SIZE_N <= SCALE_BLOCK:
+            acc += held * held_a[:, None]
+        else:
+            acc += held * held_a[:, None] * held_b[None, :]
     return acc
 
 
@@ -117,11 +135,10 @@ def fp8_matmul_kernel(
     # int64 rows: M*K may exceed 2**31 elements.
     rows = (offs_m % M).to(tl.int64)
     cols = (offs_n % N).to(tl.int64)
-    a_scales = as_ptr + rows * stride_asm
-    b_scales = bs_ptr + (cols // SCALE_BLOCK) * stride_bsn
     acc = _scaled_k_steps(
-        a_src, b_src, a_scales, b_scales, rows, cols, pid_m, pid_n, pid_k * BLOCK_SIZE_K, K,
-        SPLIT_K * BLOCK_SIZE_K, stride_am, stride_bn, stride_ask, stride_bsk,
+        a_src, b_src, as_ptr + rows * stride_asm, bs_ptr, rows, cols, pid_m, pid_n,
+        pid_k * BLOCK_SIZE_K, K, SPLIT_K * BLOCK_SIZE_K, stride_am, stride_bn, stride_ask,
+        stride_bsn, stride_bsk,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, TMA, SCALE_LAG,
     )  # fmt: skip
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -166,9 +183,8 @@ def fp8_matmul_persistent_kernel(
         rows = (offs_m % M).to(tl.int64)
         cols = (offs_n % N).to(tl.int64)
         acc = _scaled_k_steps(
-            a_desc, b_desc, as_ptr + rows * stride_asm,
-            bs_ptr + (cols // SCALE_BLOCK) * stride_bsn, rows, cols, pid_m, pid_n, 0, K,
-            BLOCK_SIZE_K, 0, 0, stride_ask, stride_bsk,
+            a_desc, b_desc, as_ptr + rows * stride_asm, bs_ptr, rows, cols, pid_m, pid_n, 0, K,
+            BLOCK_SIZE_K, 0, 0, stride_ask, stride_bsn, stride_bsk,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, True, SCALE_LAG,
         )  # fmt: skip
         mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
