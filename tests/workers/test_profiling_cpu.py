@@ -554,7 +554,7 @@ def test_moe_models_emit_fused_moe_jobs_with_both_gemms(
     # tiny-moe: hidden 256, 8 experts, top 2, expert MLP 128; prefill M = 2 x 8, decode M = 2.
     got = {(p["M"], p["gemm"], p["N"], p["K"]) for p in moe.problems}
     assert got == {
-        (m, g, n, k) for m in (16, 2) for g, n, k in (("up_silu", 256, 256), ("down_sum", 256, 128))
+        (m, g, n, k) for m in (16, 2) for g, n, k in (("up", 256, 256), ("down_sum", 256, 128))
     }
     assert all((p["E"], p["topk"]) == (8, 2) for p in moe.problems)
 

@@ -151,13 +151,13 @@ def test_an_moe_block_becomes_both_fused_moe_gemms_weighted_by_their_flops() -> 
     assert skipped == []
     common = {"M": 16, "E": 8, "topk": 2, "dtype": "bfloat16"}
     assert [(s.kernel, s.problem, s.weight_us) for s in shapes] == [
-        ("fused_moe", {**common, "N": 256, "K": 256, "gemm": "up_silu"}, 20),
+        ("fused_moe", {**common, "N": 256, "K": 256, "gemm": "up"}, 20),
         ("fused_moe", {**common, "N": 256, "K": 128, "gemm": "down_sum"}, 10),
     ]
     docs = job_documents([PointShapes("prefill", 1, "kernel", 30, shapes)], problems=4, trials=5)
     ((kernel, objective, job, _),) = docs
     assert (kernel, objective) == ("fused_moe", "kernel")
-    assert [p["gemm"] for p in job["problems"]] == ["up_silu", "down_sum"]
+    assert [p["gemm"] for p in job["problems"]] == ["up", "down_sum"]
 
 
 def test_transition_is_the_batch_from_which_on_launches_queue() -> None:
