@@ -66,6 +66,7 @@ def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[An
 
     from search_spaces import get_spec
     from search_spaces.kernels.fused_moe import PER_SLOT_GEMMS
+    from workers.profiling.models import expert_order
 
     own = {**inputs, "out": torch.empty_like(inputs["out"])}
     launch = get_spec("fused_moe").make_vendor_launcher(own, "torch._grouped_mm")
@@ -76,9 +77,7 @@ def grouped_mm_path(inputs: dict[str, Any], problem: dict[str, Any]) -> tuple[An
 
     x, w, ids = inputs["x"], inputs["w"], inputs["topk_ids"]
     topk = int(ids.shape[1])
-    flat = ids.flatten().long()
-    order = flat.argsort(stable=True)
+    order, offs = expert_order(ids, int(w.shape[0]))
     rows = x[order] if problem["gemm"] in PER_SLOT_GEMMS and topk > 1 else x[order // topk]
-    offs = torch.bincount(flat, minlength=int(w.shape[0])).cumsum(0).to(torch.int32)
     w_t = w.transpose(1, 2)
     return run, lambda: torch._grouped_mm(rows, w_t, offs=offs)

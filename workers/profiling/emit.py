@@ -7,14 +7,15 @@ otherwise), decode SDPA (one query) -> ``paged_attention`` (context = keys, page
 -> ``rmsnorm``, and an MoE expert block (its annotation, workers.profiling.trace.MOE_ANNOTATION)
 -> two ``fused_moe`` problems, ``gemm=up`` (N = 2 x ffn, K = hidden: gate and up; the swapped block
 runs fused_moe's SiLU-and-mul kernel after it) and ``gemm=down_sum`` (N = hidden, K = ffn, each
-token's slots summed in the epilogue). ``up`` rather than ``up_silu``: on the H100 the activation in
-the epilogue tied or lost at 64 tokens (0.995x, ``benchmarks/results/moe_sweep/2026-12-07-ab2a496-h100-qwen``).
-A shape's weight is the GPU time of the kernels its call launched per forward
-(a CPU-only trace: the call's CPU time); an expert block's is split between its two GEMMs by their
-FLOPs (2:1). Problems are ordered by their share of the profiled forwards'
-time; a problem a kernel spec rejects (e.g. head_dim 80) is left out with the reason. The objective
-of a problem is ``graph`` when the model runs faster as a CUDA graph at that batch (graph/eager <
-GRAPH_PAYS_RATIO: a deployment would capture it), else ``kernel``; one file per (kernel, objective).
+token's slots summed in the epilogue). ``up`` rather than ``up_silu``: on the H100 the activation
+in the epilogue tied at 64 tokens (0.995x,
+``benchmarks/results/moe_sweep/2026-12-07-ab2a496-h100-qwen``). A shape's weight is the GPU time
+of the kernels its call launched per forward (a CPU-only trace: the call's CPU time); an expert
+block's is split between its two GEMMs by their FLOPs (2:1). Problems are ordered by their share
+of the profiled forwards' time; a problem a kernel spec rejects (e.g. head_dim 80) is left out
+with the reason. The objective of a problem is ``graph`` when the model runs faster as a CUDA
+graph at that batch (graph/eager < GRAPH_PAYS_RATIO: a deployment would capture it), else
+``kernel``; one file per (kernel, objective).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ An expert block follows the decision of each of its GEMMs: where one is ``vendor
 the model's ``torch._grouped_mm`` half (:func:`~workers.profiling.models.grouped_mm_gate_up`,
 :func:`~workers.profiling.models.grouped_mm_down`: the vendor path its study timed) and the other
 fused_moe; both ``vendor``: the model's path. A model on the per-expert loop (no grouped GEMM for
-its device and dtype) cannot split its block: there one ``vendor`` GEMM keeps both on the loop. :attr:`Swap.used` counts the distinct problems of each kernel by
-outcome, :attr:`Swap.lookups` by how the bundle answered (exact / nearest / default).
+its device and dtype) cannot split its block: there one ``vendor`` GEMM keeps both on the loop.
+:attr:`Swap.used` counts the distinct problems of each kernel by outcome, :attr:`Swap.lookups` by
+how the bundle answered (exact / nearest / default).
 
 The launch path is the deployment's: a module's fixed dims (N and K of a weight, a norm's width)
 and dtype are known at install, so a call reads only its row count and indexes the module's plans
