@@ -9,10 +9,13 @@ long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/repo
 (medians, interleaved), their change and speed-up (baseline / swapped), the Amdahl bound of the
 swapped kernels (workers/profiling/bound.py: the best change their measured kernel speed-ups allow,
 and the part of the swapped time those measurements cover), the share of that bound reached (the
-change over the bound's, where the bound is a gain and the change is not a loss), the swapped
-kernels' share of the forward, the errors of baseline and swapped logits against the float32 twin
-(routed as each was: a note counts the tokens it would have routed otherwise), and whether the
-point was refused. Per
+change over the bound's, where the bound is a gain and the change is not a loss), the in-model
+figure and the share of it the all-swapped forward reached (the change in the eager traces' GPU
+kernel time per forward, all-swapped minus baseline, over the baseline latency: what the kernels'
+time inside the model allows, where the bound takes their studies' speed-ups; a bound of more gain
+says they ran slower in the model than in their studies), the swapped kernels' share of the
+forward, the errors of baseline and swapped logits against the float32 twin (routed as each was: a
+note counts the tokens it would have routed otherwise), and whether the point was refused. Per
 report, what was swapped: problems run on Triton / kept on the vendor path, per kernel. Under the
 table, per phase, the kernels whose problems the bundle answered by a nearest entry (no speed-up of
 their own: the bound counts them as s = 1). Exit 2 on bad input.
@@ -46,6 +49,14 @@ def _of_bound(change: float | None, bound: float | None) -> float | None:
     if change is None or bound is None or bound >= 0 or change > 0:
         return None
     return change / bound
+
+
+def _in_model(row: dict[str, Any]) -> str:
+    """The in-model change and, in brackets, the share of it the all-swapped forward reached."""
+    gpu = (row.get("in_model") or {}).get("change")
+    swapped = row.get("swapped_all_ms")
+    change = swapped / row["baseline_ms"] - 1.0 if swapped else None
+    return f"{_num(gpu, '+.1%')} ({_num(_of_bound(change, gpu), '.0%')})"
 
 
 def phases(folder: Path) -> list[str]:
@@ -107,8 +118,9 @@ def model_table(folder: Path) -> list[str]:
                 f"## {data['model']}{layers} ({data['dtype']}, {data['device']})",
                 "",
                 "| phase | seq | batch | mode | baseline ms | swapped ms | change | speed-up | bound "
-                "(measured) | of bound | swapped share | err base | err swap | refused / policy |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "(measured) | of bound | in-model (reached) | swapped share | err base | err swap "
+                "| refused / policy |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
         for r in wb.get("rows", []):
             bound = r.get("amdahl") or {}
@@ -117,7 +129,7 @@ def model_table(folder: Path) -> list[str]:
                 f"| {_num(r['tuned_ms'], '.3f')} | {_num(r['change'], '+.1%')} "
                 f"| {_speedup(r)} "
                 f"| {_num(bound.get('change'), '+.1%')} ({_num(bound.get('measured_share'), '.0%')}) "
-                f"| {_num(_of_bound(r['change'], bound.get('change')), '.0%')} "
+                f"| {_num(_of_bound(r['change'], bound.get('change')), '.0%')} | {_in_model(r)} "
                 f"| {_num(bound.get('swapped_share'), '.0%')} "
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "
                 f"| {r['refused'] or _policy(r)} |"

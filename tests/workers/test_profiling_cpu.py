@@ -493,15 +493,13 @@ def test_a_launch_bound_eager_forward_keeps_the_vendor_path() -> None:
     assert not launch_bound(Mode.EAGER, None)
 
 
-def test_with_bundle_reports_the_end_to_end_change(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def rmsnorm_bundle(folder: Path) -> Path:
+    """A CPU bundle of rmsnorm's default config only: the interpreter's matmuls would make each
+    tuned forward take seconds."""
     from search_spaces.registry import get_spec
     from search_spaces.space import Vendor
 
-    folder = tmp_path / "bundle"
     folder.mkdir()
-    # rmsnorm only: the interpreter's matmuls would make each tuned forward take seconds.
     (folder / "rmsnorm-cpu.json").write_text(
         json.dumps(
             {
@@ -513,6 +511,13 @@ def test_with_bundle_reports_the_end_to_end_change(
             }
         )
     )
+    return folder
+
+
+def test_with_bundle_reports_the_end_to_end_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = rmsnorm_bundle(tmp_path / "bundle")
     args = ["profile", "tiny", "--batch", "1", "--seq", "8", "--device", "cpu", "--runs", "10"]
     args += ["--trace-forwards", "1", "--out", str(tmp_path / "out"), "--with-bundle", str(folder)]
     code, out, err = run_cli([*args, "--dtype", "float16", "--json"], capsys)
@@ -537,8 +542,63 @@ def test_with_bundle_reports_the_end_to_end_change(
     # No entry holds a vendor time: the bound covers none of the swapped time.
     assert row["amdahl"]["measured_share"] == 0 and row["amdahl"]["change"] is None
     assert row["amdahl"]["swapped_share"] > 0
+    assert row["in_model"] is None  # CPU traces: no GPU kernel time to compare
     assert tuned["used"] == {"rmsnorm": {"triton": 2, "kept vendor": 0}}  # M = 8 and 1 (last)
     assert "2 x baseline" in tuned["error_rule"]
+
+
+def test_with_bundle_gives_the_in_model_change_from_the_traces_gpu_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.benchmark_script import load
+    from workers.profiling import capture
+    from workers.profiling.trace import STEP
+
+    record = capture.record_trace
+
+    def with_kernels(fn: Any, device: str, path: Path, steps: int) -> Path:
+        """The CPU trace, each forward given two GPU kernels: 2 x 150 µs in the baseline's
+        trace, 2 x 100 µs in the all-swapped forward's."""
+        record(fn, device, path, steps)
+        doc = json.loads(path.read_text())
+        dur = 100.0 if path.name.endswith("-swapped.json") else 150.0
+        forwards = [e for e in doc["traceEvents"] if e.get("name") == STEP]
+        assert len(forwards) == steps == 2
+        doc["traceEvents"] += [
+            {"ph": "X", "cat": "kernel", "name": "k", "ts": e["ts"] + i, "dur": dur, "args": {}}
+            for e in forwards
+            for i in (0, 1)
+        ]
+        path.write_text(json.dumps(doc))
+        return path
+
+    monkeypatch.setattr(capture, "record_trace", with_kernels)
+    folder = rmsnorm_bundle(tmp_path / "bundle")
+    out = tmp_path / "res" / "tiny" / "prefill-tuned"
+    args = ["profile", "tiny", "--batch", "1", "--seq", "8", "--device", "cpu", "--runs", "10"]
+    args += ["--trace-forwards", "2", "--out", str(out), "--with-bundle", str(folder)]
+    code, stdout, err = run_cli([*args, "--dtype", "float16", "--json"], capsys)
+    assert code == 0, err
+    (row,) = json.loads(stdout)["with_bundle"]["rows"]
+    # Per forward (two forwards per trace), not per trace: 300 and 200 µs.
+    gpu = row["in_model"]
+    assert (gpu["base_kernel_ms"], gpu["swapped_kernel_ms"]) == (0.3, 0.2)
+    assert gpu["change"] == pytest.approx((0.2 - 0.3) / row["baseline_ms"])
+
+    # The deployment table shows it after the study bound, with the share the swap reached.
+    table = load("deployment/table")
+    (line,) = [x for x in table.model_table(out.parent) if x.startswith("| prefill | 8 | 1 |")]
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    reached = table._of_bound(row["swapped_all_ms"] / row["baseline_ms"] - 1, gpu["change"])
+    reached_cell = "-" if reached is None else f"{reached:.0%}"
+    assert cells[10] == f"{gpu['change']:+.1%} ({reached_cell})"
+    assert (
+        table._in_model({"baseline_ms": 10.0, "swapped_all_ms": 9.0, "in_model": {"change": -0.2}})
+        == "-20.0% (50%)"
+    )
+    assert (
+        table._in_model({"baseline_ms": 10.0, "swapped_all_ms": 9.0, "in_model": None}) == "- (-)"
+    )
 
 
 def test_moe_models_emit_fused_moe_jobs_with_both_gemms(

@@ -7,6 +7,12 @@ latency ``T``, the measured speed-ups allow at most ``saved = sum(w * (1 - 1/s))
 end-to-end change is ``-saved / T``. Problems without both times count as ``s = 1`` (no gain
 claimed), as do those the bundle decided by a nearest entry (no entry of their own);
 ``measured_share`` says what part of the swapped time the bound covers.
+
+The bound uses the studies' kernel ratios; :func:`in_model` gives the same kind of figure from the
+model itself: the change in the eager traces' GPU kernel time per forward (all-swapped minus
+baseline) over the latency, the end-to-end change the kernels' in-model time allows if nothing
+else changed. A bound that claims more gain than the in-model figure says the kernels ran slower in
+the model than in their studies.
 """
 
 from __future__ import annotations
@@ -66,4 +72,30 @@ def amdahl(
         swapped_share=total / latency_us,
         measured_share=measured / total,
         change=-saved / latency_us if measured else None,
+    )
+
+
+@dataclass(frozen=True)
+class InModel:
+    #: GPU kernel time per forward of the baseline and the all-swapped eager traces.
+    base_kernel_ms: float
+    swapped_kernel_ms: float
+    #: (swapped - base) / latency: the end-to-end change that GPU time allows (negative: faster).
+    change: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def in_model(
+    base_kernel_us: float | None, swapped_kernel_us: float | None, latency_us: float
+) -> InModel | None:
+    """The in-model figure (see module) from the two traces' GPU kernel µs per forward; None
+    without either time or any GPU kernel in it (no trace; a CPU trace), or without a latency."""
+    if not base_kernel_us or not swapped_kernel_us or latency_us <= 0:
+        return None
+    return InModel(
+        base_kernel_ms=base_kernel_us / 1e3,
+        swapped_kernel_ms=swapped_kernel_us / 1e3,
+        change=(swapped_kernel_us - base_kernel_us) / latency_us,
     )

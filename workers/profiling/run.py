@@ -5,7 +5,9 @@ analysed by workers.profiling.trace, the eager trace's hot shapes; per phase the
 transition; optionally (``bundle``) the same forwards with tuned kernels swapped in where the
 bundle decides ``triton``, timed in the same rounds as the baseline, after the same-function check
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
-workers.profiling.bound where the eager trace gives the swapped problems' share. An eager point
+workers.profiling.bound where the eager trace gives the swapped problems' share (the studies'
+kernel speed-ups) and, where the all-swapped eager forward was traced, the in-model figure beside
+it (the traces' GPU kernel time per forward). An eager point
 that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op except the
 kernels whose swapped path launches fewer kernels than the ops it replaces
 (:data:`FEWER_LAUNCHES`, timed as their own eager variant in the same rounds): its
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search_spaces.device_identity import gpu_class, interpreter_class
-from workers.profiling.bound import amdahl, speedup
+from workers.profiling.bound import amdahl, in_model, speedup
 from workers.profiling.check import ERROR_FLOOR, MAX_ERROR_RATIO, max_rel_error, refusal
 from workers.profiling.emit import HotShape, PointShapes, hot_shapes, job_documents, write_jobs
 from workers.profiling.errors import ProfileError
@@ -140,19 +142,20 @@ def _switched_on(swap: Any, fn: Any, only: frozenset[str] | None = None) -> Any:
 
 def _swapped_trace(
     timed: list[tuple[str, Mode, Any]], options: ProfileOptions, point: str
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], float | None]:
     """A trace of the all-swapped eager forward (if it was timed and traces are on): its path
     under ``--out`` (``swapped_trace``) and its top kernels (``swapped_top``), where the swapped
-    time goes."""
+    time goes; and its GPU kernel µs per forward (None without the trace)."""
     from workers.profiling import capture
 
     forward = next((f for kind, m, f in timed if (kind, m) == ("tuned", Mode.EAGER)), None)
     if forward is None or not options.steps:
-        return {}
+        return {}, None
     raw = options.out / "traces" / f"{point}-eager-swapped.json"
     packed = _save_trace(capture.record_trace(forward, options.device, raw, options.steps))
-    stats = analyze(parse_trace(load_trace(packed)), options.top_k).to_dict()
-    return {"swapped_trace": str(packed.relative_to(options.out)), "swapped_top": stats["top"]}
+    stats = analyze(parse_trace(load_trace(packed)), options.top_k)
+    path = str(packed.relative_to(options.out))
+    return {"swapped_trace": path, "swapped_top": stats.to_dict()["top"]}, stats.kernel_us
 
 
 def _same_function(
@@ -266,6 +269,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
             )
             by = {(kind, m): ms for (kind, m, _), ms in zip(timed, latencies, strict=True)}
             found: list[HotShape] = []
+            base_kernel_us: float | None = None  # the eager trace's, per forward
             eager_ms = by.get(("base", Mode.EAGER))
             graph_ms = by.get(("base", Mode.GRAPH))
             ratio = graph_ms / eager_ms if graph_ms is not None and eager_ms else None
@@ -307,6 +311,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     stats=stats.to_dict(),
                 )
                 if mode is Mode.EAGER:
+                    base_kernel_us = stats.kernel_us
                     found, why = hot_shapes(trace)
                     skipped.update(why)
                     pays = ratio is not None and ratio < GRAPH_PAYS_RATIO
@@ -315,7 +320,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                         PointShapes(phase.value, batch, "graph" if pays else "kernel", total, found)
                     )
             if swap is not None:
-                swapped_trace = _swapped_trace(timed, options, f"{phase.value}-b{batch}")
+                swapped_trace, swapped_kernel_us = _swapped_trace(
+                    timed, options, f"{phase.value}-b{batch}"
+                )
                 for mode in modes:
                     if ("base", mode) not in by:
                         continue
@@ -328,6 +335,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                         lambda k, p: speedup(swap.bundles[k], FIELDS[k], p),
                         base * 1e3,
                     )
+                    gpu = in_model(base_kernel_us, swapped_kernel_us, base * 1e3)
                     chosen = (lean or base) if kept and new is not None else new
                     tuned_rows.append(
                         {
@@ -342,6 +350,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             **(swapped_trace if mode is Mode.EAGER else {}),
                             **check,
                             "amdahl": None if bound is None else bound.to_dict(),
+                            "in_model": None if gpu is None else gpu.to_dict(),
                         }
                     )
             del fwds, graphs, timed
