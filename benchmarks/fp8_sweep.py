@@ -40,7 +40,7 @@ from _sweep import (  # this folder
 
 
 def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int = 1,
-         tma: bool = False, lag: bool = False, persistent: bool = False
+         tma: bool = False, lag: bool = False, persistent: bool = False, ws: bool = False
          ) -> dict[str, Any]:  # fmt: skip
     return {
         "BLOCK_SIZE_M": bm,
@@ -53,6 +53,7 @@ def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: 
         "TMA": tma,
         "PERSISTENT": persistent,
         "SCALE_LAG": lag,
+        "WARP_SPEC": ws,
     }
 
 
@@ -74,12 +75,20 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 256, 128, 16, 8, 3, tma=True, lag=True),
         _cfg(128, 256, 128, 16, 8, 3, tma=True, persistent=True),
         _cfg(128, 128, 128, 16, 8, 4, tma=True, persistent=True, lag=True),
+        # c16-c21: warp-specialized twins of c2, c4, c11, c15, a 4-warp 128x128 tile, and c12.
+        _cfg(64, 128, 128, 32, 4, 4, tma=True, ws=True),
+        _cfg(128, 256, 128, 16, 8, 3, tma=True, ws=True),
+        _cfg(128, 128, 128, 16, 8, 4, tma=True, lag=True, ws=True),
+        _cfg(128, 128, 128, 16, 8, 4, tma=True, persistent=True, lag=True, ws=True),
+        _cfg(128, 128, 128, 16, 4, 4, tma=True, ws=True),
+        _cfg(64, 128, 128, 32, 4, 4, tma=True, lag=True, ws=True),
     ],
     "smoke": [
         _cfg(64, 128, 128, 32, 4, 2),
         _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True),
         _cfg(32, 128, 128, 1, 4, 2, lag=True),
         _cfg(32, 128, 128, 1, 4, 2, tma=True, persistent=True, lag=True),
+        _cfg(32, 128, 128, 1, 4, 2, tma=True, ws=True),
     ],
 }
 

@@ -37,8 +37,8 @@ reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json
 six :data:`VLLM_KEYS` (and the AMD keys where the config has them), nearest M wins, and every key
 is passed to the Triton launch. ``device_name`` is the GPU name with spaces as ``_`` and no H200
 folding (that is the fused-MoE loader's). vLLM's kernel has none of ``SPLIT_K``, ``TMA``,
-``PERSISTENT`` and ``SCALE_LAG`` (:data:`NOT_IN_VLLM`), so an entry whose config needs another
-value than vLLM's is never written: as is, vLLM's launch would reject the extra key; stripped,
+``PERSISTENT``, ``SCALE_LAG`` and ``WARP_SPEC`` (:data:`NOT_IN_VLLM`), so an entry whose config
+needs another value than vLLM's is never written: as is, vLLM's launch would reject the extra key; stripped,
 vLLM would run a config nobody timed. A bundle holds one config per M, so such an M is left out
 of its file (vLLM then takes the nearest written M's config, or its default when none is left)
 and ``pull`` names it on stderr and in ``--json`` (``skipped``); with no entry left, ``pull``
@@ -88,7 +88,13 @@ VENDOR_POLICY = (
 #: Per kernel, the parameters vLLM's kernel lacks, with the value it runs.
 NOT_IN_VLLM: dict[str, dict[str, object]] = {
     "fused_moe": {"TMA": False},
-    "fp8_matmul": {"SPLIT_K": 1, "TMA": False, "PERSISTENT": False, "SCALE_LAG": False},
+    "fp8_matmul": {
+        "SPLIT_K": 1,
+        "TMA": False,
+        "PERSISTENT": False,
+        "SCALE_LAG": False,
+        "WARP_SPEC": False,
+    },
 }
 
 #: fused_moe GEMMs vLLM's kernel does not run (SiLU-and-mul in the first GEMM's epilogue, the

@@ -88,6 +88,31 @@ def persistent_rule() -> Constraint:
     )
 
 
+def warp_spec_param(note: str = "") -> Param:
+    """``WARP_SPEC``: Triton's automatic warp specialization of a TMA kernel's main loop (NVIDIA
+    and the interpreter, which runs the loop as is; with :func:`warp_spec_rule`). ``note`` ends
+    the doc."""
+    return Param(
+        "WARP_SPEC",
+        (False, True),
+        ParamKind.BOOL,
+        vendors=NVIDIA_ONLY,
+        doc="with TMA: Triton splits the main loop's warps into a partition that issues the TMA "
+        f"loads and partitions that run the MMAs and what follows them{note}",
+    )
+
+
+def warp_spec_rule() -> Constraint:
+    """Warp specialization partitions a loop of TMA loads (descriptor loads; Triton's Hopper pass
+    fails on pointer loads)."""
+    return Constraint(
+        "warp-spec-tma",
+        "WARP_SPEC only with TMA",
+        ("WARP_SPEC", "TMA"),
+        lambda c, _lim: not c["WARP_SPEC"] or bool(c["TMA"]),
+    )
+
+
 def tma_rule() -> Constraint:
     """TMA needs sm_90+ (the interpreter runs it too)."""
     return Constraint(

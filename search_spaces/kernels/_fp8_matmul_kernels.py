@@ -30,12 +30,14 @@ def _scaled_k_steps(
     stride_am, stride_bn, stride_ask, stride_bsn, stride_bsk,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     SCALE_BLOCK: tl.constexpr, TMA: tl.constexpr, SCALE_LAG: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
 ):  # fmt: skip
     """The fp32 sum over K steps k_first, k_first + step, ... < K of tile (pid_m, pid_n)'s
     products, each scaled by its rows' scales (``a_scales``: A's scale row of each tile row) and
     its columns' (B's scales ``bs_ptr``). Where BLOCK_SIZE_N divides SCALE_BLOCK a tile's columns
     lie in one of B's scale blocks: that one scale folds into the row scales, and each product
-    element takes one multiply-add. See ``fp8_matmul_kernel``."""
+    element takes one multiply-add. WARP_SPEC: Triton's automatic warp specialization of the K
+    loop (TMA loads in a producer partition). See ``fp8_matmul_kernel``."""
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     if BLOCK_SIZE_N <= SCALE_BLOCK:
         b_scales = bs_ptr + (pid_n * BLOCK_SIZE_N // SCALE_BLOCK) * stride_bsn
@@ -46,7 +48,7 @@ def _scaled_k_steps(
     held = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     held_a = tl.zeros((BLOCK_SIZE_M,), dtype=tl.float32)
     held_b = tl.zeros((BLOCK_SIZE_N,), dtype=tl.float32)
-    for k0 in range(k_first, K, step):
+    for k0 in tl.range(k_first, K, step, warp_specialize=WARP_SPEC):
         if TMA:
             a = a_src.load([pid_m * BLOCK_SIZE_M, k0])
             b = b_src.load([pid_n * BLOCK_SIZE_N, k0]).T
@@ -106,6 +108,7 @@ def fp8_matmul_kernel(
     SCALE_BLOCK: tl.constexpr,
     TMA: tl.constexpr,
     SCALE_LAG: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
 ):
     """C = (A * a_scale) @ (B * b_scale)^T with fp32 accumulation.
 
@@ -118,6 +121,8 @@ def fp8_matmul_kernel(
     accumulator (the tensor cores' partial sums never span more than SCALE_BLOCK products).
     SCALE_LAG: a step's product is scaled and added one step later, so the scaling (CUDA cores)
     can overlap the next step's MMA (tensor cores) at the cost of a third fp32 tile of registers.
+    WARP_SPEC (with TMA): the K loop is warp-specialized by Triton (a producer partition issues
+    the TMA loads, the consumers run the MMAs and the scaling).
 
     Grid: (cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N), SPLIT_K). Program pid_k runs the K steps
     pid_k, pid_k + SPLIT_K, ...; it writes C (its dtype) with SPLIT_K == 1, else its fp32 slice of
@@ -139,7 +144,7 @@ def fp8_matmul_kernel(
         a_src, b_src, as_ptr + rows * stride_asm, bs_ptr, rows, cols, pid_m, pid_n,
         pid_k * BLOCK_SIZE_K, K, SPLIT_K * BLOCK_SIZE_K, stride_am, stride_bn, stride_ask,
         stride_bsn, stride_bsk,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, TMA, SCALE_LAG,
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, TMA, SCALE_LAG, WARP_SPEC,
     )  # fmt: skip
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     # int64: SPLIT_K * M * N may exceed 2**31 elements.
@@ -170,13 +175,16 @@ def fp8_matmul_persistent_kernel(
     GROUP_SIZE_M: tl.constexpr,
     SCALE_BLOCK: tl.constexpr,
     SCALE_LAG: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
 ):
     """``fp8_matmul_kernel`` with TMA and without split-K as a persistent kernel: grid
     (PROGRAMS,), one per SM at most; program p computes tiles p, p + PROGRAMS, ... in one software
     pipeline (Triton flattens the tile and K loops), so the next tile's loads overlap this tile's
-    epilogue."""
+    epilogue. WARP_SPEC specializes the tile loop's warps (Triton's automatic partitions)."""
     tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
-    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+    for tile in tl.range(
+        tl.program_id(0), tiles, PROGRAMS, flatten=True, warp_specialize=WARP_SPEC
+    ):
         pid_m, pid_n = _tile(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
         offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
@@ -185,7 +193,7 @@ def fp8_matmul_persistent_kernel(
         acc = _scaled_k_steps(
             a_desc, b_desc, as_ptr + rows * stride_asm, bs_ptr, rows, cols, pid_m, pid_n, 0, K,
             BLOCK_SIZE_K, 0, 0, stride_ask, stride_bsn, stride_bsk,
-            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, True, SCALE_LAG,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, SCALE_BLOCK, True, SCALE_LAG, False,
         )  # fmt: skip
         mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
         out = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]

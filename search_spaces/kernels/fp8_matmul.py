@@ -20,6 +20,7 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     MAX_ACC_PER_THREAD,
+    TMA_MIN_SM,
     accumulator_rule,
     amd_stages_rule,
     int_param,
@@ -32,6 +33,8 @@ from search_spaces.kernels._common import (
     tma_param,
     tma_rule,
     vendor_default,
+    warp_spec_param,
+    warp_spec_rule,
     warps_rule,
 )
 from search_spaces.problem import Field, Problem, ProblemSchema
@@ -111,6 +114,7 @@ SPACE = Space(
             doc="scale and add each K step's product one step later, overlapping the scaling "
             "with the next step's MMA (a third accumulator tile; not in vLLM's kernel)",
         ),
+        warp_spec_param("; not in vLLM's kernel"),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -161,6 +165,7 @@ SPACE = Space(
             lambda c, _lim: int_param(c, "SPLIT_K") == 1 or int_param(c, "GROUP_SIZE_M") == 1,
         ),
         tma_rule(),
+        warp_spec_rule(),
         Constraint(
             "mfma-size",
             "matrix_instr_nonkdim <= min(BLOCK_SIZE_M, BLOCK_SIZE_N) (else ROCm falls back to "
@@ -189,7 +194,20 @@ DEFAULT: Config = {
     "TMA": False,
     "PERSISTENT": False,
     "SCALE_LAG": False,
+    "WARP_SPEC": False,
 }
+
+#: Asked right after the default on sm_90+ (``listed_configs``): the tiles that won the issue
+#: grid's fixed-candidate sweep on an H100 (benchmarks/results/fp8/2026-12-07-ab2a496-h100-issue-grid/):
+#: 64x128 with TMA at most M, 128x128 on 8 warps lagged at large M, split-K at small M.
+SM90_LISTED: tuple[Config, ...] = (
+    {**DEFAULT, "num_stages": 4, "TMA": True},
+    {**DEFAULT, "BLOCK_SIZE_M": 128, "GROUP_SIZE_M": 16, "num_warps": 8, "num_stages": 3,
+     "SCALE_LAG": True},
+    {**DEFAULT, "BLOCK_SIZE_M": 16, "GROUP_SIZE_M": 1, "SPLIT_K": 4, "num_stages": 4},
+    {**DEFAULT, "BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "GROUP_SIZE_M": 1, "SPLIT_K": 8,
+     "num_stages": 5, "TMA": True},
+)  # fmt: skip
 
 
 class Fp8MatmulSpec(KernelSpec):
@@ -244,6 +262,13 @@ class Fp8MatmulSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         return vendor_default(DEFAULT, SPACE, vendor)
+
+    def listed_configs(self, limits: DeviceLimits) -> list[Config]:
+        """SM90_LISTED on NVIDIA classes of sm_90+, those their limits admit; none elsewhere."""
+        if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
+            return []
+        listed = [vendor_default(c, SPACE, limits.vendor) for c in SM90_LISTED]
+        return [c for c in listed if SPACE.violation(c, limits) is None]
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
@@ -347,6 +372,7 @@ class Fp8MatmulSpec(KernelSpec):
         meta, options = split_launch_options(config)
         tma = bool(meta.pop("TMA", False)) and tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
+        kernel_ws = bool(meta.pop("WARP_SPEC", False)) and tma
         split_k = int(config["SPLIT_K"])
         bm, bn, bk = (int(config[p]) for p in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"))
         if tma:
@@ -364,7 +390,7 @@ class Fp8MatmulSpec(KernelSpec):
             *operands, a_scale, b_scale, target, m, n, k, a.stride(0), b.stride(0),
             *a_scale.stride(), *b_scale.stride(), m * n, n,
         )  # fmt: skip
-        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK}
+        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK, "WARP_SPEC": kernel_ws}
         tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
         if persistent:
             programs = min(tiles, multiprocessors(a.device))

@@ -33,6 +33,7 @@ def cfg(
     stages: int = 2,
     lag: bool = False,
     persistent: bool = False,
+    ws: bool = False,
 ) -> Config:
     return {
         "BLOCK_SIZE_M": bm,
@@ -43,6 +44,7 @@ def cfg(
         "TMA": tma,
         "PERSISTENT": persistent,
         "SCALE_LAG": lag,
+        "WARP_SPEC": ws,
         "num_warps": warps,
         "num_stages": stages,
     }
@@ -79,6 +81,10 @@ CASES: list[tuple[Problem, Config]] = [
     # PERSISTENT: more tiles (5 x 4) than the interpreter's 4 programs, a partial last tile row.
     ({"M": 130, "N": 200, "K": 256}, cfg(32, 64, group=8, tma=True, persistent=True)),
     ({"M": 33, "N": 512, "K": 384}, cfg(16, 128, tma=True, persistent=True, lag=True)),
+    # WARP_SPEC: the interpreter runs the loops as written (the partitions are the compiler's).
+    ({"M": 33, "N": 200, "K": 384}, cfg(32, 128, tma=True, ws=True)),
+    ({"M": 16, "N": 256, "K": 512}, cfg(16, 64, split=2, tma=True, lag=True, ws=True)),
+    ({"M": 130, "N": 200, "K": 256}, cfg(32, 64, group=8, tma=True, persistent=True, ws=True)),
 ]
 
 
@@ -91,6 +97,7 @@ CASES: list[tuple[Problem, Config]] = [
         + ("-tma" if c["TMA"] else "")
         + ("-persistent" if c["PERSISTENT"] else "")
         + ("-lag" if c["SCALE_LAG"] else "")
+        + ("-ws" if c["WARP_SPEC"] else "")
         for p, c in CASES
     ],
 )
@@ -211,7 +218,7 @@ def test_matmul_runs_on_every_class() -> None:
 
 def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
     configs = SPEC.space.enumerate(h200_limits)
-    assert len(configs) == 11022
+    assert len(configs) == 17983
     for c in configs:
         stage = (int(c["BLOCK_SIZE_M"]) + int(c["BLOCK_SIZE_N"])) * int(c["BLOCK_SIZE_K"])
         assert stage * int(c["num_stages"]) <= h200_limits.shared_mem_per_block
@@ -232,6 +239,17 @@ def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
     assert {c["num_stages"] for c in vllm} >= {2, 3, 4, 5}
 
 
+def test_listed_configs_are_the_measured_tiles_on_sm90_only(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    listed = SPEC.listed_configs(h200_limits)
+    assert len(listed) == 4
+    assert all(SPEC.space.violation(c, h200_limits) is None for c in listed)
+    assert DEFAULT not in listed
+    for limits in (mi300x_limits, cpu_limits, lookup("A100").limits):
+        assert SPEC.listed_configs(limits) == []
+
+
 def test_configs_breaking_a_rule_are_refused_before_the_gpu(h200_limits: DeviceLimits) -> None:
     a100 = lookup("A100").limits
     cases = [
@@ -244,6 +262,7 @@ def test_configs_breaking_a_rule_are_refused_before_the_gpu(h200_limits: DeviceL
         (cfg(128, 128, lag=True), h200_limits, "lagged-scale-registers"),
         (cfg(persistent=True), h200_limits, "persistent-tma"),
         (cfg(16, 64, split=2, tma=True, persistent=True), h200_limits, "persistent-tma"),
+        (cfg(ws=True), h200_limits, "warp-spec-tma"),
     ]
     for config, limits, rule in cases:
         violation = SPEC.space.violation(config, limits)
@@ -332,6 +351,9 @@ GPU_CONFIGS = [
     cfg(16, 128, bk=64, split=8, stages=5, tma=True),
     cfg(128, 128, group=16, warps=8, stages=4, tma=True, lag=True),
     cfg(128, 256, group=16, warps=8, stages=3, tma=True, persistent=True),
+    cfg(128, 128, group=16, warps=4, stages=4, tma=True, ws=True),
+    cfg(128, 128, group=16, warps=8, stages=4, tma=True, lag=True, ws=True),
+    cfg(128, 128, group=16, warps=8, stages=4, tma=True, persistent=True, ws=True),
 ]
 
 
