@@ -39,6 +39,13 @@ class Compiled:
     registers: int
     spilled_bytes: int
     shared_bytes: int
+    #: Hopper's warpgroup MMAs in the PTX, its waits for all of them (``wgmma.wait_group 0``)
+    #: and for all but N > 0 (the MMA stays asynchronous past the wait), and whether ptxas
+    #: serialized them (warning C7514).
+    wgmma: int
+    full_waits: int
+    partial_waits: int
+    serialized: bool
 
 
 class _TargetDriver:
@@ -57,8 +64,8 @@ class _TargetDriver:
         return self._target
 
 
-def _ptxas(ptx: str, sm: int, arch: str) -> tuple[int, int]:
-    """(registers, spilled bytes) by the ptxas Triton compiles ``sm`` with."""
+def _ptxas(ptx: str, sm: int, arch: str) -> tuple[int, int, bool]:
+    """(registers, spilled bytes, wgmma serialized) by the ptxas Triton compiles ``sm`` with."""
     from triton.backends.nvidia.compiler import get_ptxas
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,7 +79,14 @@ def _ptxas(ptx: str, sm: int, arch: str) -> tuple[int, int]:
         ).stderr
     registers = max((int(r) for r in re.findall(r"Used (\d+) registers", out)), default=0)
     spilled = sum(int(s) for s in re.findall(r"(\d+) bytes spill stores", out))
-    return registers, spilled
+    return registers, spilled, "C7514" in out
+
+
+def _waits(ptx: str) -> tuple[int, int, int]:
+    """(wgmma issued, full waits, partial waits) in ``ptx``."""
+    waits = [int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)]
+    issued = len(re.findall(r"wgmma\.mma_async", ptx))
+    return issued, waits.count(0), len(waits) - waits.count(0)
 
 
 def compile_config(
@@ -97,9 +111,12 @@ def compile_config(
             binary = self.run(*args, grid=grid, warmup=True, **kwargs)
             name = self.fn.__name__
             if name not in compiled:
-                registers, spilled = _ptxas(binary.asm["ptx"], sm, arch)
+                ptx = binary.asm["ptx"]
+                registers, spilled, serialized = _ptxas(ptx, sm, arch)
                 meta = binary.metadata
-                compiled[name] = Compiled(name, meta.num_warps, registers, spilled, meta.shared)
+                compiled[name] = Compiled(
+                    name, meta.num_warps, registers, spilled, meta.shared, *_waits(ptx), serialized
+                )
             return binary
 
         return run
@@ -165,10 +182,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             continue
         for k in kernels:
             fits = "" if k.shared_bytes <= limits.shared_mem_per_block else " (too much)"
+            mma = ""
+            if k.wgmma:
+                mma = (
+                    f"; wgmma: {k.wgmma} issued, {k.full_waits} full waits, {k.partial_waits} "
+                    f"partial{', serialized by ptxas' if k.serialized else ''}"
+                )
             print(
                 f"{label}: {k.kernel}: {k.warps} warps, {k.registers} registers, "
                 f"{k.spilled_bytes} bytes spilled, {k.shared_bytes} bytes shared memory of "
-                f"{limits.shared_mem_per_block}{fits}"
+                f"{limits.shared_mem_per_block}{fits}{mma}"
             )
 
 

@@ -40,8 +40,8 @@ from _sweep import (  # this folder
 
 
 def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: int = 1,
-         tma: bool = False, lag: bool = False, persistent: bool = False, ws: bool = False
-         ) -> dict[str, Any]:  # fmt: skip
+         tma: bool = False, lag: bool = False, persistent: bool = False, ws: bool = False,
+         gluon: bool = False) -> dict[str, Any]:  # fmt: skip
     return {
         "BLOCK_SIZE_M": bm,
         "BLOCK_SIZE_N": bn,
@@ -54,6 +54,7 @@ def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, split: 
         "PERSISTENT": persistent,
         "SCALE_LAG": lag,
         "WARP_SPEC": ws,
+        "GLUON": gluon,
     }
 
 
@@ -82,6 +83,12 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(128, 128, 128, 16, 8, 4, tma=True, persistent=True, lag=True, ws=True),
         _cfg(128, 128, 128, 16, 4, 4, tma=True, ws=True),
         _cfg(64, 128, 128, 32, 4, 4, tma=True, lag=True, ws=True),
+        # c22-c25: the Gluon kernel (two 64-row consumer warpgroups, a TMA producer warp) on
+        # 128x128 tiles with 4- and 5-deep rings, persistent with 4, and 128x64 with 6.
+        _cfg(128, 128, 128, 16, 4, 4, tma=True, gluon=True),
+        _cfg(128, 128, 128, 16, 4, 5, tma=True, gluon=True),
+        _cfg(128, 128, 128, 16, 4, 4, tma=True, persistent=True, gluon=True),
+        _cfg(128, 64, 128, 16, 4, 6, tma=True, gluon=True),
     ],
     "smoke": [
         _cfg(64, 128, 128, 32, 4, 2),

@@ -47,3 +47,21 @@ def test_bad_input_is_one_line_and_exit_code_2() -> None:
     ]:
         out = _run(*args)
         assert out.returncode == 2 and says in out.stderr.splitlines()[-1], out.stderr
+
+
+def test_the_wgmma_waits_say_whether_an_mma_stays_asynchronous() -> None:
+    """A bf16 GEMM's pipelined loop waits for all but the newest wgmma; fp8_matmul scales each
+    step's product on the CUDA cores, so its loop waits for every wgmma (none partial)."""
+    matmul = _run(
+        "matmul", "-p", "M=128,N=4096,K=4096,dtype=bfloat16",
+        "-c", '{"BLOCK_M":128,"BLOCK_N":256,"BLOCK_K":64,"num_warps":8,"num_stages":4,"TMA":true}',
+    )  # fmt: skip
+    fp8 = _run(
+        "fp8_matmul", "-p", "M=4096,N=7168,K=2048", "--device", "H100",
+        "-c", '{"BLOCK_SIZE_M":64,"BLOCK_SIZE_N":128,"num_stages":4,"TMA":true}',
+    )  # fmt: skip
+    assert matmul.returncode == fp8.returncode == 0, matmul.stderr + fp8.stderr
+    (pipelined,) = [x for x in matmul.stdout.splitlines() if "matmul_tma_kernel:" in x]
+    (scaled,) = [x for x in fp8.stdout.splitlines() if "fp8_matmul_kernel:" in x]
+    assert "wgmma: " in pipelined and " 0 partial" not in pipelined
+    assert "wgmma: " in scaled and scaled.endswith(" 0 partial")

@@ -37,14 +37,13 @@ reads ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json
 six :data:`VLLM_KEYS` (and the AMD keys where the config has them), nearest M wins, and every key
 is passed to the Triton launch. ``device_name`` is the GPU name with spaces as ``_`` and no H200
 folding (that is the fused-MoE loader's). vLLM's kernel has none of ``SPLIT_K``, ``TMA``,
-``PERSISTENT``, ``SCALE_LAG`` and ``WARP_SPEC`` (:data:`NOT_IN_VLLM`), so an entry whose config
-needs another value than vLLM's is never written: as is, vLLM's launch would reject the extra key; stripped,
-vLLM would run a config nobody timed. A bundle holds one config per M, so such an M is left out
-of its file (vLLM then takes the nearest written M's config, or its default when none is left)
-and ``pull`` names it on stderr and in ``--json`` (``skipped``); with no entry left, ``pull``
-refuses. A vendor-won M keeps
-its fastest Triton config, as for fused_moe (the file can only map an M to a config of vLLM's
-kernel), if that config is expressible.
+``PERSISTENT``, ``SCALE_LAG``, ``WARP_SPEC`` and ``GLUON`` (:data:`NOT_IN_VLLM`), so an entry
+whose config needs another value than vLLM's is never written: as is, vLLM's launch would reject
+the extra key; stripped, vLLM would run a config nobody timed. A bundle holds one config per M,
+so such an M is left out of its file (vLLM then takes the nearest written M's config, or its
+default when none is left) and ``pull`` names it on stderr and in ``--json`` (``skipped``); with
+no entry left, ``pull`` refuses. A vendor-won M keeps its fastest Triton config, as for fused_moe
+(the file can only map an M to a config of vLLM's kernel), if that config is expressible.
 """
 
 from __future__ import annotations
@@ -94,6 +93,7 @@ NOT_IN_VLLM: dict[str, dict[str, object]] = {
         "PERSISTENT": False,
         "SCALE_LAG": False,
         "WARP_SPEC": False,
+        "GLUON": False,
     },
 }
 

@@ -6,8 +6,12 @@ per row and 128 columns (``a_scale``: [M, K/128], per-token groups), and B is e4
 weight as a linear layer stores it) with one fp32 scale per 128x128 block (``b_scale``:
 [ceil(N/128), K/128]; N is any size, the last block of rows may be partial, as in vLLM). K is a
 multiple of 128. The Triton kernel scales each K step's product as it accumulates in fp32.
+``GLUON`` (sm_90 only) picks a second kernel, written in Gluon in DeepGEMM's layout
+(``_fp8_matmul_gluon``): a TMA producer warp and two 64-row consumer warpgroups, each scaling one
+K step's product while the next runs on the tensor cores.
 
-Importing this module loads neither torch nor triton; the kernels live in ``_fp8_matmul_kernels``.
+Importing this module loads neither torch nor triton; the kernels live in ``_fp8_matmul_kernels``
+and ``_fp8_matmul_gluon``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     MAX_ACC_PER_THREAD,
+    NVIDIA_GPU,
     TMA_MIN_SM,
     accumulator_rule,
     amd_stages_rule,
@@ -73,6 +78,29 @@ FP8_BYTES, SCALE_BYTES, OUT_BYTES = 1, 4, 2
 VENDOR_SCALED_MM = "torch._scaled_mm"
 VENDOR_DEQUANT = "dequant+torch.matmul"
 
+#: GLUON's kernel: Hopper's warpgroup MMA (sm_90; Blackwell has other tensor-core instructions),
+#: a 128-row tile (two consumer partitions of 64 rows, one warpgroup each: num_warps is the first
+#: partition's), tiles inside one of B's scale blocks, and one scale group per K step.
+GLUON_SM = 90
+GLUON_BLOCK_M = 128
+GLUON_BLOCK_N = (64, 128)
+GLUON_WARPS = 4
+#: Parameters GLUON's kernel has no counterpart of (it lags the scaling and specializes its warps
+#: by its own partitions).
+GLUON_OFF = ("SCALE_LAG", "WARP_SPEC")
+
+
+def _gluon_tile(c: Mapping[str, Value]) -> bool:
+    return (
+        int_param(c, "BLOCK_SIZE_M") == GLUON_BLOCK_M
+        and int_param(c, "BLOCK_SIZE_N") in GLUON_BLOCK_N
+        and int_param(c, "BLOCK_SIZE_K") == SCALE_BLOCK
+        and int_param(c, "SPLIT_K") == 1
+        and int_param(c, "num_warps") == GLUON_WARPS
+        and bool(c["TMA"])
+        and not any(c[name] for name in GLUON_OFF)
+    )
+
 
 def _smem_bytes(c: Mapping[str, Value], _lim: DeviceLimits) -> int:
     rows = int_param(c, "BLOCK_SIZE_M") + int_param(c, "BLOCK_SIZE_N")
@@ -115,6 +143,16 @@ SPACE = Space(
             "with the next step's MMA (a third accumulator tile; not in vLLM's kernel)",
         ),
         warp_spec_param("; not in vLLM's kernel"),
+        Param(
+            "GLUON",
+            (False, True),
+            ParamKind.BOOL,
+            vendors=NVIDIA_GPU,
+            doc="the Gluon kernel: a TMA producer warp feeding two 64-row consumer warpgroups "
+            "through a num_stages-deep ring, each scaling one K step's product while the next "
+            "runs on the tensor cores (DeepGEMM's layout; sm_90; PERSISTENT: one program per SM; "
+            "not in vLLM's kernel)",
+        ),
         *AMD_PARAMS,
     ),
     constraints=(
@@ -167,6 +205,29 @@ SPACE = Space(
         tma_rule(),
         warp_spec_rule(),
         Constraint(
+            "gluon-arch",
+            f"GLUON only on sm_{GLUON_SM} (Hopper's warpgroup MMA)",
+            ("GLUON",),
+            lambda c, lim: not c["GLUON"] or nvidia_sm(lim) == GLUON_SM,
+        ),
+        Constraint(
+            "gluon-tile",
+            f"GLUON only with BLOCK_SIZE_M = {GLUON_BLOCK_M}, BLOCK_SIZE_N in {GLUON_BLOCK_N}, "
+            f"BLOCK_SIZE_K = {SCALE_BLOCK}, SPLIT_K = 1, num_warps = {GLUON_WARPS}, TMA on and "
+            f"{' and '.join(GLUON_OFF)} off",
+            (
+                "GLUON",
+                "BLOCK_SIZE_M",
+                "BLOCK_SIZE_N",
+                "BLOCK_SIZE_K",
+                "SPLIT_K",
+                "num_warps",
+                "TMA",
+                *GLUON_OFF,
+            ),
+            lambda c, _lim: not c["GLUON"] or _gluon_tile(c),
+        ),
+        Constraint(
             "mfma-size",
             "matrix_instr_nonkdim <= min(BLOCK_SIZE_M, BLOCK_SIZE_N) (else ROCm falls back to "
             "FMA, no MFMA)",
@@ -195,6 +256,7 @@ DEFAULT: Config = {
     "PERSISTENT": False,
     "SCALE_LAG": False,
     "WARP_SPEC": False,
+    "GLUON": False,
 }
 
 #: Asked right after the default on sm_90+ (``listed_configs``): the tiles that won the issue
@@ -232,7 +294,10 @@ class Fp8MatmulSpec(KernelSpec):
     )
     example: ClassVar[Problem] = {"M": 16, "N": 256, "K": 256}
     space: ClassVar[Space] = SPACE
-    sources: ClassVar[tuple[str, ...]] = ("search_spaces.kernels._fp8_matmul_kernels",)
+    sources: ClassVar[tuple[str, ...]] = (
+        "search_spaces.kernels._fp8_matmul_kernels",
+        "search_spaces.kernels._fp8_matmul_gluon",
+    )
 
     def validate_problem(self, raw: Mapping[str, object]) -> Problem:
         """K must be a multiple of the scale block (A's per-token groups, as vLLM requires); N is
@@ -357,6 +422,8 @@ class Fp8MatmulSpec(KernelSpec):
         return super().make_vendor_launcher(inputs, name)
 
     def make_launcher(self, inputs: Inputs, config: Config) -> Launcher:
+        if config.get("GLUON", False):
+            return _gluon_launcher(inputs, config)
         import torch
         import triton
 
@@ -370,6 +437,7 @@ class Fp8MatmulSpec(KernelSpec):
         m, k = a.shape
         n = b.shape[0]
         meta, options = split_launch_options(config)
+        meta.pop("GLUON", None)
         tma = bool(meta.pop("TMA", False)) and tensor_descriptor() is not None
         persistent = bool(meta.pop("PERSISTENT", False)) and tma
         kernel_ws = bool(meta.pop("WARP_SPEC", False)) and tma
@@ -466,6 +534,51 @@ def _checked(inputs: Inputs) -> tuple[Any, Any, Any, Any, Any]:
             f"{groups}] and a contiguous out [{m}, {n}]"
         )
     return a, b, a_scale, b_scale, out
+
+
+def _gluon_launcher(inputs: Inputs, config: Config) -> Launcher:
+    """Launch GLUON's kernel (``_fp8_matmul_gluon``) over ``inputs`` with ``config``'s tile
+    columns (BLOCK_SIZE_N), ring depth (num_stages), tile grouping and persistence (one program
+    per SM); SpecError off an NVIDIA GPU."""
+    a, b, a_scale, b_scale, out = _checked(inputs)
+    if a.device.type != "cuda":
+        raise SpecError("fp8_matmul: GLUON runs on sm_90 GPUs only; use GLUON=False here")
+    import triton
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from search_spaces.kernels._fp8_matmul_gluon import (
+        PART_ROWS,
+        PART_WARPS,
+        fp8_matmul_gluon_kernel,
+    )
+
+    m, k = a.shape
+    n = b.shape[0]
+    block_n = int(config["BLOCK_SIZE_N"])
+
+    def descriptor(t: Any, rows: int) -> Any:
+        block = [rows, SCALE_BLOCK]
+        layout = gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv)
+        return TensorDescriptor.from_tensor(t, block, layout)
+
+    operands = (descriptor(a, int(PART_ROWS.value)), descriptor(b, block_n))
+    tiles = triton.cdiv(m, GLUON_BLOCK_M) * triton.cdiv(n, block_n)
+    persistent = bool(config.get("PERSISTENT", False))
+    programs = min(tiles, multiprocessors(a.device)) if persistent else tiles
+    args = (*operands, a_scale, b_scale, out, m, n, k, *a_scale.stride(), *b_scale.stride(), n)
+    kernel_args: dict[str, Any] = {
+        "GROUP_SIZE_M": int(config["GROUP_SIZE_M"]),
+        "BLOCK_N": block_n,
+        "STAGES": int(config["num_stages"]),
+        "PERSISTENT": persistent,
+        "num_warps": int(PART_WARPS.value),
+    }
+
+    def launch() -> None:
+        fp8_matmul_gluon_kernel[(programs,)](*args, **kernel_args)
+
+    return launch
 
 
 def _scaled_mm_launcher(inputs: Inputs) -> Launcher:

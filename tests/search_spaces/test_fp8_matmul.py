@@ -1,7 +1,10 @@
 """fp8_matmul: FP8 loads and tl.dot on e4m3 run in Triton's interpreter, so configs are checked for
 correctness there (N that ends inside a 128-row block of B included); inputs are quantized per
 group/block, the reference dequantizes them, problems and device classes without FP8 are refused;
-on an sm_90 GPU the vendor paths and DeepSeek-V3 shapes."""
+on an sm_90 GPU the vendor paths, DeepSeek-V3 shapes and the Gluon kernel (which the interpreter
+cannot run)."""
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -48,6 +51,12 @@ def cfg(
         "num_warps": warps,
         "num_stages": stages,
     }
+
+
+def gluon(bn: int = 128, stages: int = 4, persistent: bool = False) -> Config:
+    """A GLUON config: 128 x ``bn`` tiles on 4 warps through TMA, a ``stages``-deep ring."""
+    config = cfg(128, bn, group=16, tma=True, stages=stages, persistent=persistent)
+    return {**config, "GLUON": True}
 
 
 CASES: list[tuple[Problem, Config]] = [
@@ -218,7 +227,10 @@ def test_matmul_runs_on_every_class() -> None:
 
 def test_space_on_the_h200(h200_limits: DeviceLimits) -> None:
     configs = SPEC.space.enumerate(h200_limits)
-    assert len(configs) == 17983
+    assert len(configs) == 18083
+    # GLUON: both tile widths x 5 group sizes x 5 ring depths x PERSISTENT, every ring fitting.
+    assert sum(bool(c["GLUON"]) for c in configs) == 2 * 5 * 5 * 2
+    assert gluon() in configs and gluon(64, stages=6, persistent=True) in configs
     for c in configs:
         stage = (int(c["BLOCK_SIZE_M"]) + int(c["BLOCK_SIZE_N"])) * int(c["BLOCK_SIZE_K"])
         assert stage * int(c["num_stages"]) <= h200_limits.shared_mem_per_block
@@ -263,9 +275,19 @@ def test_configs_breaking_a_rule_are_refused_before_the_gpu(h200_limits: DeviceL
         (cfg(persistent=True), h200_limits, "persistent-tma"),
         (cfg(16, 64, split=2, tma=True, persistent=True), h200_limits, "persistent-tma"),
         (cfg(ws=True), h200_limits, "warp-spec-tma"),
+        ({**gluon(), "TMA": False}, a100, "gluon-arch"),
+        (gluon(), replace(h200_limits, arch="sm_100"), "gluon-arch"),
+        ({**gluon(), "BLOCK_SIZE_M": 64}, h200_limits, "gluon-tile"),
+        ({**gluon(), "BLOCK_SIZE_N": 32}, h200_limits, "gluon-tile"),
+        ({**gluon(), "BLOCK_SIZE_K": 64}, h200_limits, "gluon-tile"),
+        ({**gluon(), "num_warps": 8}, h200_limits, "gluon-tile"),
+        ({**gluon(), "TMA": False}, h200_limits, "gluon-tile"),
+        ({**gluon(64), "SCALE_LAG": True}, h200_limits, "gluon-tile"),
+        ({**gluon(), "WARP_SPEC": True}, h200_limits, "gluon-tile"),
     ]
     for config, limits, rule in cases:
-        violation = SPEC.space.violation(config, limits)
+        # GLUON exists on NVIDIA GPUs, where every case here is checked.
+        violation = SPEC.space.violation({"GLUON": False, **config}, limits)
         assert violation is not None and violation.rule == rule, (config, violation)
 
 
@@ -283,6 +305,8 @@ def test_defaults_are_vllms_fallback_and_valid(
         SPEC.space.validate(SPEC.default_for(limits), limits)
     assert "TMA" not in SPEC.default_for(mi300x_limits)
     assert "PERSISTENT" not in SPEC.default_for(mi300x_limits)
+    for limits in (mi300x_limits, cpu_limits):
+        assert "GLUON" not in SPEC.default_for(limits)
 
 
 def test_group_sizes_past_the_tile_rows_are_one_class() -> None:
@@ -325,6 +349,13 @@ def test_scaled_mm_says_in_one_line_where_it_runs() -> None:
         SPEC.make_vendor_launcher(inputs, "cublas")
 
 
+def test_gluon_off_the_gpu_is_a_spec_error_in_one_line() -> None:
+    inputs = SPEC.build_inputs(SPEC.example, "cpu")
+    with pytest.raises(SpecError, match="GLUON runs on sm_90") as err:
+        SPEC.make_launcher(inputs, gluon())
+    assert "\n" not in str(err.value)
+
+
 def test_launchers_refuse_a_wrong_layout() -> None:
     inputs = SPEC.build_inputs(SPEC.example, "cpu")
     with pytest.raises(SpecError, match=r"b_scale \[2, 2\]"):
@@ -354,6 +385,8 @@ GPU_CONFIGS = [
     cfg(128, 128, group=16, warps=4, stages=4, tma=True, ws=True),
     cfg(128, 128, group=16, warps=8, stages=4, tma=True, lag=True, ws=True),
     cfg(128, 128, group=16, warps=8, stages=4, tma=True, persistent=True, ws=True),
+    gluon(),
+    gluon(persistent=True),
 ]
 
 
@@ -365,6 +398,28 @@ def test_correct_on_gpu(m: int, n: int, k: int) -> None:
     inputs = SPEC.build_inputs(problem, "cuda")
     ref = SPEC.reference(inputs)
     for config in GPU_CONFIGS:
+        inputs["out"].fill_(float("nan"))
+        SPEC.make_launcher(inputs, config)()
+        assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem), config
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(1, 128, 128), (33, 200, 256), (130, 2112, 384), (300, 7168, 640)]
+)
+def test_gluon_correct_on_gpu_at_each_k_step_count(m: int, n: int, k: int) -> None:
+    """One to five K steps (the consumers take them in pairs, an odd one last), rows and columns
+    past the last whole tile, N inside a 128-row block of B, and (N=7168) more tiles than SMs, so
+    persistent programs take several rounds."""
+    problem = SPEC.validate_problem({"M": m, "N": n, "K": k})
+    inputs = SPEC.build_inputs(problem, "cuda")
+    ref = SPEC.reference(inputs)
+    for config in (
+        gluon(),
+        gluon(64, stages=6),
+        gluon(persistent=True),
+        gluon(64, stages=2, persistent=True),
+    ):
         inputs["out"].fill_(float("nan"))
         SPEC.make_launcher(inputs, config)()
         assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(problem), config
