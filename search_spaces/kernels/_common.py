@@ -15,6 +15,16 @@ NVIDIA_ONLY = frozenset({Vendor.NVIDIA, Vendor.CPU})
 NVIDIA_GPU = frozenset({Vendor.NVIDIA})
 
 
+def flag_param(name: str, vendors: frozenset[Vendor], doc: str) -> Param:
+    """An on/off parameter that exists on ``vendors`` only."""
+    return Param(name, (False, True), ParamKind.BOOL, vendors=vendors, doc=doc)
+
+
+def gluon_param(doc: str) -> Param:
+    """``GLUON``: the spec's Gluon kernel (NVIDIA GPUs only: the interpreter cannot run Gluon)."""
+    return flag_param("GLUON", NVIDIA_GPU, doc)
+
+
 #: Oldest NVIDIA compute capability with programmatic dependent launch.
 PDL_MIN_SM = 90
 
@@ -28,13 +38,11 @@ def nvidia_sm(lim: DeviceLimits) -> int:
 def pdl_param() -> Param:
     """``PDL``: launch with programmatic dependent launch (Triton's ``launch_pdl``). The kernel
     must start with ``gdc_wait`` before any load, then may call ``gdc_launch_dependents``."""
-    return Param(
+    return flag_param(
         "PDL",
-        (False, True),
-        ParamKind.BOOL,
-        vendors=NVIDIA_GPU,
-        doc="programmatic dependent launch: the launch may start while the previous kernel "
-        "drains; it waits for that kernel's writes before reading",
+        NVIDIA_GPU,
+        "programmatic dependent launch: the launch may start while the previous kernel drains; "
+        "it waits for that kernel's writes before reading",
     )
 
 
@@ -62,19 +70,17 @@ TMA_MIN_SM = 90
 def tma_param(doc: str) -> Param:
     """``TMA``: load tiles through tensor descriptors (NVIDIA and the interpreter; with
     :func:`tma_rule`, sm_90+). ``doc`` says which tiles."""
-    return Param("TMA", (False, True), ParamKind.BOOL, vendors=NVIDIA_ONLY, doc=doc)
+    return flag_param("TMA", NVIDIA_ONLY, doc)
 
 
 def persistent_param(note: str = "") -> Param:
     """``PERSISTENT``: with TMA, one program per SM walks its tiles in one software pipeline
     (NVIDIA and the interpreter; with :func:`persistent_rule`). ``note`` ends the doc."""
-    return Param(
+    return flag_param(
         "PERSISTENT",
-        (False, True),
-        ParamKind.BOOL,
-        vendors=NVIDIA_ONLY,
-        doc="with TMA: one program per SM walks its tiles in one software pipeline (the next "
-        f"tile's loads overlap this tile's epilogue{note})",
+        NVIDIA_ONLY,
+        "with TMA: one program per SM walks its tiles in one software pipeline (the next tile's "
+        f"loads overlap this tile's epilogue{note})",
     )
 
 
@@ -92,13 +98,11 @@ def warp_spec_param(note: str = "") -> Param:
     """``WARP_SPEC``: Triton's automatic warp specialization of a TMA kernel's main loop (NVIDIA
     and the interpreter, which runs the loop as is; with :func:`warp_spec_rule`). ``note`` ends
     the doc."""
-    return Param(
+    return flag_param(
         "WARP_SPEC",
-        (False, True),
-        ParamKind.BOOL,
-        vendors=NVIDIA_ONLY,
-        doc="with TMA: Triton splits the main loop's warps into a partition that issues the TMA "
-        f"loads and partitions that run the MMAs and what follows them{note}",
+        NVIDIA_ONLY,
+        "with TMA: Triton splits the main loop's warps into a partition that issues the TMA loads "
+        f"and partitions that run the MMAs and what follows them{note}",
     )
 
 

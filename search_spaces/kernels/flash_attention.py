@@ -26,6 +26,7 @@ from search_spaces.kernels._common import (
     SDPA_BACKENDS,
     TMA_MIN_SM,
     amd_stages_rule,
+    gluon_param,
     int_param,
     nvidia_sm,
     sdpa,
@@ -162,13 +163,9 @@ SPACE = Space(
             doc="the row block as two halves sharing each K/V tile: both q k^T products first, "
             "then one half's softmax beside the other's P @ V",
         ),
-        Param(
-            "GLUON",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_GPU,
-            doc="the Gluon kernel: a TMA producer warp feeding two 64-row consumer warpgroups "
-            "through a num_stages-deep K/V ring (FlashAttention-3's layout; sm_90)",
+        gluon_param(
+            "the Gluon kernel: a TMA producer warp feeding two 64-row consumer warpgroups through "
+            "a num_stages-deep K/V ring (FlashAttention-3's layout; sm_90)"
         ),
         Param(
             "GLUON_OVERLAP",

@@ -24,10 +24,10 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     MAX_ACC_PER_THREAD,
-    NVIDIA_GPU,
     TMA_MIN_SM,
     accumulator_rule,
     amd_stages_rule,
+    gluon_param,
     int_param,
     multiprocessors,
     nvidia_sm,
@@ -143,15 +143,11 @@ SPACE = Space(
             "with the next step's MMA (a third accumulator tile; not in vLLM's kernel)",
         ),
         warp_spec_param("; not in vLLM's kernel"),
-        Param(
-            "GLUON",
-            (False, True),
-            ParamKind.BOOL,
-            vendors=NVIDIA_GPU,
-            doc="the Gluon kernel: a TMA producer warp feeding two 64-row consumer warpgroups "
-            "through a num_stages-deep ring, each scaling one K step's product while the next "
-            "runs on the tensor cores (DeepGEMM's layout; sm_90; PERSISTENT: one program per SM; "
-            "not in vLLM's kernel)",
+        gluon_param(
+            "the Gluon kernel: a TMA producer warp feeding two 64-row consumer warpgroups through "
+            "a num_stages-deep ring, each scaling one K step's product while the next runs on the "
+            "tensor cores (DeepGEMM's layout; sm_90; PERSISTENT: one program per SM; not in "
+            "vLLM's kernel)"
         ),
         *AMD_PARAMS,
     ),
