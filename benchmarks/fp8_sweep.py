@@ -76,13 +76,14 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(64, 256, 128, 16, 8, 3, tma=True, lag=True),
         _cfg(128, 256, 128, 16, 8, 3, tma=True, persistent=True),
         _cfg(128, 128, 128, 16, 8, 4, tma=True, persistent=True, lag=True),
-        # c16-c21: warp-specialized twins of c2, c4, c11, c15, a 4-warp 128x128 tile, and c12.
+        # c16-c21: warp-specialized (Triton 3.6 specializes 4-warp TMA loops of 64+ rows): the
+        # twins of c2 and c12, and 128-row tiles, which two consumer warpgroups share.
         _cfg(64, 128, 128, 32, 4, 4, tma=True, ws=True),
-        _cfg(128, 256, 128, 16, 8, 3, tma=True, ws=True),
-        _cfg(128, 128, 128, 16, 8, 4, tma=True, lag=True, ws=True),
-        _cfg(128, 128, 128, 16, 8, 4, tma=True, persistent=True, lag=True, ws=True),
-        _cfg(128, 128, 128, 16, 4, 4, tma=True, ws=True),
         _cfg(64, 128, 128, 32, 4, 4, tma=True, lag=True, ws=True),
+        _cfg(128, 128, 128, 16, 4, 4, tma=True, ws=True),
+        _cfg(128, 128, 128, 16, 4, 5, tma=True, ws=True),
+        _cfg(128, 128, 128, 8, 4, 4, tma=True, ws=True),
+        _cfg(128, 64, 128, 16, 4, 6, tma=True, ws=True),
         # c22-c25: the Gluon kernel (two 64-row consumer warpgroups, a TMA producer warp) on
         # 128x128 tiles with 4- and 5-deep rings, persistent with 4, and 128x64 with 6.
         _cfg(128, 128, 128, 16, 4, 4, tma=True, gluon=True),
@@ -95,7 +96,7 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
         _cfg(16, 64, 128, 1, 4, 3, split=2, tma=True),
         _cfg(32, 128, 128, 1, 4, 2, lag=True),
         _cfg(32, 128, 128, 1, 4, 2, tma=True, persistent=True, lag=True),
-        _cfg(32, 128, 128, 1, 4, 2, tma=True, ws=True),
+        _cfg(64, 128, 128, 1, 4, 2, tma=True, ws=True),
     ],
 }
 

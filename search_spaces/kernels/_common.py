@@ -107,13 +107,23 @@ def warp_spec_param(note: str = "") -> Param:
 
 
 def warp_spec_rule() -> Constraint:
-    """Warp specialization partitions a loop of TMA loads (descriptor loads; Triton's Hopper pass
-    fails on pointer loads)."""
+    """Where Triton 3.6 specializes the loop (compiled for sm_90a, ``benchmarks/aot_compile.py``
+    shows the warps: 4 become 12): descriptor loads, 4 warps, warpgroup MMAs (BLOCK_SIZE_M >=
+    64), no persistent tile loop. Elsewhere the pass leaves the loop as it is (8 warps; M=16 tiles
+    run mma.sync) or spills (the persistent kernel), so such configs would repeat their twins."""
     return Constraint(
-        "warp-spec-tma",
-        "WARP_SPEC only with TMA",
-        ("WARP_SPEC", "TMA"),
-        lambda c, _lim: not c["WARP_SPEC"] or bool(c["TMA"]),
+        "warp-spec",
+        "WARP_SPEC only with TMA, num_warps == 4, BLOCK_SIZE_M >= 64 and PERSISTENT off",
+        ("WARP_SPEC", "TMA", "num_warps", "BLOCK_SIZE_M", "PERSISTENT"),
+        lambda c, _lim: (
+            not c["WARP_SPEC"]
+            or (
+                bool(c["TMA"])
+                and int_param(c, "num_warps") == 4
+                and int_param(c, "BLOCK_SIZE_M") >= 64
+                and not c["PERSISTENT"]
+            )
+        ),
     )
 
 

@@ -175,16 +175,13 @@ def fp8_matmul_persistent_kernel(
     GROUP_SIZE_M: tl.constexpr,
     SCALE_BLOCK: tl.constexpr,
     SCALE_LAG: tl.constexpr,
-    WARP_SPEC: tl.constexpr,
 ):
     """``fp8_matmul_kernel`` with TMA and without split-K as a persistent kernel: grid
     (PROGRAMS,), one per SM at most; program p computes tiles p, p + PROGRAMS, ... in one software
     pipeline (Triton flattens the tile and K loops), so the next tile's loads overlap this tile's
-    epilogue. WARP_SPEC specializes the tile loop's warps (Triton's automatic partitions)."""
+    epilogue."""
     tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
-    for tile in tl.range(
-        tl.program_id(0), tiles, PROGRAMS, flatten=True, warp_specialize=WARP_SPEC
-    ):
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
         pid_m, pid_n = _tile(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
         offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)

@@ -454,7 +454,7 @@ class Fp8MatmulSpec(KernelSpec):
             *operands, a_scale, b_scale, target, m, n, k, a.stride(0), b.stride(0),
             *a_scale.stride(), *b_scale.stride(), m * n, n,
         )  # fmt: skip
-        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK, "WARP_SPEC": kernel_ws}
+        kernel_args = {**meta, **options, "SCALE_BLOCK": SCALE_BLOCK}
         tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
         if persistent:
             programs = min(tiles, multiprocessors(a.device))
@@ -468,7 +468,7 @@ class Fp8MatmulSpec(KernelSpec):
                 fp8_matmul_persistent_kernel[(programs,)](*persistent_args, **kernel_args)
 
             return launch_persistent
-        kernel_args["TMA"] = tma
+        kernel_args.update(TMA=tma, WARP_SPEC=kernel_ws)
         grid = (tiles, split_k)
         if split_k == 1:
 
