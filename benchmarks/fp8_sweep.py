@@ -170,8 +170,14 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
 
 
 def main() -> None:
+    from search_spaces.kernels._common import vendor_default
+    from search_spaces.kernels.fp8_matmul import SPEC
+    from workers.device import detect
+
     args = sweep_parser(GRIDS, rounds=3).parse_args()
-    candidates = CANDIDATES[args.grid]
+    # Only the parameters the space has on this device's vendor (GLUON exists on GPUs only).
+    vendor = detect("auto")[0].limits().vendor
+    candidates = [vendor_default(c, SPEC.space, vendor) for c in CANDIDATES[args.grid]]
     grid = GRIDS[args.grid]
     start = start_sweep()
     # M, N, K are runtime values: one small problem compiles every candidate (M=1 compiles its
@@ -220,7 +226,29 @@ def main() -> None:
             summary[f"geomean_vs {name}"] = geomean(ratios)
             summary[f"min_vs {name}"] = min(ratios)
             summary[f"problems_vs {name}"] = len(ratios)
+    summary["per_candidate"] = per_candidate(rows, VENDOR[0])
     finish(args.out, summary, candidates, rows, start)
+
+
+#: Where the per-candidate summary splits the grid: the memory-bound small M and the large M.
+LARGE_M = 512
+
+
+def per_candidate(rows: list[dict[str, Any]], vendor: str) -> dict[str, dict[str, Any]]:
+    """Per candidate label: the geomean of vendor ms / its ms over the problems where both ran,
+    below and from LARGE_M, and the problems it won."""
+    labels = sorted({k for r in rows for k in r["ms"] if k[0] == "c"}, key=lambda k: int(k[1:]))
+    out: dict[str, dict[str, Any]] = {}
+    for label in labels:
+        both = [r for r in rows if label in r["ms"] and vendor in r["ms"]]
+        small = [r["ms"][vendor] / r["ms"][label] for r in both if r["problem"]["M"] < LARGE_M]
+        large = [r["ms"][vendor] / r["ms"][label] for r in both if r["problem"]["M"] >= LARGE_M]
+        out[label] = {
+            f"vs {vendor}, M < {LARGE_M}": geomean(small) if small else None,
+            f"vs {vendor}, M >= {LARGE_M}": geomean(large) if large else None,
+            "won": sum(r["best"] == label for r in rows),
+        }
+    return out
 
 
 if __name__ == "__main__":
