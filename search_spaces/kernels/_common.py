@@ -106,22 +106,28 @@ def warp_spec_param(note: str = "") -> Param:
     )
 
 
-def warp_spec_rule() -> Constraint:
-    """Where Triton 3.6 specializes the loop (compiled for sm_90a, ``benchmarks/aot_compile.py``
-    shows the warps: 4 become 12): descriptor loads, 4 warps, warpgroup MMAs (BLOCK_SIZE_M >=
-    64), no persistent tile loop. Elsewhere the pass leaves the loop as it is (8 warps; M=16 tiles
-    run mma.sync) or spills (the persistent kernel), so such configs would repeat their twins."""
+def warp_spec_rule(
+    block_m: str, block_n: str, off: tuple[str, ...] = ("PERSISTENT",)
+) -> Constraint:
+    """Where Triton 3.6's Hopper pass gives a kernel that runs: descriptor loads, 4 warps (with
+    8 the loop stays as it is), 64-row tiles (16-row ones run mma.sync and stay as they are; on
+    an H200 every warp-specialized matmul tile of 128 or 256 rows hung the GPU:
+    benchmarks/results/matmul_sweep/2026-12-04-bb06ace-h200-warp-specialize/), at most 128
+    columns (64 x 256 fails to lower, an assertion in ConvertTritonGPUToLLVM), none of the kernel
+    variants ``off`` (flags naming other kernels; fp8_matmul's persistent kernel spills)."""
     return Constraint(
         "warp-spec",
-        "WARP_SPEC only with TMA, num_warps == 4, BLOCK_SIZE_M >= 64 and PERSISTENT off",
-        ("WARP_SPEC", "TMA", "num_warps", "BLOCK_SIZE_M", "PERSISTENT"),
+        f"WARP_SPEC only with TMA, num_warps == 4, {block_m} == 64, {block_n} <= 128 and "
+        f"{', '.join(off)} off",
+        ("WARP_SPEC", "TMA", "num_warps", block_m, block_n, *off),
         lambda c, _lim: (
             not c["WARP_SPEC"]
             or (
                 bool(c["TMA"])
                 and int_param(c, "num_warps") == 4
-                and int_param(c, "BLOCK_SIZE_M") >= 64
-                and not c["PERSISTENT"]
+                and int_param(c, block_m) == 64
+                and int_param(c, block_n) <= 128
+                and not any(c[flag] for flag in off)
             )
         ),
     )

@@ -85,9 +85,9 @@ GLUON_SM = 90
 GLUON_BLOCK_M = 128
 GLUON_BLOCK_N = (64, 128)
 GLUON_WARPS = 4
-#: Parameters GLUON's kernel has no counterpart of (it lags the scaling and specializes its warps
-#: by its own partitions).
-GLUON_OFF = ("SCALE_LAG", "WARP_SPEC")
+#: Parameters GLUON's kernel has no counterpart of (it lags the scaling itself; WARP_SPEC's own
+#: rule keeps it off GLUON's 128-row tiles).
+GLUON_OFF = ("SCALE_LAG",)
 
 
 def _gluon_tile(c: Mapping[str, Value]) -> bool:
@@ -199,7 +199,7 @@ SPACE = Space(
             lambda c, _lim: int_param(c, "SPLIT_K") == 1 or int_param(c, "GROUP_SIZE_M") == 1,
         ),
         tma_rule(),
-        warp_spec_rule(),
+        warp_spec_rule("BLOCK_SIZE_M", "BLOCK_SIZE_N"),
         Constraint(
             "gluon-arch",
             f"GLUON only on sm_{GLUON_SM} (Hopper's warpgroup MMA)",
