@@ -100,6 +100,18 @@ def compile_in_process(task: Sequence[Any], timeout_s: float = COMPILE_TIMEOUT_S
     return None if result is None else str(result)
 
 
+def for_device(kernel: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` in this device's space of ``kernel``: parameters it lacks from the spec's
+    default here, those the space has not here dropped (PDL and GLUON on the interpreter)."""
+    from search_spaces import get_spec
+    from workers.device import detect
+
+    spec = get_spec(kernel)
+    limits = detect("auto")[0].limits()
+    names = {p.name for p in spec.space.params_for(limits.vendor)}
+    return {**spec.default_for(limits), **{k: v for k, v in config.items() if k in names}}
+
+
 def compile_all(
     kernel: str,
     small: dict[str, dict[str, Any]],

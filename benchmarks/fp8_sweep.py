@@ -29,6 +29,7 @@ from _sweep import (  # this folder
     compile_all,
     device,
     finish,
+    for_device,
     geomean,
     interleaved,
     medians,
@@ -168,14 +169,8 @@ def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: s
 
 
 def main() -> None:
-    from search_spaces.kernels._common import vendor_default
-    from search_spaces.kernels.fp8_matmul import SPEC
-    from workers.device import detect
-
     args = sweep_parser(GRIDS, rounds=3).parse_args()
-    # Only the parameters the space has on this device's vendor (GLUON exists on GPUs only).
-    vendor = detect("auto")[0].limits().vendor
-    candidates = [vendor_default(c, SPEC.space, vendor) for c in CANDIDATES[args.grid]]
+    candidates = [for_device("fp8_matmul", c) for c in CANDIDATES[args.grid]]
     grid = GRIDS[args.grid]
     start = start_sweep()
     # M, N, K are runtime values: one small problem compiles every candidate (M=1 compiles its

@@ -22,6 +22,7 @@ from _sweep import (
     compile_all,
     device,
     finish,
+    for_device,
     geomean,
     interleaved,
     medians,
@@ -285,18 +286,6 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def _for_device(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` in this device's space: parameters it lacks from the spec's default here (PDL
-    off on sm_90+), those the space has not here dropped (PDL on the interpreter)."""
-    from search_spaces import get_spec
-    from workers.device import detect
-
-    spec = get_spec("matmul")
-    limits = detect("auto")[0].limits()
-    names = {p.name for p in spec.space.params_for(limits.vendor)}
-    return {**spec.default_for(limits), **{k: v for k, v in config.items() if k in names}}
-
-
 def measure(problem: dict[str, Any], candidates: list[dict[str, Any]], broken: set[int],
             rounds: int) -> dict[str, Any]:  # fmt: skip
     import torch
@@ -338,7 +327,7 @@ def main() -> None:
         help="also run candidates the space's rules leave out",
     )
     args = parser.parse_args()
-    candidates = [_for_device(c) for c in CANDIDATES[args.grid]]
+    candidates = [for_device("matmul", c) for c in CANDIDATES[args.grid]]
     grid = GRIDS[args.grid]
     start = start_sweep()
     # M, N, K are runtime values: one stand-in per dtype compiles every variant.

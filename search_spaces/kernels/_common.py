@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from search_spaces.space import Constraint, DeviceLimits, Param, ParamKind, Space, Value, Vendor
+from search_spaces.space import (
+    Config,
+    Constraint,
+    DeviceLimits,
+    Param,
+    ParamKind,
+    Space,
+    Value,
+    Vendor,
+)
 
 AMD = frozenset({Vendor.AMD})
 #: Where NVIDIA-only parameters exist: NVIDIA GPUs and the interpreter, which stands in for them
@@ -23,6 +32,21 @@ def flag_param(name: str, vendors: frozenset[Vendor], doc: str) -> Param:
 def gluon_param(doc: str) -> Param:
     """``GLUON``: the spec's Gluon kernel (NVIDIA GPUs only: the interpreter cannot run Gluon)."""
     return flag_param("GLUON", NVIDIA_GPU, doc)
+
+
+#: The compute capabilities with Hopper's warpgroup MMA, which the Gluon kernels issue (Blackwell
+#: has other tensor-core instructions).
+GLUON_SM = range(90, 100)
+
+
+def gluon_arch_rule() -> Constraint:
+    """GLUON only where its kernels' warpgroup MMA exists (GLUON_SM)."""
+    return Constraint(
+        "gluon-arch",
+        "GLUON only on sm_90 (Hopper's warpgroup MMA)",
+        ("GLUON",),
+        lambda c, lim: not c["GLUON"] or nvidia_sm(lim) in GLUON_SM,
+    )
 
 
 #: Oldest NVIDIA compute capability with programmatic dependent launch.
@@ -141,6 +165,15 @@ def tma_rule() -> Constraint:
         ("TMA",),
         lambda c, lim: not c["TMA"] or lim.vendor is Vendor.CPU or nvidia_sm(lim) >= TMA_MIN_SM,
     )
+
+
+def listed_on_sm90(configs: Sequence[Config], space: Space, limits: DeviceLimits) -> list[Config]:
+    """``configs`` completed for NVIDIA classes of sm_90+ (TMA_MIN_SM), those ``limits`` admit;
+    none elsewhere: what a spec's ``listed_configs`` asks after the default."""
+    if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
+        return []
+    listed = [vendor_default(c, space, limits.vendor) for c in configs]
+    return [c for c in listed if space.violation(c, limits) is None]
 
 
 def tensor_descriptor() -> Any:

@@ -26,8 +26,10 @@ from search_spaces.kernels._common import (
     SDPA_BACKENDS,
     TMA_MIN_SM,
     amd_stages_rule,
+    gluon_arch_rule,
     gluon_param,
     int_param,
+    listed_on_sm90,
     nvidia_sm,
     sdpa,
     smem_rule,
@@ -89,10 +91,8 @@ WS_MIN_WARPS = 8
 #: Smallest row block SPLIT_M halves: tl.dot needs 16 rows.
 SPLIT_MIN_BLOCK_M = 32
 
-#: GLUON's kernel: the compute capabilities with warpgroup MMA (Hopper, sm_90; Blackwell has
-#: other tensor-core instructions), its row block (two consumer partitions of 64 rows, one
-#: warpgroup each: num_warps is the first partition's) and the key tiles it was measured with.
-GLUON_SM = range(90, 100)
+#: GLUON's kernel (on GLUON_SM, see _common): its row block (two consumer partitions of 64 rows,
+#: one warpgroup each: num_warps is the first partition's) and the key tiles it was measured with.
 GLUON_BLOCK_M = 128
 GLUON_WARPS = 4
 GLUON_BLOCK_N = (64, 128)
@@ -253,12 +253,7 @@ SPACE = Space(
             ("SPLIT_M", "BLOCK_M"),
             lambda c, lim: not c["SPLIT_M"] or int_param(c, "BLOCK_M") >= SPLIT_MIN_BLOCK_M,
         ),
-        Constraint(
-            "gluon-arch",
-            "GLUON only on sm_90 (Hopper's warpgroup MMA)",
-            ("GLUON",),
-            lambda c, lim: not c["GLUON"] or nvidia_sm(lim) in GLUON_SM,
-        ),
+        gluon_arch_rule(),
         Constraint(
             "gluon-tile",
             f"GLUON only with BLOCK_M = {GLUON_BLOCK_M}, BLOCK_N in {GLUON_BLOCK_N}, num_warps = "
@@ -452,10 +447,7 @@ class FlashAttentionSpec(KernelSpec):
     def listed_configs(self, limits: DeviceLimits) -> list[Config]:
         """SPLIT_LISTED, then GLUON_LISTED, on NVIDIA classes of sm_90+, those whose limits admit
         them (GLUON: sm_90 only); none elsewhere."""
-        if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
-            return []
-        listed = [vendor_default(c, SPACE, limits.vendor) for c in SPLIT_LISTED + GLUON_LISTED]
-        return [c for c in listed if SPACE.violation(c, limits) is None]
+        return listed_on_sm90(SPLIT_LISTED + GLUON_LISTED, SPACE, limits)
 
     def lengths(self, problem: Problem) -> list[int]:
         """Per-sequence lengths of ``problem`` (fixed by its pattern, batch and max_seqlen)."""

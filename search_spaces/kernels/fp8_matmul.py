@@ -24,11 +24,12 @@ from search_spaces.errors import ProblemError, SpecError
 from search_spaces.kernels._common import (
     AMD_PARAMS,
     MAX_ACC_PER_THREAD,
-    TMA_MIN_SM,
     accumulator_rule,
     amd_stages_rule,
+    gluon_arch_rule,
     gluon_param,
     int_param,
+    listed_on_sm90,
     multiprocessors,
     nvidia_sm,
     persistent_param,
@@ -78,10 +79,9 @@ FP8_BYTES, SCALE_BYTES, OUT_BYTES = 1, 4, 2
 VENDOR_SCALED_MM = "torch._scaled_mm"
 VENDOR_DEQUANT = "dequant+torch.matmul"
 
-#: GLUON's kernel: Hopper's warpgroup MMA (sm_90; Blackwell has other tensor-core instructions),
-#: a 128-row tile (two consumer partitions of 64 rows, one warpgroup each: num_warps is the first
-#: partition's), tiles inside one of B's scale blocks, and one scale group per K step.
-GLUON_SM = 90
+#: GLUON's kernel: a 128-row tile (two consumer partitions of 64 rows, one warpgroup each:
+#: num_warps is the first partition's), tiles inside one of B's scale blocks, and one scale group
+#: per K step.
 GLUON_BLOCK_M = 128
 GLUON_BLOCK_N = (64, 128)
 GLUON_WARPS = 4
@@ -200,12 +200,7 @@ SPACE = Space(
         ),
         tma_rule(),
         warp_spec_rule("BLOCK_SIZE_M", "BLOCK_SIZE_N"),
-        Constraint(
-            "gluon-arch",
-            f"GLUON only on sm_{GLUON_SM} (Hopper's warpgroup MMA)",
-            ("GLUON",),
-            lambda c, lim: not c["GLUON"] or nvidia_sm(lim) == GLUON_SM,
-        ),
+        gluon_arch_rule(),
         Constraint(
             "gluon-tile",
             f"GLUON only with BLOCK_SIZE_M = {GLUON_BLOCK_M}, BLOCK_SIZE_N in {GLUON_BLOCK_N}, "
@@ -326,10 +321,7 @@ class Fp8MatmulSpec(KernelSpec):
 
     def listed_configs(self, limits: DeviceLimits) -> list[Config]:
         """SM90_LISTED on NVIDIA classes of sm_90+, those their limits admit; none elsewhere."""
-        if limits.vendor is not Vendor.NVIDIA or nvidia_sm(limits) < TMA_MIN_SM:
-            return []
-        listed = [vendor_default(c, SPACE, limits.vendor) for c in SM90_LISTED]
-        return [c for c in listed if SPACE.violation(c, limits) is None]
+        return listed_on_sm90(SM90_LISTED, SPACE, limits)
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
