@@ -685,3 +685,19 @@ def test_a_launch_bound_forward_runs_only_the_launch_saving_kernels() -> None:
     assert not _runs_under(swap, kept=True, lean=False)("fused_moe", {})
     assert _policy(0.4, lean=True).startswith("kept vendor except fused_moe")
     assert "launch-bound (graph/eager 0.40)" in _policy(0.4, lean=False)
+
+
+def test_the_direct_matmul_launch_takes_plain_tiles_only() -> None:
+    """The swap's direct launch of ``matmul_kernel`` serves the plain tile configs; a config
+    that sets any flag of the space (TMA, PERSISTENT, STREAM_K, WIDE_N, PDL, FUSED_REDUCE) or
+    splits K goes to the spec's launcher (a stream-K config once reached the plain kernel)."""
+    from search_spaces.kernels.matmul import DEFAULT, SPEC
+    from search_spaces.space import ParamKind
+    from workers.profiling.swap import _matmul_plan
+
+    assert _matmul_plan(dict(DEFAULT), 16, 64, 64, False) is not None
+    flags = [p.name for p in SPEC.space.params if p.kind is ParamKind.BOOL]
+    assert {"TMA", "PERSISTENT", "STREAM_K", "WIDE_N", "PDL"} <= set(flags)
+    for flag in flags:
+        assert _matmul_plan({**DEFAULT, flag: True}, 16, 64, 64, False) is None, flag
+    assert _matmul_plan({**DEFAULT, "SPLIT_K": 2}, 16, 64, 64, False) is None

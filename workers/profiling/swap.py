@@ -210,16 +210,24 @@ class Swap:
 Launch = Callable[..., None]
 
 
+#: The tile params ``matmul_kernel`` takes as they are: a config that sets any other flag (TMA,
+#: PERSISTENT, STREAM_K, WIDE_N, PDL, ...) runs through the spec's launcher.
+_PLAIN_MATMUL = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
+
+
 def _matmul_plan(config: dict[str, Any], m: int, n: int, k: int, cpu_bf16: bool) -> Launch | None:
     """The direct launch of ``config`` for an M x K by K x N product, or None where it needs the
-    spec's per-call preparation (TMA descriptors, a persistent grid, a split-K workspace)."""
+    spec's launcher (any flag beyond the plain tile set: TMA descriptors, a persistent or
+    stream-K grid, a split-K workspace, ...)."""
     from search_spaces.kernels._matmul_kernels import matmul_kernel
 
     meta, options = split_launch_options(config)
-    if meta.pop("TMA", False) or meta.pop("PERSISTENT", False) or int(config["SPLIT_K"]) != 1:
+    flags = {p: v for p, v in meta.items() if p not in (*_PLAIN_MATMUL, "SPLIT_K")}
+    if config["SPLIT_K"] != 1 or any(flags.values()):
         return None
     # DOT_IN_FP32: Triton's interpreter multiplies bfloat16 bit patterns in tl.dot (triton #11584).
-    kwargs = {**meta, **options, "DOT_IN_FP32": cpu_bf16}
+    kwargs = {p: meta[p] for p in _PLAIN_MATMUL}
+    kwargs.update(options, SPLIT_K=1, FUSED_REDUCE=False, DOT_IN_FP32=cpu_bf16)
     grid = (-(-m // int(config["BLOCK_M"])) * -(-n // int(config["BLOCK_N"])), 1)
     launcher = matmul_kernel[grid]
     mn = m * n
