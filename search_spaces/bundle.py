@@ -29,7 +29,8 @@ it (:func:`bundle_digest`); a file whose digest does not match its content is re
 2. else the *nearest* entry among those whose non-integer fields (dtype, flags, choices) all equal
    the problem's and that have the same field names (:func:`search_spaces.problem.problem_distance`:
    sum over integer fields of ``|log2(a) - log2(b)|``, so 2048 is as far from 4096 as 4096 from
-   8192); ties go to the entry listed first in the bundle;
+   8192); of equally near entries, one whose decision is ``vendor`` first (a tie never carries a
+   Triton kernel to a shape that a vendor win is as near), then the one listed first;
 3. else the bundle's ``default`` (the kernel spec's default config for the device's vendor).
 
 :meth:`Bundle.decide` follows the same rule and returns the whole :class:`Decision` (backend,
@@ -156,12 +157,15 @@ class Bundle:
         self._vendor = next((e.vendor for e in self.entries if e.vendor), None)
 
     def _nearest(self, problem: ProblemLike) -> BundleEntry | None:
-        best: tuple[float, BundleEntry] | None = None
+        """The entry nearest ``problem``; of equally near ones a vendor win first, then the one
+        listed first (a tie never puts a Triton kernel where a vendor path won as near)."""
+        best: tuple[float, bool, BundleEntry] | None = None
         for entry in self.entries:
             distance = problem_distance(problem, entry.problem)
-            if math.isfinite(distance) and (best is None or distance < best[0]):
-                best = (distance, entry)
-        return None if best is None else best[1]
+            rank = (distance, entry.backend == "triton")
+            if math.isfinite(distance) and (best is None or rank < best[:2]):
+                best = (*rank, entry)
+        return None if best is None else best[2]
 
     def _entry_for(self, problem: ProblemLike) -> tuple[str, BundleEntry | None]:
         exact = self._exact.get(_frozen(problem))

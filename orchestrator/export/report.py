@@ -55,7 +55,7 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
     """Per entry, :meth:`Bundle.decide` of its problem by the bundle without it: the nearest other
     entry by :func:`search_spaces.problem.problem_distance` (same field names and non-dim
     values; the sum of ``|log2 a - log2 b|`` over the dims, added in the problem's field order;
-    ties to the entry listed first), else the default. The same rule, computed in one pass per
+    ties to a vendor win, then to the entry listed first), else the default. The same rule, computed in one pass per
     group of comparable entries instead of one bundle per left-out entry."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     logs: list[dict[str, float]] = []
@@ -71,7 +71,7 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
     for members in groups.values():
         for i in members:
             mine = logs[i]
-            best: tuple[float, int] | None = None
+            best: tuple[float, bool, int] | None = None
             for j in members:
                 if j == i:
                     continue
@@ -79,12 +79,13 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
                 total = 0.0
                 for name, value in mine.items():
                     total += abs(value - other[name])
-                if best is None or total < best[0]:
-                    best = (total, j)
+                rank = (total, bundle.entries[j].backend == "triton")
+                if best is None or rank < best[:2]:
+                    best = (*rank, j)
             if best is not None:
                 how = "exact" if best[0] == 0 else "nearest"
                 decisions[i] = bundle.decision_from(
-                    bundle.entries[i].problem, bundle.entries[best[1]], how
+                    bundle.entries[i].problem, bundle.entries[best[2]], how
                 )
     return decisions
 

@@ -207,3 +207,27 @@ def test_digest_is_exposed_and_a_tampered_entry_is_refused(tmp_path: Path) -> No
     assert "\n" not in message
     assert f"its digest {doc['digest'][:16]}... does not match its content" in message
     assert "pull it again" in message
+
+
+def test_a_tie_between_nearest_entries_goes_to_the_vendor_win() -> None:
+    """Attention's (batch 1, seq 512) is as near (batch 1, seq 8192), a Triton win, as (batch 16,
+    seq 512), a vendor win: the vendor path is kept, whichever entry is listed first."""
+    from search_spaces.kernels.flash_attention import SPEC as ATTENTION
+
+    def entry(batch: int, seq: int, backend: str) -> dict[str, Any]:
+        problem = {
+            "batch": batch, "max_seqlen": seq, "pattern": "uniform", "q_heads": 32,
+            "kv_heads": 8, "head_dim": 128, "causal": True, "dtype": "bfloat16",
+        }  # fmt: skip
+        return {"problem": problem, "backend": backend, "vendor": "sdpa_cudnn", "config": {}}
+
+    default = ATTENTION.default_config(Vendor.CPU)
+    entries = [entry(1, 8192, "triton"), entry(16, 512, "vendor")]
+    for order in (entries, entries[::-1]):
+        doc = {"format": BUNDLE_FORMAT, "kernel": "flash_attention", "default": default,
+               "batch_fields": ["batch", "max_seqlen"],
+               "entries": [{**e, "config": default} for e in order]}  # fmt: skip
+        bundle = bundle_from_dict(doc, spec=ATTENTION)
+        short = {**order[0]["problem"], "batch": 1, "max_seqlen": 512}
+        assert bundle.decide(short).backend == "vendor"
+        assert bundle.decide({**short, "max_seqlen": 4096}).backend == "triton"  # nearer the win
