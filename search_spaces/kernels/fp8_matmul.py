@@ -251,15 +251,20 @@ DEFAULT: Config = {
 }
 
 #: Asked right after the default on sm_90+ (``listed_configs``): the tiles that won the issue
-#: grid's fixed-candidate sweep on an H100 (benchmarks/results/fp8/2026-12-07-ab2a496-h100-issue-grid/):
-#: 64x128 with TMA at most M, 128x128 on 8 warps lagged at large M, split-K at small M.
+#: grid's fixed-candidate sweep on an H100 (benchmarks/results/fp8/2026-12-07-c52ffdf-h100-gluon/):
+#: 64x128 with TMA up to a few hundred rows, 16-row split-K at small M, and the Gluon kernel's
+#: 128x128 (4 and 5 stages) and 128x64 (6 stages) tiles from M=128 up.
 SM90_LISTED: tuple[Config, ...] = (
     {**DEFAULT, "num_stages": 4, "TMA": True},
-    {**DEFAULT, "BLOCK_SIZE_M": 128, "GROUP_SIZE_M": 16, "num_warps": 8, "num_stages": 3,
-     "SCALE_LAG": True},
     {**DEFAULT, "BLOCK_SIZE_M": 16, "GROUP_SIZE_M": 1, "SPLIT_K": 4, "num_stages": 4},
     {**DEFAULT, "BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "GROUP_SIZE_M": 1, "SPLIT_K": 8,
      "num_stages": 5, "TMA": True},
+    {**DEFAULT, "BLOCK_SIZE_M": 128, "GROUP_SIZE_M": 16, "num_stages": 4, "TMA": True,
+     "GLUON": True},
+    {**DEFAULT, "BLOCK_SIZE_M": 128, "GROUP_SIZE_M": 16, "num_stages": 5, "TMA": True,
+     "GLUON": True},
+    {**DEFAULT, "BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "GROUP_SIZE_M": 16, "num_stages": 6,
+     "TMA": True, "GLUON": True},
 )  # fmt: skip
 
 

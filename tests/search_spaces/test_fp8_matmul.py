@@ -255,9 +255,10 @@ def test_listed_configs_are_the_measured_tiles_on_sm90_only(
     h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
 ) -> None:
     listed = SPEC.listed_configs(h200_limits)
-    assert len(listed) == 4
+    assert len(listed) == 6
     assert all(SPEC.space.violation(c, h200_limits) is None for c in listed)
     assert DEFAULT not in listed
+    assert sum(bool(c["GLUON"]) for c in listed) == 3  # the Gluon kernel's sweep winners
     for limits in (mi300x_limits, cpu_limits, lookup("A100").limits):
         assert SPEC.listed_configs(limits) == []
 
