@@ -208,11 +208,15 @@ class PagedAttentionSpec(KernelSpec):
 
     def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
         """``sdpa_gathered``: plain torch, the context's pages gathered into contiguous K and V,
-        then SDPA with the backend torch picks; ``flash_attn.flash_attn_with_kvcache`` (reads
-        the pages through the block table itself) only where ``flash_attn`` is importable."""
+        then SDPA with the backend torch picks; ``sdpa_contiguous``: the same SDPA over K and V
+        already contiguous per sequence (a deployment without paging, such as a static cache or
+        ``profile``'s built-in decoders: no gather to pay); ``flash_attn.flash_attn_with_kvcache``
+        (reads the pages through the block table itself) only where ``flash_attn`` is
+        importable."""
+        paths = ("sdpa_gathered", "sdpa_contiguous")
         if importlib.util.find_spec("flash_attn") is None:
-            return ("sdpa_gathered",)
-        return ("sdpa_gathered", "flash_attn.flash_attn_with_kvcache")
+            return paths
+        return (*paths, "flash_attn.flash_attn_with_kvcache")
 
     def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
         """``sdpa_gathered``: per launch, each sequence's token slots computed from its block
@@ -220,10 +224,12 @@ class PagedAttentionSpec(KernelSpec):
         token 0 of the cache and are masked out; a mask only when lengths differ, so that
         flash SDPA can run on uniform contexts), then one batched SDPA (GQA through
         ``enable_gqa``); the launch rebinds ``inputs["out"]`` to its result.
+        ``sdpa_contiguous``: the gather once, when the launcher is made (not timed), the launch
+        the SDPA alone over those rows; it reads the block table as it was then.
         ``flash_attn.flash_attn_with_kvcache`` on the cache as built (flash-attn 2 takes pages
         of a multiple of 256 tokens only: it raises on smaller pages); it rebinds too."""
-        if name == "sdpa_gathered":
-            return _gathered_sdpa_launcher(inputs)
+        if name in ("sdpa_gathered", "sdpa_contiguous"):
+            return _gathered_sdpa_launcher(inputs, gather_once=name == "sdpa_contiguous")
         if name == "flash_attn.flash_attn_with_kvcache":
             return _flash_attn_launcher(inputs)
         return super().make_vendor_launcher(inputs, name)
@@ -322,7 +328,7 @@ class PagedAttentionSpec(KernelSpec):
         return out
 
 
-def _gathered_sdpa_launcher(inputs: Inputs) -> Launcher:
+def _gathered_sdpa_launcher(inputs: Inputs, gather_once: bool) -> Launcher:
     import torch
 
     q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
@@ -334,15 +340,25 @@ def _gathered_sdpa_launcher(inputs: Inputs) -> Launcher:
     k_rows, v_rows = k_cache.view(-1, kvh, d), v_cache.view(-1, kvh, d)
     queries = q.view(batch, qh, 1, d)
 
-    def launch() -> None:
+    def gather() -> tuple[Any, Any, Any]:
         slots = tables[:, positions // page_size] * page_size + positions % page_size
         mask = None
         if shortest < longest:
             valid = positions < context_lens[:, None]
             slots = slots.where(valid, 0)
             mask = valid.view(batch, 1, 1, longest)
-        k = k_rows[slots].transpose(1, 2)
-        v = v_rows[slots].transpose(1, 2)
+        return k_rows[slots].transpose(1, 2), v_rows[slots].transpose(1, 2), mask
+
+    if gather_once:
+        k, v, mask = gather()
+
+        def attend() -> None:
+            inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
+
+        return attend
+
+    def launch() -> None:
+        k, v, mask = gather()
         inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
 
     return launch

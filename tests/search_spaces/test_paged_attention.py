@@ -234,15 +234,16 @@ VENDOR_CASES = [
 
 def test_vendor_paths_without_flash_attn() -> None:
     assert importlib.util.find_spec("flash_attn") is None, "for a machine without flash-attn"
-    assert SPEC.vendor_paths(SPEC.example) == ("sdpa_gathered",)
+    assert SPEC.vendor_paths(SPEC.example) == ("sdpa_gathered", "sdpa_contiguous")
 
 
+@pytest.mark.parametrize("name", ["sdpa_gathered", "sdpa_contiguous"])
 @pytest.mark.parametrize(
     "prob", VENDOR_CASES, ids=lambda p: f"{p['pattern']}-ctx{p['context_len']}-{p['dtype']}"
 )
-def test_gathered_sdpa_on_the_cpu(prob: Problem) -> None:
+def test_gathered_sdpa_on_the_cpu(prob: Problem, name: str) -> None:
     """Ragged contexts too: slots past a context (the NaN spare page) are never read."""
-    err, _ = vendor_launch(SPEC, prob, "sdpa_gathered")
+    err, _ = vendor_launch(SPEC, prob, name)
     assert err <= SPEC.tolerance(SPEC.validate_problem(prob))
 
 
@@ -259,6 +260,18 @@ def test_gathered_sdpa_reads_the_block_table_each_launch() -> None:
     ref = SPEC.reference(inputs)
     assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(prob)
     assert max_rel_error(before, ref) > SPEC.tolerance(prob)
+
+
+def test_contiguous_sdpa_gathers_once_when_made() -> None:
+    """sdpa_contiguous stands for a cache already laid out per sequence: its launch is the SDPA
+    alone, so block tables swapped after the launcher was made do not change what it reads."""
+    prob = SPEC.validate_problem(problem(pattern="uniform"))
+    inputs = SPEC.build_inputs(prob, "cpu")
+    ref = SPEC.reference(inputs)
+    launch = SPEC.make_vendor_launcher(inputs, "sdpa_contiguous")
+    inputs["block_tables"][[0, 1]] = inputs["block_tables"][[1, 0]]
+    launch()
+    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(prob)
 
 
 def test_unknown_vendor_path_is_a_spec_error() -> None:
@@ -278,10 +291,10 @@ def stand_in_flash_attn(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("stand_in_flash_attn")
 def test_flash_attn_is_listed_where_importable_and_refused_clearly_without_its_kernel() -> None:
-    names = ("sdpa_gathered", "flash_attn.flash_attn_with_kvcache")
+    names = ("sdpa_gathered", "sdpa_contiguous", "flash_attn.flash_attn_with_kvcache")
     assert SPEC.vendor_paths(SPEC.example) == names
     with pytest.raises(SpecError, match="flash_attn_with_kvcache is not importable"):
-        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), names[1])
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), names[2])
 
 
 @needs_gpu
@@ -295,6 +308,7 @@ def test_flash_attn_is_listed_where_importable_and_refused_clearly_without_its_k
     ],
     ids=["uniform-gqa", "mixed-mha"],
 )
-def test_gathered_sdpa_on_the_gpu(prob: Problem) -> None:
-    err, _ = vendor_launch(SPEC, prob, "sdpa_gathered", "cuda")
+@pytest.mark.parametrize("name", ["sdpa_gathered", "sdpa_contiguous"])
+def test_gathered_sdpa_on_the_gpu(prob: Problem, name: str) -> None:
+    err, _ = vendor_launch(SPEC, prob, name, "cuda")
     assert err <= SPEC.tolerance(SPEC.validate_problem(prob))
