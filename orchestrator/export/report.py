@@ -55,7 +55,8 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
     """Per entry, :meth:`Bundle.decide` of its problem by the bundle without it: the nearest other
     entry by :func:`search_spaces.problem.problem_distance` (same field names and non-dim
     values; the sum of ``|log2 a - log2 b|`` over the dims, added in the problem's field order;
-    ties to a vendor win, then to the entry listed first), else the default. The same rule, computed in one pass per
+    ties to a vendor win, then to the entry listed first; an equal problem is the exact entry,
+    the first listed), else the default. The same rule, computed in one pass per
     group of comparable entries instead of one bundle per left-out entry."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     logs: list[dict[str, float]] = []
@@ -79,7 +80,8 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
                 total = 0.0
                 for name, value in mine.items():
                     total += abs(value - other[name])
-                rank = (total, bundle.entries[j].backend == "triton")
+                # an exact duplicate is found by the exact lookup: the first listed
+                rank = (total, total > 0 and bundle.entries[j].backend == "triton")
                 if best is None or rank < best[:2]:
                     best = (*rank, j)
             if best is not None:
