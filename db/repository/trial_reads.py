@@ -7,7 +7,7 @@ Every function returns plain data (records, tuples, dicts); nothing here writes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -136,6 +136,36 @@ def newest_ok_trials(s: Session, kernel_id: int, objective: Objective, limit: in
         OkTrial(problem, class_key, dict(config), float(ms))
         for problem, class_key, config, ms in reversed(rows)
     ]
+
+
+def fastest_ok_configs(
+    s: Session,
+    kernel_ids: Sequence[int],
+    objective: Objective,
+    device_class_id: int,
+    problem_keys: Collection[str],
+) -> Iterator[tuple[str, dict[str, Any], float]]:
+    """(problem key, config, median ms) of every ``ok`` trial with a time of kernel versions
+    ``kernel_ids`` under ``objective`` on class ``device_class_id`` for ``problem_keys``: the keys
+    in order, each key's fastest first. Streamed, so a caller that stops at the first config it
+    can use reads no further."""
+    if not kernel_ids or not problem_keys:
+        return
+    rows = s.execute(
+        sa.select(Trial.problem_key, Trial.config, Trial.median_ms)
+        .where(
+            Trial.kernel_id.in_(kernel_ids),
+            Trial.objective == Objective(objective),
+            Trial.device_class_id == device_class_id,
+            Trial.problem_key.in_(sorted(problem_keys)),
+            Trial.outcome == TrialOutcome.OK,
+            Trial.median_ms.is_not(None),
+        )
+        .order_by(Trial.problem_key, Trial.median_ms, Trial.id)
+        .execution_options(yield_per=500)
+    )
+    for problem_key, config, median_ms in rows:
+        yield problem_key, dict(config), float(median_ms)
 
 
 def outcomes_since(s: Session, since: datetime) -> dict[TrialOutcome, int]:

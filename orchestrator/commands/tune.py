@@ -436,30 +436,58 @@ def _bundle_texts(
     return [[(f.filename, f.content.decode()) for f in files] for files in texts], bests
 
 
+def _triton_ms(entry: dict[str, Any]) -> float:
+    """The best Triton config's time of a native bundle entry (its ``triton_ms`` where the
+    re-timing measured one, else ``time_ms``)."""
+    return float(entry.get("triton_ms") or entry["time_ms"])
+
+
 def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[str]]:
     """``pull --format vllm``'s ``skipped`` rows (entries of the native bundles that vLLM's kernel
     cannot run as measured, left out of its files) and its stderr notes: the M left out per
     (class, N, K) and how many written rows the vendor path won (orchestrator.export.vllm)."""
-    from orchestrator.export.vllm import SKIPPED_NOTE, VENDOR_POLICY, vllm_skipped
+    from orchestrator.export.vllm import (
+        FALLBACK_NOTE,
+        SKIPPED_NOTE,
+        VENDOR_POLICY,
+        VLLM_ENTRY,
+        vllm_entries,
+        vllm_skipped,
+    )
+
+    def shape_on(problem: Mapping[str, Any], device_class: str) -> str:
+        experts = f"E={problem['E']}," if "E" in problem else ""
+        return f"{experts}N={problem['N']},K={problem['K']} on {device_class}"
 
     skipped: list[dict[str, Any]] = []
     left_out: dict[str, list[str]] = {}
+    fallen_back: dict[str, list[str]] = {}
     vendor_rows = 0
     for _, text in native:
         doc = json.loads(text)
         entries = doc["entries"]
-        dropped = vllm_skipped(doc["kernel"], [(e["problem"], e["config"]) for e in entries])
+        dropped = vllm_skipped(doc["kernel"], vllm_entries(entries))
         for problem, reason in dropped:
             skipped.append(
                 {"device_class": doc["device_class"], "problem": problem, "reason": reason}
             )
-            experts = f"E={problem['E']}," if "E" in problem else ""
-            where = f"{experts}N={problem['N']},K={problem['K']} on {doc['device_class']}"
-            left_out.setdefault(where, []).append(f"M={problem['M']} ({reason})")
+            left_out.setdefault(shape_on(problem, doc["device_class"]), []).append(
+                f"M={problem['M']} ({reason})"
+            )
+        for e in entries:
+            if VLLM_ENTRY in e:
+                fallen_back.setdefault(shape_on(e["problem"], doc["device_class"]), []).append(
+                    f"M={e['problem']['M']} {e[VLLM_ENTRY]['time_ms']:.4g} ms vs "
+                    f"{_triton_ms(e):.4g}"
+                )
         left = [problem for problem, _ in dropped]
         vendor_rows += sum(e["backend"] == "vendor" and e["problem"] not in left for e in entries)
     notes = [
         SKIPPED_NOTE.format(where=where, rows=", ".join(rows)) for where, rows in left_out.items()
+    ]
+    notes += [
+        FALLBACK_NOTE.format(where=where, rows=", ".join(rows))
+        for where, rows in fallen_back.items()
     ]
     if vendor_rows:
         notes.append(VENDOR_POLICY.format(rows=vendor_rows))

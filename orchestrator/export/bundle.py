@@ -16,13 +16,15 @@ One file per (device class, triton major.minor) of the installed kernel version:
 * ``vllm``: for ``fused_moe`` ``E=<E>,N=<N/2>,device_name=<name>.json`` per (E, N, dtype), for
   ``fp8_matmul`` ``N=<N>,K=<K>,device_name=<name>,dtype=fp8_w8a8,block_shape=[128,128].json`` per
   (N, K), see :mod:`orchestrator.export.vllm` (a vendor-won M keeps its fastest Triton config: vLLM
-  cannot run another path; an M whose config vLLM's kernel cannot express is left out); replay and
-  interpreter (cpu) classes are refused (they are not GPU measurements).
+  cannot run another path; an M whose best config vLLM's kernel cannot express takes the fastest
+  of its trials that it can, carried in the native entry as ``vllm``, else is left out); replay
+  and interpreter (cpu) classes are refused (they are not GPU measurements).
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import keyword
 import math
@@ -35,7 +37,14 @@ from typing import TYPE_CHECKING, Any
 from db import BestBackend, Database, JobStatus, NotFound, Objective, repository
 from db.repository import BestRecord, DeviceClassRecord, EnvironmentRecord
 from orchestrator.errors import BundleExportError
-from orchestrator.export.vllm import VLLM_FILES, write_files
+from orchestrator.export.vllm import (
+    VLLM_ENTRY,
+    VLLM_FILES,
+    inexpressible,
+    vllm_entries,
+    vllm_fallback,
+    write_files,
+)
 from orchestrator.run.revalidate import revalidation_mark
 from search_spaces.bundle import BUNDLE_FORMAT, bundle_digest
 from search_spaces.device_identity import DeviceClass, DeviceIdentityError, same_class
@@ -105,11 +114,14 @@ def _environment(env: EnvironmentRecord | None) -> dict[str, Any]:
     }
 
 
-def _entry(r: BestRecord, cancelled: bool, default: dict[str, Any]) -> dict[str, Any]:
+def _entry(
+    r: BestRecord, cancelled: bool, default: dict[str, Any], vllm: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """One bundle entry: the winning backend, the best Triton config (``default`` where the row
     holds none: a vendor win of a cancelled job whose configs never ran ``ok``), the chosen
     backend's time, both times and the noise floor of the paired re-timing, who produced it and
-    when; one that revalidation found regressed or failing says so, one of a cancelled job too.
+    when; one that revalidation found regressed or failing says so, one of a cancelled job too,
+    and ``vllm`` the config vLLM's files take instead, where given (orchestrator.export.vllm).
     BundleExportError for a vendor win that names no vendor path (a row no loader would accept)."""
     backend = BestBackend(r.backend)
     if backend is BestBackend.VENDOR and not r.vendor:
@@ -134,6 +146,8 @@ def _entry(r: BestRecord, cancelled: bool, default: dict[str, Any]) -> dict[str,
         entry["cancelled"] = True
     if r.stale:
         entry["revalidation"] = revalidation_mark(r)
+    if vllm is not None:
+        entry[VLLM_ENTRY] = vllm
     return entry
 
 
@@ -163,10 +177,12 @@ def native_bundle(
     default: dict[str, Any],
     environment: dict[str, Any],
     cancelled: Collection[int] = (),
+    vllm: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``tunefleet-bundle/1`` document for one class, triton minor and objective (the rows'),
     its ``digest`` (:func:`bundle_digest`) written last, over every other key; the entries of
-    the ``cancelled`` jobs are marked."""
+    the ``cancelled`` jobs are marked, and ``vllm`` (problem key -> ``{"config", "time_ms"}``)
+    gives the entries whose vLLM config differs from their best."""
     doc: dict[str, Any] = {
         "format": BUNDLE_FORMAT,
         "kernel": kernel.name,
@@ -180,7 +196,7 @@ def native_bundle(
         "batch_fields": list(kernel.schema.batch_names),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "entries": [
-            _entry(r, r.job_id in cancelled, default)
+            _entry(r, r.job_id in cancelled, default, (vllm or {}).get(r.problem_key))
             for r in sorted(rows, key=lambda r: r.problem_key)
         ],
     }
@@ -285,6 +301,36 @@ def triton_module(doc: dict[str, Any], fields: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _vllm_fallbacks(
+    s: Session, kernel: KernelSpec, version: str, objective: Objective, rows: Sequence[BestRecord]
+) -> dict[str, dict[str, Any]]:
+    """For a kernel with vLLM files, per problem key of ``rows`` (one device class) whose best
+    config vLLM's kernel cannot run, the fastest ``ok`` trial config of that key it can run and
+    its median (:func:`orchestrator.export.vllm.vllm_fallback`); keys without one are absent."""
+    if kernel.name not in VLLM_FILES:
+        return {}
+    needed = {
+        r.problem_key: json.loads(r.problem_key)
+        for r in rows
+        if r.config and inexpressible(kernel.name, json.loads(r.problem_key), r.config)
+    }
+    if not needed:
+        return {}
+    stream = repository.fastest_ok_configs(
+        s,
+        repository.kernel_ids(s, kernel.name, version),
+        objective,
+        rows[0].device_class_id,
+        needed,
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for key, trials in itertools.groupby(stream, key=lambda row: row[0]):
+        fallback = vllm_fallback(kernel.name, needed[key], ((c, ms) for _, c, ms in trials))
+        if fallback is not None:
+            found[key] = fallback
+    return found
+
+
 def render(
     database: Database,
     kernel_name: str,
@@ -344,6 +390,7 @@ def render(
                     default_config(kernel, cls),
                     _environment(env),
                     cancelled,
+                    _vllm_fallbacks(s, kernel, version, objective, group),
                 )
             )
     files: list[tuple[str, str]] = []
@@ -352,7 +399,7 @@ def render(
         if objective is not Objective.KERNEL:
             stem += f"-{objective.value}"
         if fmt is BundleFormat.VLLM:
-            entries = [(e["problem"], e["config"]) for e in doc["entries"]]
+            entries = vllm_entries(doc["entries"])
             files.extend(VLLM_FILES[kernel.name](entries, device_names[doc["device_class"]]))
         elif fmt is BundleFormat.NATIVE:
             files.append((f"{stem}.json", json.dumps(doc, indent=1, sort_keys=False) + "\n"))
@@ -381,8 +428,7 @@ def by_stack(
             (f"{folders[doc['triton_minor']]}/{name}", text)
             for doc in docs.values()
             for name, text in VLLM_FILES[doc["kernel"]](
-                [(e["problem"], e["config"]) for e in doc["entries"]],
-                _device_name(doc["device_class"]),
+                vllm_entries(doc["entries"]), _device_name(doc["device_class"])
             )
         ]
     out = []

@@ -44,14 +44,22 @@ so such an M is left out of its file (vLLM then takes the nearest written M's co
 default when none is left) and ``pull`` names it on stderr and in ``--json`` (``skipped``); with
 no entry left, ``pull`` refuses. A vendor-won M keeps its fastest Triton config, as for fused_moe
 (the file can only map an M to a config of vLLM's kernel), if that config is expressible.
+
+Where a key's best config needs a parameter vLLM's kernel lacks, ``pull`` looks through the key's
+own trials (same kernel version, device class and objective) for the fastest ``ok`` config that
+vLLM's kernel runs as measured, and writes that one: the native bundle entry carries it as
+``vllm`` (``{"config": ..., "time_ms": <its search-time median>}``), every vLLM file is written
+from the entries through :func:`vllm_entries`, and ``pull`` names those rows on stderr
+(:data:`FALLBACK_NOTE`). Only a key without such a trial is left out.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import BundleExportError
 from search_spaces.kernels.fp8_matmul import SCALE_BLOCK
@@ -109,6 +117,16 @@ SKIPPED_NOTE = (
 
 Entry = tuple[Mapping[str, object], Mapping[str, object]]
 """One tuned result: (problem, its best config)."""
+
+#: The native bundle entry's key for the config vLLM's files take where the best one needs a
+#: parameter vLLM's kernel lacks (see the module doc).
+VLLM_ENTRY = "vllm"
+
+#: ``pull``'s note for rows written with the fastest config vLLM's kernel runs (module doc).
+FALLBACK_NOTE = (
+    "{where}: {rows}: the best config needs a parameter vLLM's kernel lacks, so the file holds the "
+    "fastest config of the key's trials that vLLM's kernel runs (search-time median vs the best)"
+)
 
 
 #: What a device part of a vLLM file name may hold (the name comes from a database row).
@@ -285,6 +303,23 @@ def vllm_fp8_files(entries: Sequence[Entry], device_name: str) -> list[tuple[str
         )
         for (n, k), by_m in sorted(groups.items())
     ]
+
+
+def vllm_fallback(
+    kernel: str, problem: Mapping[str, object], trials: Iterable[tuple[Mapping[str, Any], float]]
+) -> dict[str, Any] | None:
+    """``{"config", "time_ms"}`` of the first of ``trials`` (config, median; fastest first) that
+    vLLM's ``kernel`` runs as measured for ``problem`` (:func:`inexpressible`), or None."""
+    for config, time_ms in trials:
+        if inexpressible(kernel, problem, config) is None:
+            return {"config": dict(config), "time_ms": time_ms}
+    return None
+
+
+def vllm_entries(entries: Sequence[Mapping[str, Any]]) -> list[Entry]:
+    """(problem, config) of native bundle entries as vLLM's files take them: the entry's
+    :data:`VLLM_ENTRY` config where it has one, else its best config."""
+    return [(e["problem"], (e.get(VLLM_ENTRY) or {}).get("config", e["config"])) for e in entries]
 
 
 def vllm_skipped(kernel: str, entries: Sequence[Entry]) -> list[tuple[Mapping[str, object], str]]:

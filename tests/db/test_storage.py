@@ -731,6 +731,41 @@ class TestStorage:
         ]
         assert rows[1].config == {"BLOCK": 128}
 
+    def test_fastest_ok_configs_are_per_key_fastest_first_and_ok_only(self, db: Database) -> None:
+        ids = _setup(db)
+        timed = {"kernel_id": ids["kernel"], "device_class_id": ids["dc"], "outcome": "ok"}
+        with db.session() as s:
+            other = repo.ensure_device_class(s, "cpu", "cpu", "cpu", "interpreter")
+            for key, block, ms, extra in (
+                ('{"M":64}', 64, 0.5, {}),
+                ('{"M":64}', 32, 0.3, {}),
+                ('{"M":64}', 16, 0.1, {"outcome": "wrong"}),
+                ('{"M":64}', 8, 0.05, {"outcome": "crash", "provisional": True}),
+                ('{"M":64}', 4, 0.01, {"objective": Objective.GRAPH}),
+                ('{"M":64}', 2, 0.01, {"device_class_id": other}),
+                ('{"M":16}', 128, 0.2, {}),
+                ('{"M":8}', 256, 0.1, {}),
+            ):
+                repo.record_trial(
+                    s, **{**timed, "problem_key": key, "config": {"BLOCK": block},
+                          "config_key": f'{{"BLOCK":{block}}}', "median_ms": ms, **extra},
+                )  # fmt: skip
+            repo.record_trial(
+                s, **timed, problem_key='{"M":64}', config={"BLOCK": 1}, config_key='{"BLOCK":1}'
+            )  # ok without a time
+        with db.session(readonly=True) as s:
+            found = list(
+                repo.fastest_ok_configs(
+                    s, [ids["kernel"]], Objective.KERNEL, ids["dc"], ['{"M":64}', '{"M":16}']
+                )
+            )
+            assert list(repo.fastest_ok_configs(s, [], Objective.KERNEL, ids["dc"], ["x"])) == []
+        assert found == [
+            ('{"M":16}', {"BLOCK": 128}, 0.2),
+            ('{"M":64}', {"BLOCK": 32}, 0.3),
+            ('{"M":64}', {"BLOCK": 64}, 0.5),
+        ]
+
     def test_studies_for_job_carry_their_device_class(self, db: Database) -> None:
         ids = _setup(db)
         limits = {"vendor": "cpu", "warp_size": 32}

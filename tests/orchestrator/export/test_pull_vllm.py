@@ -248,3 +248,60 @@ def test_fp8_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
         code, out, err = pull(capsys, "--out", str(tmp_path / "out"), "--db", url)
         assert code == 2 and out == "" and err.count("\n") == 1 and words in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_fp8_rows_vllm_cannot_run_take_the_fastest_trial_it_can(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """M=1's best is split-K and M=64's uses TMA; their trials hold configs vLLM's kernel runs.
+    The file gets each key's fastest such trial (not a faster TMA one, not a faster trial of a
+    failed verdict or of another class), the native bundle carries it as ``vllm``, and the note
+    names both times; a key with no such trial stays left out."""
+    from search_spaces.space import config_key
+
+    url = seeded_fp8(tmp_path)
+    spec = get_spec("fp8_matmul")
+    database = Database(url)
+    plain = {k: v for k, v in FP8.items() if k not in ("SPLIT_K", "TMA")}
+    with database.session() as s:
+        kernel = repository.ensure_kernel(s, "fp8_matmul", spec.version_hash(), spec.space.hash())
+        h100 = repository.device_class_by_key(s, "NVIDIA H100 80GB HBM3")
+        other = repository.ensure_device_class(s, "NVIDIA H200", "nvidia", "NVIDIA H200", "sm_90")
+        assert h100 is not None
+        for m, changes, ms, outcome, class_id in (
+            (1, {"BLOCK_SIZE_M": 16, "num_stages": 4}, 0.71, "ok", h100.id),
+            (1, {"BLOCK_SIZE_M": 32}, 0.83, "ok", h100.id),
+            (1, {"TMA": True}, 0.52, "ok", h100.id),  # faster, but vLLM has no TMA
+            (1, {"BLOCK_SIZE_M": 64}, 0.40, "wrong", h100.id),
+            (1, {"BLOCK_SIZE_M": 128}, 0.30, "ok", other),
+            (64, {"BLOCK_SIZE_M": 64, "num_warps": 8}, 0.66, "ok", h100.id),
+        ):
+            config = {**FP8, **changes}
+            repository.record_trial(
+                s, kernel_id=kernel, problem_key=problem_key({"M": m, "N": 7168, "K": 2048}),
+                device_class_id=class_id, config=config, config_key=config_key(config),
+                outcome=outcome, median_ms=ms,
+            )  # fmt: skip
+    database.close()
+    code, out, err = pull(capsys, "--out", str(tmp_path / "out"), "--db", url, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    files = {Path(p).name.split(",")[0]: load_as_vllm(Path(p)) for p in result["files"]}
+    assert files["N=7168"][1] == {**plain, "BLOCK_SIZE_M": 16, "num_stages": 4}
+    assert files["N=7168"][64] == {**plain, "BLOCK_SIZE_M": 64, "num_warps": 8}
+    assert result["skipped"] == []
+    assert (
+        "note: N=7168,K=2048 on NVIDIA H100 80GB HBM3: M=1 0.71 ms vs 0.5, M=64 0.66 ms vs 0.5: "
+        "the best config needs a parameter vLLM's kernel lacks" in err
+    )
+    code, out, err = pull(capsys, "--out", str(tmp_path / "native"), "--db", url, "--format",
+                          "native", "--json")  # fmt: skip
+    assert code == 0, err
+    (native,) = json.loads(out)["files"]
+    by_m = {
+        e["problem"]["M"]: e for e in json.loads(Path(native).read_text())["entries"]
+        if e["problem"]["N"] == 7168
+    }  # fmt: skip
+    assert by_m[1]["vllm"] == {"config": {**FP8, "BLOCK_SIZE_M": 16, "num_stages": 4},
+                               "time_ms": 0.71}  # fmt: skip
+    assert "vllm" not in by_m[16] and by_m[1]["config"]["SPLIT_K"] == 4
