@@ -8,7 +8,9 @@ Usage (GPU machine, repo root; needs no Ray):
 1. Writes ``DIR/job.json`` (every problem of the grid a key, ``--trials`` trials each) and tunes
    it with ``benchmarks/profile/tune_jobs.py`` (in-process pool, ``--budget-s`` its time budget)
    into ``--db`` (default ``sqlite:///DIR/tune.db``).
-2. ``tunefleet pull KERNEL --out DIR/bundle --db URL`` and loads the bundle it wrote.
+2. ``tunefleet pull KERNEL --out DIR/bundle --db URL`` and loads the bundle it wrote; for
+   fp8_matmul also ``--format vllm --out DIR/vllm``, each file read back as vLLM reads it (the
+   summary's ``vllm``: the M of each file, or pull's refusal).
 3. Per problem, on inputs built for it: ``bundle.decide(problem)`` and the launcher
    ``search_spaces.dispatch.launcher_for`` gives for it (``decision``), the decision's Triton config
    where the decision is ``vendor`` (``triton``), and every vendor path of the spec. Each is launched
@@ -30,8 +32,10 @@ if the tune stored nothing to pull or an entry is out of tolerance.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib.util
+import io
 import json
 import os
 import sys
@@ -131,6 +135,29 @@ def tune_and_pull(
     if len(files) != 1:
         raise SystemExit(f"error: expected one {kernel} bundle in {bundles}, found {len(files)}")
     return status, files[0]
+
+
+def vllm_files(kernel: str, out: Path, db: str) -> dict[str, Any] | None:
+    """fp8_matmul only (None otherwise): ``tunefleet pull --format vllm`` into ``out/vllm``, each
+    file read back as vLLM's ``get_w8a8_block_fp8_configs`` reads it (M as an int -> its config):
+    ``{"files": {name: [M, ...]}}``, or ``{"refused": pull's one line}``."""
+    from orchestrator.commands.cli import main as cli
+
+    if kernel != "fp8_matmul":
+        return None
+    folder = out / "vllm"
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+            cli(["pull", kernel, "--format", "vllm", "--out", str(folder), "--db", db])
+    except SystemExit as exc:
+        if exc.code:
+            return {"refused": said.getvalue().strip()}
+    files = {}
+    for path in sorted(folder.glob("N=*.json")):
+        with path.open() as f:
+            files[path.name] = sorted(int(m) for m in json.load(f))
+    return {"files": files, "notes": said.getvalue().strip().splitlines()}
 
 
 def _checked(
@@ -333,6 +360,7 @@ def main(argv: list[str]) -> int:
             return 1
         return int(exc.code or 0)
     bundle = load_bundle(bundle_path, spec)
+    vllm = vllm_files(args.kernel, args.out, db)
     tuned_s = time.perf_counter() - start
     rows = []
     for problem in problems:
@@ -346,6 +374,7 @@ def main(argv: list[str]) -> int:
         "rounds": args.rounds,
         "tune_exit_status": tune_status,
         "bundle": str(bundle_path),
+        "vllm": vllm,
         "tune_and_pull_s": tuned_s,
         "wall_s": time.perf_counter() - start,
         "argv": sys.argv,

@@ -69,3 +69,22 @@ def test_without_a_gpu_it_asks_for_the_interpreter(capsys: pytest.CaptureFixture
         pytest.skip("a GPU is here")
     assert through_pull.main(["--kernel", "matmul", "--grid", "smoke", "--out", "x"]) == 2
     assert capsys.readouterr().err == "error: no GPU here; pass --interpreter to run on the CPU\n"
+
+
+def test_fp8_vllm_files_are_pulled_and_read_back_as_vllm_reads_them(tmp_path: Path) -> None:
+    from tests.orchestrator.export.test_pull_vllm import seeded_fp8
+
+    url = seeded_fp8(tmp_path / "db")
+    found = through_pull.vllm_files("fp8_matmul", tmp_path, url)
+    assert found is not None
+    device = "device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
+    assert found["files"] == {
+        f"N=3072,K=1536,{device}": [1, 4096],
+        f"N=7168,K=2048,{device}": [16, 1024],  # M=1 (split-K) and M=64 (TMA) have no fallback
+    }
+    assert any("left out M=1 (SPLIT_K=4)" in note for note in found["notes"])
+    refused = through_pull.vllm_files(
+        "fp8_matmul", tmp_path / "cpu", seeded_fp8(tmp_path / "cpu", name="cpu", vendor="cpu")
+    )
+    assert refused is not None and "Triton interpreter timings" in refused["refused"]
+    assert through_pull.vllm_files("matmul", tmp_path, url) is None
