@@ -177,6 +177,9 @@ def test_planner_uses_the_indexes(db: Database) -> None:
         ("outcome counts", lambda s: repo.outcome_counts(s, filled["study"]), "tf_trials",
          "ix_tf_trials_study_counts"),
         ("team job count", lambda s: repo.count_jobs(s, team="team3"), "tf_jobs", "ix_tf_jobs_team"),
+        ("vLLM fallback", lambda s: list(repo.fastest_ok_configs(
+            s, [row["kernel_id"]], Objective.KERNEL, row["device_class_id"], [row["problem_key"]])),
+         "tf_trials", "ix_tf_trials_measured"),
     ]  # fmt: skip
     for what, call, table, index in checks:
         plan = _plan(db, call)
