@@ -22,6 +22,9 @@ Usage (GPU machine, repo root; needs no Ray):
    group (M buckets; seq <= 1024 or longer) and overall, the geomean and min of fastest vendor /
    decision and of fastest vendor / Triton config, and how many fall below 0.95.
 
+``through_pull.py --summarize DIR/through_pull.json`` prints a stored run's summary recomputed
+from its rows.
+
 Grids: fp8_matmul's and flash_attention's are fp8_sweep.py's and attention_sweep.py's; matmul's
 ``issue46`` (and one per model family) and ``smoke`` are below. ``--interpreter`` runs Triton's
 interpreter on the CPU (tuning included). ``--shard K/N``: the grid's problems K, K + N, ...
@@ -257,9 +260,26 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _vendor_stats(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The ratios of vendor path ``name`` alone over the problems where it ran and was timed:
+    ``name`` / decision and ``name`` / Triton config (geomean, min, how many below 0.95)."""
+    from _sweep import geomean  # this folder
+
+    ran = [r for r in rows if r["ms"].get(name)]
+    out: dict[str, Any] = {"problems": len(ran)}
+    for what, key in (("decision", "decision_ms"), ("triton", "triton_ms")):
+        ratios = [r["ms"][name] / r[key] for r in ran if r.get(key)]
+        if ratios:
+            out[f"geomean_over_{what}"] = geomean(ratios)
+            out[f"min_over_{what}"] = min(ratios)
+            out[f"below_0.95_over_{what}"] = sum(x < 0.95 for x in ratios)
+    return out
+
+
 def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Overall and per-group ratios, decisions by backend and how, vendor paths not run (per
-    path, problem -> why) and entries out of tolerance."""
+    """Overall and per-group ratios, the same per vendor path over the problems it ran
+    (``per_vendor``), decisions by backend and how, vendor paths not run (per path, problem ->
+    why) and entries out of tolerance."""
     from _sweep import problem_text  # this folder
 
     groups = list(dict.fromkeys(r["group"] for r in rows))
@@ -277,6 +297,10 @@ def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, A
         "grid": grid,
         **_stats(rows),
         "groups": {g: _stats([r for r in rows if r["group"] == g]) for g in groups},
+        "per_vendor": {
+            name: _vendor_stats(rows, name)
+            for name in dict.fromkeys(n for r in rows for n in r["vendor_ms"])
+        },
         "decisions": decisions,
         "not_run": not_run,
         "wrong": {problem_text(r["problem"]): r["wrong"] for r in rows if r["wrong"]},
@@ -307,7 +331,26 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def resummarize(path: Path) -> int:
+    """Print the summary of a stored ``through_pull.json`` recomputed from its rows (figures
+    added to the summary since it was written included); exit 2 with one line if unreadable."""
+    try:
+        stored = json.loads(path.read_text())
+        kernel, grid = stored["summary"]["kernel"], stored["summary"]["grid"]
+        summary = summarize(kernel, grid, stored["rows"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {path} is not a through_pull.json ({exc})", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in summary.items() if k != "not_run"}, indent=1))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--summarize"]:
+        if len(argv) != 2:
+            print("error: usage: through_pull.py --summarize FILE", file=sys.stderr)
+            return 2
+        return resummarize(Path(argv[1]))
     parser = _Parser(prog="through_pull.py")
     parser.add_argument("--kernel", required=True, choices=KERNELS)
     parser.add_argument("--grid", required=True)

@@ -34,6 +34,30 @@ def test_the_smoke_grid_is_tuned_pulled_decided_checked_and_timed(tmp_path: Path
     assert summary["problems"] == len(grid) and summary["all_checked_within_tolerance"]
     assert summary["compared_vendor_over_triton"] == len(grid)
     assert sum(summary["decisions"].values()) == len(grid)
+    # one vendor path here: its own ratios are the overall ones
+    alone = summary["per_vendor"]["torch.matmul"]
+    assert alone["problems"] == len(grid)
+    assert alone["geomean_over_decision"] == pytest.approx(summary["geomean_vendor_over_decision"])
+
+
+def test_a_stored_run_is_summarized_again_from_its_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stored = (
+        Path(__file__).resolve().parents[1]
+        / "benchmarks/results/fp8/2026-12-07-55df01f-h100-through-pull/fp8_through_pull.json"
+    )
+    assert through_pull.main(["--summarize", str(stored)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    scaled_mm = summary["per_vendor"]["torch._scaled_mm"]
+    assert scaled_mm["problems"] == 30  # cuBLASLt refused the five M=1 problems
+    assert summary["problems"] == 35
+    assert scaled_mm["geomean_over_decision"] < summary["geomean_vendor_over_decision"]
+    (tmp_path / "bad.json").write_text("{}")
+    for argv in (["--summarize", str(tmp_path / "bad.json")], ["--summarize"]):
+        assert through_pull.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1
 
 
 def test_the_issue_grid_has_every_m_of_every_linear() -> None:
