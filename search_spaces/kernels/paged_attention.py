@@ -225,7 +225,9 @@ class PagedAttentionSpec(KernelSpec):
         flash SDPA can run on uniform contexts), then one batched SDPA (GQA through
         ``enable_gqa``); the launch rebinds ``inputs["out"]`` to its result.
         ``sdpa_contiguous``: the gather once, when the launcher is made (not timed), the launch
-        the SDPA alone over those rows; it reads the block table as it was then.
+        the SDPA alone over those rows: it stands for a cache kept contiguous, so it attends over
+        the block table and the cache's contents as they were when it was made (make another
+        after they change).
         ``flash_attn.flash_attn_with_kvcache`` on the cache as built (flash-attn 2 takes pages
         of a multiple of 256 tokens only: it raises on smaller pages); it rebinds too."""
         if name in ("sdpa_gathered", "sdpa_contiguous"):
