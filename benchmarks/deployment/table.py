@@ -6,7 +6,9 @@ Usage: python benchmarks/deployment/table.py RES          one markdown table per
 A model's folder ``RES/MODEL`` holds per phase (``prefill``, ``decode``, ``prefill-long-SEQ`` per
 long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/report.json`` and a
 ``profile --with-bundle`` report ``PHASE-tuned/report.json``. A row: baseline and swapped latency
-(medians, interleaved), their change and speed-up (baseline / swapped), the Amdahl bound of the
+(medians, interleaved), their change, the A/A change (the baseline timed again, last in each
+round: the rounds' own noise; "-" in reports from before it), the speed-up (baseline / swapped),
+the Amdahl bound of the
 swapped kernels (workers/profiling/bound.py: the best change their measured kernel speed-ups allow,
 and the part of the swapped time those measurements cover), the share of that bound reached (the
 change over the bound's, where the bound is a gain and the change is not a loss), the in-model
@@ -117,17 +119,17 @@ def model_table(folder: Path) -> list[str]:
             lines += [
                 f"## {data['model']}{layers} ({data['dtype']}, {data['device']})",
                 "",
-                "| phase | seq | batch | mode | baseline ms | swapped ms | change | speed-up | bound "
-                "(measured) | of bound | in-model (reached) | swapped share | err base | err swap "
-                "| refused / policy |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "| phase | seq | batch | mode | baseline ms | swapped ms | change | A/A | speed-up "
+                "| bound (measured) | of bound | in-model (reached) | swapped share | err base "
+                "| err swap | refused / policy |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
         for r in wb.get("rows", []):
             bound = r.get("amdahl") or {}
             lines.append(
                 f"| {phase} | {data['seq']} | {r['batch']} | {r['mode']} | {r['baseline_ms']:.3f} "
                 f"| {_num(r['tuned_ms'], '.3f')} | {_num(r['change'], '+.1%')} "
-                f"| {_speedup(r)} "
+                f"| {_num(r.get('aa_change'), '+.1%')} | {_speedup(r)} "
                 f"| {_num(bound.get('change'), '+.1%')} ({_num(bound.get('measured_share'), '.0%')}) "
                 f"| {_num(_of_bound(r['change'], bound.get('change')), '.0%')} | {_in_model(r)} "
                 f"| {_num(bound.get('swapped_share'), '.0%')} "

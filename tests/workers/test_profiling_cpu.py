@@ -591,7 +591,9 @@ def test_with_bundle_gives_the_in_model_change_from_the_traces_gpu_time(
     cells = [c.strip() for c in line.split("|")[1:-1]]
     reached = table._of_bound(row["swapped_all_ms"] / row["baseline_ms"] - 1, gpu["change"])
     reached_cell = "-" if reached is None else f"{reached:.0%}"
-    assert cells[10] == f"{gpu['change']:+.1%} ({reached_cell})"
+    assert cells[11] == f"{gpu['change']:+.1%} ({reached_cell})"
+    # the A/A column: the baseline timed again, last in each round
+    assert isinstance(row["aa_change"], float) and cells[7] == f"{row['aa_change']:+.1%}"
     assert (
         table._in_model({"baseline_ms": 10.0, "swapped_all_ms": 9.0, "in_model": {"change": -0.2}})
         == "-20.0% (50%)"

@@ -12,8 +12,10 @@ that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op e
 kernels whose swapped path launches fewer kernels than the ops it replaces
 (:data:`FEWER_LAUNCHES`, timed as their own eager variant in the same rounds): its
 swapped latency is that variant's (the baseline's where the bundle has none of those kernels), and
-the row keeps the measured all-swapped time beside the policy. The same-function check runs on
-the all-swapped forward. Traces land under
+the row keeps the measured all-swapped time beside the policy. The baseline's forwards are timed
+once more, last in each round: a row's ``aa_change`` (that second baseline over the first) is the
+noise of its rounds, beside the swap's ``change``. The same-function check runs on the
+all-swapped forward. Traces land under
 ``out/traces``, plots and ``report.json`` in ``out``.
 """
 
@@ -264,6 +266,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                         )
                         notes += [f"{where} (launch-saving kernels only): {why}" for why in failed]
                         timed += [("lean", m, f) for m, f in lean_fwds.items()]
+                    # the baseline's callables again, last in each round: their change over the
+                    # baseline is the rounds' own noise (slot position included), the A/A figure
+                    timed += [("again", m, f) for m, f in fwds.items()]
             latencies = capture.time_interleaved(
                 [f for _, _, f in timed], options.device, options.runs
             )
@@ -327,6 +332,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     if ("base", mode) not in by:
                         continue
                     base, new = by[("base", mode)], by.get(("tuned", mode))
+                    again = by.get(("again", mode))
                     kept = launch_bound(mode, ratio)
                     lean = by.get(("lean", mode)) if kept else None
                     bound = amdahl(
@@ -345,6 +351,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             "baseline_ms": base,
                             "tuned_ms": chosen,
                             "change": None if chosen is None else chosen / base - 1.0,
+                            "aa_change": None if again is None else again / base - 1.0,
                             "policy": _policy(ratio, lean is not None) if kept else None,
                             "swapped_all_ms": new,
                             **(swapped_trace if mode is Mode.EAGER else {}),
