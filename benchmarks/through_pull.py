@@ -276,10 +276,28 @@ def _vendor_stats(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return out
 
 
+def _aa(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the decision is the fastest vendor path, the decision and that path are one call
+    timed twice in the same rounds: their ratios' spread is the run's noise (A/A)."""
+    from _sweep import geomean  # this folder
+
+    same = [
+        r["vendor_over_decision"]
+        for r in rows
+        if r["decision"]["backend"] == "vendor"
+        and r["decision"]["vendor"] == r["fastest_vendor"]
+        and r.get("vendor_over_decision")
+    ]
+    if not same:
+        return {"problems": 0}
+    return {"problems": len(same), "geomean": geomean(same), "min": min(same), "max": max(same)}
+
+
 def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Overall and per-group ratios, the same per vendor path over the problems it ran
-    (``per_vendor``), decisions by backend and how, vendor paths not run (per path, problem ->
-    why) and entries out of tolerance."""
+    (``per_vendor``), the run's noise (``aa``: vendor / decision where both are one path),
+    decisions by backend and how, vendor paths not run (per path, problem -> why) and entries
+    out of tolerance."""
     from _sweep import problem_text  # this folder
 
     groups = list(dict.fromkeys(r["group"] for r in rows))
@@ -301,6 +319,7 @@ def summarize(kernel: str, grid: str, rows: list[dict[str, Any]]) -> dict[str, A
             name: _vendor_stats(rows, name)
             for name in dict.fromkeys(n for r in rows for n in r["vendor_ms"])
         },
+        "aa": _aa(rows),
         "decisions": decisions,
         "not_run": not_run,
         "wrong": {problem_text(r["problem"]): r["wrong"] for r in rows if r["wrong"]},
