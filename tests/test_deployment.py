@@ -102,3 +102,20 @@ def test_the_pull_combines_both_objectives_into_one_bundle_per_kernel(tmp_path: 
     bundle = load_bundle(tmp_path / f"{name}.json")  # the digest checks out
     assert sorted(e.problem["M"] for e in bundle.entries) == [1, 64, 8192, 8192]
     assert json.loads(files[f"{name}.json"])["objective"] == "kernel"
+
+
+def test_the_table_notes_a_study_vendor_time_far_from_the_models_op() -> None:
+    row = {
+        "batch": 64,
+        "vendor_vs_model": [
+            {"kernel": "paged_attention", "problem": {"batch": 64, "context_len": 513},
+             "vendor": "sdpa_gathered", "study_ms": 0.163, "model_ms": 0.029, "differs": True},
+            {"kernel": "rmsnorm", "problem": {"M": 64}, "vendor": None, "study_ms": 0.0046,
+             "model_ms": 0.004, "differs": False},
+        ],
+    }  # fmt: skip
+    assert table._versus("decode", row) == [
+        "decode b64 paged_attention batch=64,context_len=513: sdpa_gathered 0.163 ms in its "
+        "study, the model's op 0.029 ms (0.18x)"
+    ]
+    assert table._versus("decode", {"batch": 1}) == []  # reports from before the comparison

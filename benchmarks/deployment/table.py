@@ -20,7 +20,8 @@ forward, the errors of baseline and swapped logits against the float32 twin (rou
 note counts the tokens it would have routed otherwise), and whether the point was refused. Per
 report, what was swapped: problems run on Triton / kept on the vendor path, per kernel. Under the
 table, per phase, the kernels whose problems the bundle answered by a nearest entry (no speed-up of
-their own: the bound counts them as s = 1). Exit 2 on bad input.
+their own: the bound counts them as s = 1), and the problems whose study timed a vendor path more
+than 25% off the model's own op (workers/profiling/fidelity.py). Exit 2 on bad input.
 """
 
 from __future__ import annotations
@@ -102,11 +103,27 @@ def _nearest(lookups: dict[str, dict[str, int]]) -> str:
     )
 
 
+def _versus(phase: str, row: dict[str, Any]) -> list[str]:
+    """The row's flagged comparisons of a study's vendor time with the model's own op
+    (workers.profiling.fidelity), one text each."""
+    out = []
+    for v in row.get("vendor_vs_model") or []:
+        if v["differs"]:
+            shape = ",".join(f"{k}={val}" for k, val in v["problem"].items())
+            out.append(
+                f"{phase} b{row['batch']} {v['kernel']} {shape}: {v['vendor'] or 'vendor'} "
+                f"{v['study_ms']:.4g} ms in its study, the model's op {v['model_ms']:.4g} ms "
+                f"({v['model_ms'] / v['study_ms']:.2f}x)"
+            )
+    return out
+
+
 def model_table(folder: Path) -> list[str]:
     lines: list[str] = []
     notes: list[str] = []
     nearest: list[str] = []
     rerouted: list[str] = []
+    versus: list[str] = []
     for phase in phases(folder):
         report = folder / f"{phase}-tuned" / "report.json"
         if not report.is_file():
@@ -136,6 +153,7 @@ def model_table(folder: Path) -> list[str]:
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "
                 f"| {r['refused'] or _policy(r)} |"
             )
+            versus += [v for v in _versus(phase, r) if v not in versus]
             moved = r.get("baseline_rerouted"), r.get("swapped_rerouted")
             point = f"{phase} b{r['batch']} {moved[0]} / {moved[1]}"
             if any(moved) and point not in rerouted:  # one check per point, in each mode's row
@@ -147,6 +165,12 @@ def model_table(folder: Path) -> list[str]:
         notes.append(
             "decided by a nearest bundle entry (a swapped one counts as s = 1 in the bound): "
             + "; ".join(nearest)
+        )
+    if versus:
+        notes.append(
+            "a study's vendor time and the model's own op for the same problem differ by more "
+            "than 25% (per call, the baseline's eager trace): its decision and its bound may not "
+            "hold in this model: " + "; ".join(versus)
         )
     if rerouted:
         notes.append(

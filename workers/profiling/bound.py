@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from search_spaces.bundle import Bundle
+from search_spaces.bundle import Bundle, BundleEntry
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,22 @@ class Bound:
         return asdict(self)
 
 
+def exact_entry(
+    bundle: Bundle, fields: tuple[str, ...], problem: dict[str, Any]
+) -> BundleEntry | None:
+    """The bundle entry for exactly ``problem`` (compared on ``fields``), or None."""
+    want = tuple(problem.get(f) for f in fields)
+    return next(
+        (e for e in bundle.entries if tuple(e.problem.get(f) for f in fields) == want), None
+    )
+
+
 def speedup(bundle: Bundle, fields: tuple[str, ...], problem: dict[str, Any]) -> float | None:
     """vendor_ms / triton_ms of the bundle entry for exactly ``problem`` (on ``fields``), if both
     were measured."""
-    want = tuple(problem.get(f) for f in fields)
-    for entry in bundle.entries:
-        if tuple(entry.problem.get(f) for f in fields) == want:
-            if entry.triton_ms and entry.vendor_ms:
-                return entry.vendor_ms / entry.triton_ms
-            return None
+    entry = exact_entry(bundle, fields, problem)
+    if entry is not None and entry.triton_ms and entry.vendor_ms:
+        return entry.vendor_ms / entry.triton_ms
     return None
 
 

@@ -7,7 +7,8 @@ bundle decides ``triton``, timed in the same rounds as the baseline, after the s
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
 workers.profiling.bound where the eager trace gives the swapped problems' share (the studies'
 kernel speed-ups) and, where the all-swapped eager forward was traced, the in-model figure beside
-it (the traces' GPU kernel time per forward). An eager point
+it (the traces' GPU kernel time per forward), and per hot shape with a vendor time in its bundle
+entry the study's vendor time against the model's own op (workers.profiling.fidelity). An eager point
 that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op except the
 kernels whose swapped path launches fewer kernels than the ops it replaces
 (:data:`FEWER_LAUNCHES`, timed as their own eager variant in the same rounds): its
@@ -31,10 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search_spaces.device_identity import gpu_class, interpreter_class
-from workers.profiling.bound import amdahl, in_model, speedup
+from workers.profiling.bound import amdahl, exact_entry, in_model, speedup
 from workers.profiling.check import ERROR_FLOOR, MAX_ERROR_RATIO, max_rel_error, refusal
 from workers.profiling.emit import HotShape, PointShapes, hot_shapes, job_documents, write_jobs
 from workers.profiling.errors import ProfileError
+from workers.profiling.fidelity import vendor_vs_model
 from workers.profiling.trace import (
     GRAPH_PAYS_RATIO,
     Mode,
@@ -328,6 +330,14 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 swapped_trace, swapped_kernel_us = _swapped_trace(
                     timed, options, f"{phase.value}-b{batch}"
                 )
+                versus = [
+                    v.to_dict()
+                    for v in vendor_vs_model(
+                        [(h.kernel, h.problem, h.weight_us, h.calls) for h in found
+                         if h.kernel in swap.bundles],
+                        lambda k, p: exact_entry(swap.bundles[k], FIELDS[k], p),
+                    )
+                ]  # fmt: skip
                 for mode in modes:
                     if ("base", mode) not in by:
                         continue
@@ -358,6 +368,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             **check,
                             "amdahl": None if bound is None else bound.to_dict(),
                             "in_model": None if gpu is None else gpu.to_dict(),
+                            "vendor_vs_model": versus,
                         }
                     )
             del fwds, graphs, timed

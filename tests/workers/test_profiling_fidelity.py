@@ -1,0 +1,46 @@
+"""workers.profiling.fidelity: a study's vendor time against the model's own op, per call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from search_spaces.bundle import BundleEntry
+from workers.profiling.fidelity import TOLERANCE, vendor_vs_model
+
+PAGED = {"batch": 64, "context_len": 513, "q_heads": 32, "kv_heads": 8, "head_dim": 128}
+
+
+def _entry(
+    problem: dict[str, Any], vendor_ms: float | None, backend: str = "triton"
+) -> BundleEntry:
+    return BundleEntry(
+        problem, {}, backend=backend, vendor="sdpa_gathered", triton_ms=0.053, vendor_ms=vendor_ms
+    )
+
+
+def test_a_study_vendor_far_from_the_models_op_is_flagged() -> None:
+    """Paged attention's study timed the gathered path at 0.163 ms; the model's SDPA over its
+    contiguous rows takes 8 calls x 0.029 ms per forward: flagged. An rmsnorm entry within 25%
+    is not; shapes without an exact entry or a vendor time give nothing."""
+    rms = {"M": 64, "N": 4096}
+    entries = {
+        ("paged_attention", 64): _entry(PAGED, 0.163),
+        ("rmsnorm", 64): _entry(rms, 0.0046, backend="vendor"),
+        ("rmsnorm", 1): _entry({**rms, "M": 1}, None),
+    }
+
+    def entry_of(kernel: str, problem: dict[str, Any]) -> BundleEntry | None:
+        return entries.get((kernel, problem.get("batch", problem.get("M"))))
+
+    shapes = [
+        ("paged_attention", PAGED, 8 * 29.0, 8.0),
+        ("rmsnorm", rms, 17 * 4.0, 17.0),
+        ("rmsnorm", {**rms, "M": 1}, 17 * 4.0, 17.0),  # entry without a vendor time
+        ("matmul", {"M": 64}, 100.0, 1.0),  # no entry
+    ]
+    paged, norm = vendor_vs_model(shapes, entry_of)
+    assert (paged.kernel, paged.study_ms, paged.differs) == ("paged_attention", 0.163, True)
+    assert paged.model_ms == 0.029
+    assert (norm.kernel, norm.model_ms, norm.differs) == ("rmsnorm", 0.004, False)
+    assert abs(norm.model_ms / norm.study_ms - 1) <= TOLERANCE
+    assert paged.to_dict()["problem"] == PAGED
