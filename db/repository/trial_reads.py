@@ -138,6 +138,11 @@ def newest_ok_trials(s: Session, kernel_id: int, objective: Objective, limit: in
     ]
 
 
+#: Problem keys bound in one query of :func:`fastest_ok_configs` (SQLite's old limit on bound
+#: parameters is 999).
+_KEYS_PER_QUERY = 500
+
+
 def fastest_ok_configs(
     s: Session,
     kernel_ids: Sequence[int],
@@ -149,23 +154,25 @@ def fastest_ok_configs(
     ``kernel_ids`` under ``objective`` on class ``device_class_id`` for ``problem_keys``: the keys
     in order, each key's fastest first. Streamed, so a caller that stops at the first config it
     can use reads no further."""
-    if not kernel_ids or not problem_keys:
+    if not kernel_ids:
         return
-    rows = s.execute(
-        sa.select(Trial.problem_key, Trial.config, Trial.median_ms)
-        .where(
-            Trial.kernel_id.in_(kernel_ids),
-            Trial.objective == Objective(objective),
-            Trial.device_class_id == device_class_id,
-            Trial.problem_key.in_(sorted(problem_keys)),
-            Trial.outcome == TrialOutcome.OK,
-            Trial.median_ms.is_not(None),
+    keys = sorted(problem_keys)
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
+        rows = s.execute(
+            sa.select(Trial.problem_key, Trial.config, Trial.median_ms)
+            .where(
+                Trial.kernel_id.in_(kernel_ids),
+                Trial.objective == Objective(objective),
+                Trial.device_class_id == device_class_id,
+                Trial.problem_key.in_(keys[start : start + _KEYS_PER_QUERY]),
+                Trial.outcome == TrialOutcome.OK,
+                Trial.median_ms.is_not(None),
+            )
+            .order_by(Trial.problem_key, Trial.median_ms, Trial.id)
+            .execution_options(yield_per=500)
         )
-        .order_by(Trial.problem_key, Trial.median_ms, Trial.id)
-        .execution_options(yield_per=500)
-    )
-    for problem_key, config, median_ms in rows:
-        yield problem_key, dict(config), float(median_ms)
+        for problem_key, config, median_ms in rows:
+            yield problem_key, dict(config), float(median_ms)
 
 
 def outcomes_since(s: Session, since: datetime) -> dict[TrialOutcome, int]:

@@ -760,6 +760,12 @@ class TestStorage:
                 )
             )
             assert list(repo.fastest_ok_configs(s, [], Objective.KERNEL, ids["dc"], ["x"])) == []
+            # more keys than one query binds: asked in chunks, still in key order
+            many = [f'{{"M":{m}}}' for m in range(1, 1200)]
+            chunked = list(
+                repo.fastest_ok_configs(s, [ids["kernel"]], Objective.KERNEL, ids["dc"], many)
+            )
+            assert [k for k, _, _ in chunked] == ['{"M":16}', '{"M":64}', '{"M":64}', '{"M":8}']
         assert found == [
             ('{"M":16}', {"BLOCK": 128}, 0.2),
             ('{"M":64}', {"BLOCK": 32}, 0.3),
