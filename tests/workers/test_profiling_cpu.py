@@ -543,7 +543,7 @@ def test_with_bundle_reports_the_end_to_end_change(
     assert row["amdahl"]["measured_share"] == 0 and row["amdahl"]["change"] is None
     assert row["amdahl"]["swapped_share"] > 0
     assert row["in_model"] is None  # CPU traces: no GPU kernel time to compare
-    assert row["vendor_vs_model"] == []  # no entry holds a vendor time to compare with
+    assert row["vendor_vs_model"] == []  # CPU traces: host times, nothing compared
     assert tuned["used"] == {"rmsnorm": {"triton": 2, "kept vendor": 0}}  # M = 8 and 1 (last)
     assert "2 x baseline" in tuned["error_rule"]
 

@@ -11,7 +11,8 @@ GPU time per call with that vendor time; a ratio outside ``1 +- tolerance`` is f
 
 The model's time is the trace's kernel time of the ops mapped to the problem, per call (for an
 MoE block, the block's time split over its two GEMM problems as workers.profiling.emit splits it:
-an estimate; on a CPU trace, which has no kernels, the ops' host time).
+an estimate). ``profile`` compares on GPU traces only: a CPU trace holds the ops' host times
+under the profiler, several times what the same ops take untraced.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class VendorVsModel:
     #: re-timing's).
     vendor: str | None
     study_ms: float
-    #: The model's own op for the problem: its time per call in the baseline's eager trace.
+    #: The model's own op for the problem: its GPU time per call in the baseline's eager trace.
     model_ms: float
     #: model_ms / study_ms outside 1 +- TOLERANCE.
     differs: bool

@@ -330,6 +330,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 swapped_trace, swapped_kernel_us = _swapped_trace(
                     timed, options, f"{phase.value}-b{batch}"
                 )
+                # a CPU trace has host times under the profiler, not kernel times: no comparison
                 versus = [
                     v.to_dict()
                     for v in vendor_vs_model(
@@ -337,7 +338,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                          if h.kernel in swap.bundles],
                         lambda k, p: exact_entry(swap.bundles[k], FIELDS[k], p),
                     )
-                ]  # fmt: skip
+                ] if capture.cuda(options.device) else []  # fmt: skip
                 for mode in modes:
                     if ("base", mode) not in by:
                         continue
