@@ -3,6 +3,7 @@ GPU process.
 
 Usage (GPU machine, repo root; needs only torch, triton and search_spaces):
     python benchmarks/fp8_sweep.py --out FILE.json [--grid issue|smoke] [--rounds 3] [--jobs 16]
+    python benchmarks/fp8_sweep.py --summarize FILE.json   (a stored run's summary, recomputed)
 Per problem (the spec's own inputs: A e4m3 [M, K] with per-token-group scales, B e4m3 [N, K] with
 128x128 block scales, bfloat16 out):
 
@@ -21,6 +22,8 @@ L2 flushed before each rep), all entries interleaved over ``--rounds`` rounds.
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from _sweep import (  # this folder
@@ -195,11 +198,25 @@ def main() -> None:
             flush=True,
         )
         args.out.write_text(json.dumps({"candidates": candidates, "rows": rows}, indent=1))
+    summary = summarize(args.grid, args.rounds, len(candidates), rows)
+    finish(args.out, summary, candidates, rows, start)
+
+
+#: Where the per-candidate summary splits the grid: the memory-bound small M and the large M.
+LARGE_M = 512
+
+
+def summarize(
+    grid: str, rounds: int, candidates: int, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The sweep's summary: vendor paths not run (per path, problem -> why), candidates out of
+    tolerance, the best against the default and each vendor path (geomean, min), the same
+    against the first vendor path below and from LARGE_M (``best_by_m``), and per candidate."""
     summary: dict[str, Any] = {
-        "grid": args.grid,
+        "grid": grid,
         "problems": len(rows),
-        "candidates_per_problem": len(candidates),
-        "rounds": args.rounds,
+        "candidates_per_problem": candidates,
+        "rounds": rounds,
         # vendor path -> {problem: why} for each problem it did not run on
         "not_run": {
             name: {
@@ -219,12 +236,35 @@ def main() -> None:
             summary[f"geomean_vs {name}"] = geomean(ratios)
             summary[f"min_vs {name}"] = min(ratios)
             summary[f"problems_vs {name}"] = len(ratios)
+    key = f"vs {VENDOR[0]}"
+    summary["best_by_m"] = {}
+    for label, keep in (
+        (f"M < {LARGE_M}", lambda m: m < LARGE_M),
+        (f"M >= {LARGE_M}", lambda m: m >= LARGE_M),
+    ):
+        ratios = [r[key] for r in rows if key in r and keep(r["problem"]["M"])]
+        if ratios:
+            summary["best_by_m"][label] = {
+                f"geomean_{key}": geomean(ratios),
+                f"min_{key}": min(ratios),
+                "problems": len(ratios),
+            }
     summary["per_candidate"] = per_candidate(rows, VENDOR[0])
-    finish(args.out, summary, candidates, rows, start)
+    return summary
 
 
-#: Where the per-candidate summary splits the grid: the memory-bound small M and the large M.
-LARGE_M = 512
+def resummarize(path: Path) -> int:
+    """Print the summary of a stored sweep JSON recomputed from its rows (figures added to the
+    summary since it was written included); exit 2 with one line if unreadable."""
+    try:
+        stored = json.loads(path.read_text())
+        old = stored["summary"]
+        summary = summarize(old["grid"], old["rounds"], len(stored["candidates"]), stored["rows"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {path} is not an fp8_sweep.py output ({exc})", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in summary.items() if k != "not_run"}, indent=1))
+    return 0
 
 
 def per_candidate(rows: list[dict[str, Any]], vendor: str) -> dict[str, dict[str, Any]]:
@@ -245,4 +285,9 @@ def per_candidate(rows: list[dict[str, Any]], vendor: str) -> dict[str, dict[str
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--summarize"]:
+        if len(sys.argv) != 3:
+            print("error: usage: fp8_sweep.py --summarize FILE", file=sys.stderr)
+            sys.exit(2)
+        sys.exit(resummarize(Path(sys.argv[2])))
     main()
