@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from search_spaces.bundle import BundleEntry
@@ -43,4 +44,4 @@ def test_a_study_vendor_far_from_the_models_op_is_flagged() -> None:
     assert paged.model_ms == 0.029
     assert (norm.kernel, norm.model_ms, norm.differs) == ("rmsnorm", 0.004, False)
     assert abs(norm.model_ms / norm.study_ms - 1) <= TOLERANCE
-    assert paged.to_dict()["problem"] == PAGED
+    assert dataclasses.asdict(paged)["problem"] == PAGED

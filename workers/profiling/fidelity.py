@@ -18,7 +18,7 @@ under the profiler, several times what the same ops take untraced.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from search_spaces.bundle import BundleEntry
@@ -39,9 +39,6 @@ class VendorVsModel:
     model_ms: float
     #: model_ms / study_ms outside 1 +- TOLERANCE.
     differs: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def vendor_vs_model(

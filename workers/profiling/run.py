@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -332,7 +332,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 )
                 # a CPU trace has host times under the profiler, not kernel times: no comparison
                 versus = [
-                    v.to_dict()
+                    asdict(v)
                     for v in vendor_vs_model(
                         [(h.kernel, h.problem, h.weight_us, h.calls) for h in found
                          if h.kernel in swap.bundles],
