@@ -106,16 +106,10 @@ def _nearest(lookups: dict[str, dict[str, int]]) -> str:
 def _versus(phase: str, row: dict[str, Any]) -> list[str]:
     """The row's flagged comparisons of a study's vendor time with the model's own op
     (workers.profiling.fidelity), one text each."""
-    out = []
-    for v in row.get("vendor_vs_model") or []:
-        if v["differs"]:
-            shape = ",".join(f"{k}={val}" for k, val in v["problem"].items())
-            out.append(
-                f"{phase} b{row['batch']} {v['kernel']} {shape}: {v['vendor'] or 'vendor'} "
-                f"{v['study_ms']:.4g} ms in its study, the model's op {v['model_ms']:.4g} ms "
-                f"({v['model_ms'] / v['study_ms']:.2f}x)"
-            )
-    return out
+    from workers.profiling.fidelity import describe
+
+    items = row.get("vendor_vs_model") or []
+    return [f"{phase} b{row['batch']} {describe(v)}" for v in items if v["differs"]]
 
 
 def model_table(folder: Path) -> list[str]:

@@ -232,6 +232,8 @@ def render_swap(tuned: dict[str, Any]) -> None:
     """The --with-bundle part: what was swapped, the change per point, errors, Amdahl bound."""
     from rich.table import Table
 
+    from workers.profiling.fidelity import describe
+
     con = console()
     for kernel, counts in tuned["used"].items():
         con.print(
@@ -240,20 +242,30 @@ def render_swap(tuned: dict[str, Any]) -> None:
         )
     t = Table(title="tuned kernels swapped in (change of end-to-end latency; + is slower)")
     for column in (
-        "phase", "batch", "mode", "baseline ms", "tuned ms", "change", "bound",
+        "phase", "batch", "mode", "baseline ms", "tuned ms", "change", "A/A", "bound",
         "err base/fp32", "err swap/fp32", "refused / policy",
     ):  # fmt: skip
         t.add_column(column)
+    differ: dict[str, None] = {}
     for r in tuned["rows"]:
         bound = (r.get("amdahl") or {}).get("change")
         t.add_row(
             r["phase"], str(r["batch"]), r["mode"], f"{r['baseline_ms']:.3f}",
-            _num(r["tuned_ms"], ".3f"), _num(r["change"], "+.1%"), _num(bound, "+.1%"),
+            _num(r["tuned_ms"], ".3f"), _num(r["change"], "+.1%"),
+            _num(r.get("aa_change"), "+.1%"), _num(bound, "+.1%"),
             _num(r.get("baseline_error"), ".2g"), _num(r.get("swapped_error"), ".2g"),
             r["refused"] or ("kept vendor: launch-bound eager" if r.get("policy") else ""),
         )  # fmt: skip
+        for v in r.get("vendor_vs_model") or []:
+            if v["differs"]:
+                differ[f"{r['phase']} b{r['batch']} {describe(v)}"] = None
     con.print(t)
-    con.print(f"same-function check: {tuned['error_rule']}")
+    con.print(
+        "A/A: the baseline timed again, last in each round (the rounds' noise); "
+        f"same-function check: {tuned['error_rule']}"
+    )
+    for line in differ:
+        con.print(f"note: study vendor time far from the model's own op: {line}")
 
 
 def register(app: typer.Typer) -> None:

@@ -45,3 +45,24 @@ def test_a_study_vendor_far_from_the_models_op_is_flagged() -> None:
     assert (norm.kernel, norm.model_ms, norm.differs) == ("rmsnorm", 0.004, False)
     assert abs(norm.model_ms / norm.study_ms - 1) <= TOLERANCE
     assert dataclasses.asdict(paged)["problem"] == PAGED
+
+
+def test_profile_prints_the_aa_column_and_the_flagged_comparisons(capsys: Any) -> None:
+    from orchestrator.commands.profile import render_swap
+
+    row = {
+        "phase": "decode", "batch": 64, "mode": "graph", "baseline_ms": 2.688, "tuned_ms": 2.722,
+        "change": 0.013, "aa_change": -0.004, "amdahl": None, "baseline_error": 0.02,
+        "swapped_error": 0.02, "refused": None, "policy": None,
+        "vendor_vs_model": [
+            {"kernel": "paged_attention", "problem": {"batch": 64}, "vendor": "sdpa_gathered",
+             "study_ms": 0.163, "model_ms": 0.029, "differs": True},
+        ],
+    }  # fmt: skip
+    render_swap({"used": {}, "lookups": {}, "rows": [row], "error_rule": "refused where ..."})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "A/A: the baseline timed again, last in each round" in out  # the column's meaning
+    assert (
+        "note: study vendor time far from the model's own op: decode b64 paged_attention "
+        "batch=64: sdpa_gathered 0.163 ms in its study, the model's op 0.029 ms (0.18x)" in out
+    )

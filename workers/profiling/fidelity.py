@@ -17,7 +17,7 @@ under the profiler, several times what the same ops take untraced.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,3 +57,14 @@ def vendor_vs_model(
         differs = abs(model_ms / entry.vendor_ms - 1.0) > tolerance
         out.append(VendorVsModel(kernel, problem, entry.vendor, entry.vendor_ms, model_ms, differs))
     return out
+
+
+def describe(item: Mapping[str, Any]) -> str:
+    """One line for a comparison as a report holds it (a :class:`VendorVsModel` as a dict): the
+    kernel and problem, both times per call and their ratio."""
+    shape = ",".join(f"{k}={v}" for k, v in item["problem"].items())
+    return (
+        f"{item['kernel']} {shape}: {item['vendor'] or 'vendor'} {item['study_ms']:.4g} ms in its "
+        f"study, the model's op {item['model_ms']:.4g} ms "
+        f"({item['model_ms'] / item['study_ms']:.2f}x)"
+    )
