@@ -106,6 +106,14 @@ class BundleEntry:
     cancelled: bool = False
 
 
+def nearest_rank(distance: float, entry: BundleEntry) -> tuple[float, bool]:
+    """How near ``entry`` is, ``distance`` from a problem, as the nearest-entry lookup ranks it
+    (lower first): of equally near entries a vendor win first, so a tie never puts a Triton kernel
+    where a vendor path won as near. At distance 0 (an equal problem: the exact lookup's, the
+    first listed) the backend does not count."""
+    return distance, distance > 0 and entry.backend == "triton"
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a deployment does for a problem: ``backend`` ``triton`` launches ``config``;
@@ -157,12 +165,11 @@ class Bundle:
         self._vendor = next((e.vendor for e in self.entries if e.vendor), None)
 
     def _nearest(self, problem: ProblemLike) -> BundleEntry | None:
-        """The entry nearest ``problem``; of equally near ones a vendor win first, then the one
-        listed first (a tie never puts a Triton kernel where a vendor path won as near)."""
+        """The entry nearest ``problem`` by :func:`nearest_rank`, the first listed of equals."""
         best: tuple[float, bool, BundleEntry] | None = None
         for entry in self.entries:
             distance = problem_distance(problem, entry.problem)
-            rank = (distance, entry.backend == "triton")
+            rank = nearest_rank(distance, entry)
             if math.isfinite(distance) and (best is None or rank < best[:2]):
                 best = (*rank, entry)
         return None if best is None else best[2]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from search_spaces.bundle import Bundle, BundleEntry, Decision
+from search_spaces.bundle import Bundle, BundleEntry, Decision, nearest_rank
 
 
 def _triton_ms(entry: BundleEntry) -> float | None:
@@ -55,8 +55,8 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
     """Per entry, :meth:`Bundle.decide` of its problem by the bundle without it: the nearest other
     entry by :func:`search_spaces.problem.problem_distance` (same field names and non-dim
     values; the sum of ``|log2 a - log2 b|`` over the dims, added in the problem's field order;
-    ties to a vendor win, then to the entry listed first; an equal problem is the exact entry,
-    the first listed), else the default. The same rule, computed in one pass per
+    ranked by :func:`search_spaces.bundle.nearest_rank`, ties to the entry listed first), else the
+    default. The same rule, computed in one pass per
     group of comparable entries instead of one bundle per left-out entry."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     logs: list[dict[str, float]] = []
@@ -80,8 +80,7 @@ def _left_out_decisions(bundle: Bundle) -> list[Decision]:
                 total = 0.0
                 for name, value in mine.items():
                     total += abs(value - other[name])
-                # an exact duplicate is found by the exact lookup: the first listed
-                rank = (total, total > 0 and bundle.entries[j].backend == "triton")
+                rank = nearest_rank(total, bundle.entries[j])
                 if best is None or rank < best[:2]:
                     best = (*rank, j)
             if best is not None:
