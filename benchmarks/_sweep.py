@@ -280,6 +280,28 @@ def add_runnable(entries: dict[str, Any], fns: dict[str, Callable[[], Any]]) -> 
     return refused
 
 
+def resummarize(
+    argv: Sequence[str], tool: str, summarize: Callable[[dict[str, Any]], dict[str, Any]]
+) -> int | None:
+    """``TOOL --summarize FILE``: print the summary ``summarize`` recomputes from the stored
+    output FILE (its rows; figures added to the summary since it was written included), without
+    its ``not_run``; exit status 0, or 2 with one line for a bad call or an unreadable file. None
+    where ``argv`` does not start with ``--summarize``."""
+    if argv[:1] != ["--summarize"]:
+        return None
+    if len(argv) != 2:
+        print(f"error: usage: {tool} --summarize FILE", file=sys.stderr)
+        return 2
+    path = Path(argv[1])
+    try:
+        summary = summarize(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {path} is not output of {tool} ({exc})", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in summary.items() if k != "not_run"}, indent=1))
+    return 0
+
+
 def finish(
     out: Path,
     summary: dict[str, Any],

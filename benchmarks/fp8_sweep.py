@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from _sweep import (  # this folder
@@ -37,6 +36,7 @@ from _sweep import (  # this folder
     interleaved,
     medians,
     problem_text,
+    resummarize,
     start_sweep,
     sweep_parser,
     winner_row,
@@ -253,18 +253,10 @@ def summarize(
     return summary
 
 
-def resummarize(path: Path) -> int:
-    """Print the summary of a stored sweep JSON recomputed from its rows (figures added to the
-    summary since it was written included); exit 2 with one line if unreadable."""
-    try:
-        stored = json.loads(path.read_text())
-        old = stored["summary"]
-        summary = summarize(old["grid"], old["rounds"], len(stored["candidates"]), stored["rows"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"error: {path} is not an fp8_sweep.py output ({exc})", file=sys.stderr)
-        return 2
-    print(json.dumps({k: v for k, v in summary.items() if k != "not_run"}, indent=1))
-    return 0
+def _stored_summary(stored: dict[str, Any]) -> dict[str, Any]:
+    """:func:`summarize` of a stored sweep output (``--summarize``)."""
+    old = stored["summary"]
+    return summarize(old["grid"], old["rounds"], len(stored["candidates"]), stored["rows"])
 
 
 def per_candidate(rows: list[dict[str, Any]], vendor: str) -> dict[str, dict[str, Any]]:
@@ -285,9 +277,7 @@ def per_candidate(rows: list[dict[str, Any]], vendor: str) -> dict[str, dict[str
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--summarize"]:
-        if len(sys.argv) != 3:
-            print("error: usage: fp8_sweep.py --summarize FILE", file=sys.stderr)
-            sys.exit(2)
-        sys.exit(resummarize(Path(sys.argv[2])))
+    status = resummarize(sys.argv[1:], "fp8_sweep.py", _stored_summary)
+    if status is not None:
+        sys.exit(status)
     main()

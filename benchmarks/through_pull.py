@@ -246,16 +246,25 @@ def measure(spec: Any, bundle: Any, problem: dict[str, Any], rounds: int) -> dic
     return row
 
 
-def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _ratios(ratios: list[float], suffix: str) -> dict[str, Any]:
+    """``geomean_``, ``min_`` and ``below_0.95_`` + ``suffix`` of ``ratios`` (none if empty)."""
     from _sweep import geomean  # this folder
 
+    if not ratios:
+        return {}
+    return {
+        f"geomean_{suffix}": geomean(ratios),
+        f"min_{suffix}": min(ratios),
+        f"below_0.95_{suffix}": sum(x < 0.95 for x in ratios),
+    }
+
+
+def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"problems": len(rows)}
     for what in ("decision", "triton"):
         ratios = [r[f"vendor_over_{what}"] for r in rows if r.get(f"vendor_over_{what}")]
+        out.update(_ratios(ratios, f"vendor_over_{what}"))
         if ratios:
-            out[f"geomean_vendor_over_{what}"] = geomean(ratios)
-            out[f"min_vendor_over_{what}"] = min(ratios)
-            out[f"below_0.95_vendor_over_{what}"] = sum(x < 0.95 for x in ratios)
             out[f"compared_vendor_over_{what}"] = len(ratios)
     return out
 
@@ -263,16 +272,10 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _vendor_stats(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """The ratios of vendor path ``name`` alone over the problems where it ran and was timed:
     ``name`` / decision and ``name`` / Triton config (geomean, min, how many below 0.95)."""
-    from _sweep import geomean  # this folder
-
     ran = [r for r in rows if r["ms"].get(name)]
     out: dict[str, Any] = {"problems": len(ran)}
     for what, key in (("decision", "decision_ms"), ("triton", "triton_ms")):
-        ratios = [r["ms"][name] / r[key] for r in ran if r.get(key)]
-        if ratios:
-            out[f"geomean_over_{what}"] = geomean(ratios)
-            out[f"min_over_{what}"] = min(ratios)
-            out[f"below_0.95_over_{what}"] = sum(x < 0.95 for x in ratios)
+        out.update(_ratios([r["ms"][name] / r[key] for r in ran if r.get(key)], f"over_{what}"))
     return out
 
 
@@ -350,26 +353,17 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def resummarize(path: Path) -> int:
-    """Print the summary of a stored ``through_pull.json`` recomputed from its rows (figures
-    added to the summary since it was written included); exit 2 with one line if unreadable."""
-    try:
-        stored = json.loads(path.read_text())
-        kernel, grid = stored["summary"]["kernel"], stored["summary"]["grid"]
-        summary = summarize(kernel, grid, stored["rows"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"error: {path} is not a through_pull.json ({exc})", file=sys.stderr)
-        return 2
-    print(json.dumps({k: v for k, v in summary.items() if k != "not_run"}, indent=1))
-    return 0
+def _stored_summary(stored: dict[str, Any]) -> dict[str, Any]:
+    """:func:`summarize` of a stored ``through_pull.json`` (``--summarize``)."""
+    return summarize(stored["summary"]["kernel"], stored["summary"]["grid"], stored["rows"])
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--summarize"]:
-        if len(argv) != 2:
-            print("error: usage: through_pull.py --summarize FILE", file=sys.stderr)
-            return 2
-        return resummarize(Path(argv[1]))
+    from _sweep import resummarize  # this folder
+
+    status = resummarize(argv, "through_pull.py", _stored_summary)
+    if status is not None:
+        return status
     parser = _Parser(prog="through_pull.py")
     parser.add_argument("--kernel", required=True, choices=KERNELS)
     parser.add_argument("--grid", required=True)
