@@ -351,16 +351,10 @@ def _gathered_sdpa_launcher(inputs: Inputs, gather_once: bool) -> Launcher:
             mask = valid.view(batch, 1, 1, longest)
         return k_rows[slots].transpose(1, 2), v_rows[slots].transpose(1, 2), mask
 
-    if gather_once:
-        k, v, mask = gather()
-
-        def attend() -> None:
-            inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
-
-        return attend
+    held = gather() if gather_once else None
 
     def launch() -> None:
-        k, v, mask = gather()
+        k, v, mask = held or gather()
         inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
 
     return launch
