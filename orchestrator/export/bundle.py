@@ -309,11 +309,11 @@ def _vllm_fallbacks(
     its median (:func:`orchestrator.export.vllm.vllm_fallback`); keys without one are absent."""
     if kernel.name not in VLLM_FILES:
         return {}
-    needed = {
-        r.problem_key: json.loads(r.problem_key)
-        for r in rows
-        if r.config and inexpressible(kernel.name, json.loads(r.problem_key), r.config)
-    }
+    needed: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        problem = json.loads(r.problem_key)
+        if r.config and inexpressible(kernel.name, problem, r.config):
+            needed[r.problem_key] = problem
     if not needed:
         return {}
     stream = repository.fastest_ok_configs(
