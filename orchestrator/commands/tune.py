@@ -38,6 +38,7 @@ from orchestrator.study.samplers import BUILTINS, DEFAULT
 
 if TYPE_CHECKING:
     from orchestrator.run.jobs import JobSpec
+    from search_spaces.bundle import Bundle
 
 ProblemOption = Annotated[
     list[str] | None,
@@ -436,16 +437,14 @@ def _bundle_texts(
     return [[(f.filename, f.content.decode()) for f in files] for files in texts], bests
 
 
-def _triton_ms(entry: dict[str, Any]) -> float:
-    """The best Triton config's time of a native bundle entry (its ``triton_ms`` where the
-    re-timing measured one, else ``time_ms``)."""
-    return float(entry.get("triton_ms") or entry["time_ms"])
-
-
-def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _vllm_report(
+    native: list[tuple[str, str]], bundles: list[Bundle]
+) -> tuple[list[dict[str, Any]], list[str]]:
     """``pull --format vllm``'s ``skipped`` rows (entries of the native bundles that vLLM's kernel
     cannot run as measured, left out of its files) and its stderr notes: the M left out per
-    (class, N, K) and how many written rows the vendor path won (orchestrator.export.vllm)."""
+    (class, N, K), the M written with a fallback config (with both times) and how many written
+    rows the vendor path won (orchestrator.export.vllm). ``bundles``: ``native`` loaded."""
+    from orchestrator.export.report import triton_ms
     from orchestrator.export.vllm import (
         FALLBACK_NOTE,
         SKIPPED_NOTE,
@@ -463,7 +462,7 @@ def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], l
     left_out: dict[str, list[str]] = {}
     fallen_back: dict[str, list[str]] = {}
     vendor_rows = 0
-    for _, text in native:
+    for (_, text), bundle in zip(native, bundles, strict=True):
         doc = json.loads(text)
         entries = doc["entries"]
         dropped = vllm_skipped(doc["kernel"], vllm_entries(entries))
@@ -474,11 +473,12 @@ def _vllm_report(native: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], l
             left_out.setdefault(shape_on(problem, doc["device_class"]), []).append(
                 f"M={problem['M']} ({reason})"
             )
-        for e in entries:
+        for e, parsed in zip(entries, bundle.entries, strict=True):
             if VLLM_ENTRY in e:
+                best = triton_ms(parsed)
                 fallen_back.setdefault(shape_on(e["problem"], doc["device_class"]), []).append(
                     f"M={e['problem']['M']} {e[VLLM_ENTRY]['time_ms']:.4g} ms vs "
-                    f"{_triton_ms(e):.4g}"
+                    + ("-" if best is None else f"{best:.4g}")
                 )
         left = [problem for problem, _ in dropped]
         vendor_rows += sum(e["backend"] == "vendor" and e["problem"] not in left for e in entries)
@@ -554,7 +554,8 @@ def pull(
     if fmt == "native" and not t4:
         named, merges = merge_into_folder(named, out)
         native = named
-    reports = [policy_report(bundle_from_dict(json.loads(text), name)) for name, text in native]
+    bundles = [bundle_from_dict(json.loads(text), name) for name, text in native]
+    reports = [policy_report(bundle) for bundle in bundles]
     if t4:
         from orchestrator.export.t4 import bundle_t4
 
@@ -565,7 +566,7 @@ def pull(
             )
             for name, text in named
         ]
-    skipped, vllm_notes = _vllm_report(native) if fmt == "vllm" else ([], [])
+    skipped, vllm_notes = _vllm_report(native, bundles) if fmt == "vllm" else ([], [])
     paths = write_atomically(named, out)
     if json_out:
         result: dict[str, Any] = {"files": [str(p) for p in paths], "bundles": reports}

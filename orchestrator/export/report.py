@@ -25,14 +25,16 @@ from typing import Any
 from search_spaces.bundle import Bundle, BundleEntry, Decision, nearest_rank
 
 
-def _triton_ms(entry: BundleEntry) -> float | None:
+def triton_ms(entry: BundleEntry) -> float | None:
+    """The entry's best Triton config's time: the re-timing's, else ``time_ms`` where Triton won
+    (a cancelled job's entry); None for a vendor win without one."""
     if entry.triton_ms is not None:
         return entry.triton_ms
     return entry.time_ms if entry.backend == "triton" else None
 
 
 def _chosen_ms(entry: BundleEntry) -> float | None:
-    return entry.vendor_ms if entry.backend == "vendor" else _triton_ms(entry)
+    return entry.vendor_ms if entry.backend == "vendor" else triton_ms(entry)
 
 
 def _ratio(vendor_ms: float, ms: float | None) -> float | None:
@@ -43,8 +45,8 @@ def _unseen(entry: BundleEntry, vendor_ms: float, decision: Decision) -> tuple[f
     """``(ratio, exact)`` of ``decision`` on ``entry``'s shape (see the module doc)."""
     if decision.backend == "vendor":
         return 1.0, decision.vendor == entry.vendor
-    triton_ms = _triton_ms(entry)
-    return _ratio(vendor_ms, triton_ms), decision.config == entry.config
+    best_triton = triton_ms(entry)
+    return _ratio(vendor_ms, best_triton), decision.config == entry.config
 
 
 def _is_dim(value: object) -> bool:
