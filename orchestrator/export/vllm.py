@@ -180,10 +180,18 @@ def _int(problem: Mapping[str, object], name: str) -> int:
     return value
 
 
+def _plain_ints(config: Mapping[str, object]) -> bool:
+    """Whether every key vLLM's files take from ``config`` holds an integer (a database row's
+    value reaches vLLM's kernel launch: nothing else passes)."""
+    return all(type(config[key]) is int for key in (*VLLM_KEYS, *AMD_KEYS) if key in config)
+
+
 def _vllm_entry(config: Mapping[str, object]) -> dict[str, object]:
     missing = [key for key in VLLM_KEYS if key not in config]
     if missing:
         raise BundleExportError(f"config {dict(config)} lacks {', '.join(missing)} for vLLM")
+    if not _plain_ints(config):
+        raise BundleExportError(f"config {dict(config)} holds a non-integer value for vLLM")
     return {key: config[key] for key in (*VLLM_KEYS, *AMD_KEYS) if key in config}
 
 
@@ -309,9 +317,10 @@ def vllm_fallback(
     kernel: str, problem: Mapping[str, object], trials: Iterable[tuple[Mapping[str, Any], float]]
 ) -> dict[str, Any] | None:
     """``{"config", "time_ms"}`` of the first of ``trials`` (config, median; fastest first) that
-    vLLM's ``kernel`` runs as measured for ``problem`` (:func:`inexpressible`), or None."""
+    vLLM's ``kernel`` runs as measured for ``problem`` (:func:`inexpressible`) and whose values
+    for vLLM's keys are integers, or None."""
     for config, time_ms in trials:
-        if inexpressible(kernel, problem, config) is None:
+        if inexpressible(kernel, problem, config) is None and _plain_ints(config):
             return {"config": dict(config), "time_ms": time_ms}
     return None
 

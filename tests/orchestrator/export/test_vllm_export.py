@@ -217,3 +217,19 @@ def test_fused_moe_epilogue_results_are_left_out_of_vllms_files(gemm: str) -> No
     assert vllm_skipped("fused_moe", entries) == [(fused, f"gemm={gemm}, TMA=True")]
     with pytest.raises(BundleExportError, match="gemm=up_silu or down_sum everywhere"):
         vllm_files(entries[1:], "NVIDIA H100")
+
+
+def test_only_integer_values_reach_a_vllm_file() -> None:
+    """A config's values come from database rows and vLLM passes them to its kernel launch: a
+    best config with anything but an integer is refused in one line; a trial with one is never a
+    fallback."""
+    from orchestrator.export.vllm import vllm_fallback
+
+    fp8 = {**_config(64), "BLOCK_SIZE_K": 128, "SPLIT_K": 1, "TMA": False}
+    problem = {"M": 16, "N": 7168, "K": 2048}
+    with pytest.raises(BundleExportError, match="non-integer value for vLLM"):
+        vllm_fp8_files([(problem, {**fp8, "num_warps": "4; import os"})], "NVIDIA H100")
+    with pytest.raises(BundleExportError, match="non-integer value for vLLM"):
+        vllm_fp8_files([(problem, {**fp8, "num_stages": True})], "NVIDIA H100")
+    trials = [({**fp8, "num_warps": "8"}, 0.1), ({**fp8, "BLOCK_SIZE_M": 64.0}, 0.2), (fp8, 0.3)]
+    assert vllm_fallback("fp8_matmul", problem, trials) == {"config": fp8, "time_ms": 0.3}
