@@ -101,6 +101,16 @@ DEFAULT: Config = {
 }
 
 
+#: How the deployment lays out its KV cache: ``paged``, pages anywhere (vLLM's block tables);
+#: ``contiguous``, each sequence's pages consecutive, in batch order, a whole context's worth
+#: each (a static cache, ``profile``'s built-in decoders).
+CACHES = ("paged", "contiguous")
+CACHE_DOC = (
+    "KV-cache layout: paged (pages anywhere, through the block table) or contiguous (each "
+    "sequence's pages consecutive, context_len's worth each): it decides the vendor path"
+)
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
@@ -110,9 +120,11 @@ class PagedAttentionSpec(KernelSpec):
 
     Inputs (vLLM's FlashAttention-backend cache layout): q [batch, q_heads, head_dim];
     k_cache, v_cache [num_pages, page_size, kv_heads, head_dim]; block_tables [batch, max_pages]
-    int32 (a random permutation of the pages; entries past a sequence's last page point at a
-    NaN-filled spare page, so a kernel that reads past the context gives NaN); context_lens [batch]
-    int32; out [batch, q_heads, head_dim]. Query head h reads KV head h // (q_heads / kv_heads).
+    int32 (``cache=paged``: a random permutation of the pages, entries past a sequence's last page
+    pointing at a NaN-filled spare page, so a kernel that reads past the context gives NaN;
+    ``cache=contiguous``: sequence b owns pages b * max_pages onward, in order); context_lens
+    [batch] int32; out [batch, q_heads, head_dim]. Query head h reads KV head
+    h // (q_heads / kv_heads).
     """
 
     name: ClassVar[str] = "paged_attention"
@@ -129,6 +141,7 @@ class PagedAttentionSpec(KernelSpec):
             Field("head_dim", doc="head size: 64 or 128"),
             Field("page_size", default=16, doc="tokens per KV-cache page"),
             Field("dtype", FieldKind.DTYPE, doc="float16 or bfloat16"),
+            Field("cache", FieldKind.CHOICE, CACHES, default="paged", doc=CACHE_DOC),
         )
     )
     example: ClassVar[Problem] = {
@@ -184,19 +197,25 @@ class PagedAttentionSpec(KernelSpec):
         qh, kvh, d = int(problem["q_heads"]), int(problem["kv_heads"]), int(problem["head_dim"])
         dtype = torch_dtype(str(problem["dtype"]))
         pages_per_seq = [-(-n // page_size) for n in lens]
-        used = sum(pages_per_seq)
         max_pages = -(-int(problem["context_len"]) // page_size)
-        # Page `used` is the NaN-filled spare; the used pages are handed out in random order.
-        k_cache = torch.randn(used + 1, page_size, kvh, d, dtype=dtype, device=device)
-        v_cache = torch.randn(used + 1, page_size, kvh, d, dtype=dtype, device=device)
-        k_cache[used] = float("nan")
-        v_cache[used] = float("nan")
-        order = torch.randperm(used, dtype=torch.int32)
-        tables = torch.full((batch, max_pages), used, dtype=torch.int32)
-        first = 0
-        for b, n in enumerate(pages_per_seq):
-            tables[b, :n] = order[first : first + n]
-            first += n
+        if problem.get("cache", "paged") == "contiguous":
+            pages = batch * max_pages
+            k_cache = torch.randn(pages, page_size, kvh, d, dtype=dtype, device=device)
+            v_cache = torch.randn(pages, page_size, kvh, d, dtype=dtype, device=device)
+            tables = torch.arange(pages, dtype=torch.int32).view(batch, max_pages)
+        else:
+            used = sum(pages_per_seq)
+            # Page `used` is the NaN-filled spare; the used pages are handed out in random order.
+            k_cache = torch.randn(used + 1, page_size, kvh, d, dtype=dtype, device=device)
+            v_cache = torch.randn(used + 1, page_size, kvh, d, dtype=dtype, device=device)
+            k_cache[used] = float("nan")
+            v_cache[used] = float("nan")
+            order = torch.randperm(used, dtype=torch.int32)
+            tables = torch.full((batch, max_pages), used, dtype=torch.int32)
+            first = 0
+            for b, n in enumerate(pages_per_seq):
+                tables[b, :n] = order[first : first + n]
+                first += n
         return {
             "q": torch.randn(batch, qh, d, dtype=dtype, device=device),
             "k_cache": k_cache,
@@ -207,16 +226,17 @@ class PagedAttentionSpec(KernelSpec):
         }
 
     def vendor_paths(self, problem: Problem) -> tuple[str, ...]:
-        """``sdpa_gathered``: plain torch, the context's pages gathered into contiguous K and V,
-        then SDPA with the backend torch picks; ``sdpa_contiguous``: the same SDPA over K and V
-        already contiguous per sequence (a deployment without paging, such as a static cache or
-        ``profile``'s built-in decoders: no gather to pay); ``flash_attn.flash_attn_with_kvcache``
-        (reads the pages through the block table itself) only where ``flash_attn`` is
-        importable."""
-        paths = ("sdpa_gathered", "sdpa_contiguous")
+        """What a deployment with the problem's cache runs instead. ``cache=paged``:
+        ``sdpa_gathered``, plain torch, the context's pages gathered into contiguous K and V, then
+        SDPA with the backend torch picks, and ``flash_attn.flash_attn_with_kvcache`` (reads the
+        pages through the block table itself) where ``flash_attn`` is importable.
+        ``cache=contiguous``: ``sdpa_contiguous``, the same SDPA over each sequence's rows as they
+        lie (no gather: the deployment never pays one)."""
+        if problem.get("cache", "paged") == "contiguous":
+            return ("sdpa_contiguous",)
         if importlib.util.find_spec("flash_attn") is None:
-            return paths
-        return (*paths, "flash_attn.flash_attn_with_kvcache")
+            return ("sdpa_gathered",)
+        return ("sdpa_gathered", "flash_attn.flash_attn_with_kvcache")
 
     def make_vendor_launcher(self, inputs: Inputs, name: str) -> Launcher:
         """``sdpa_gathered``: per launch, each sequence's token slots computed from its block
@@ -224,14 +244,16 @@ class PagedAttentionSpec(KernelSpec):
         token 0 of the cache and are masked out; a mask only when lengths differ, so that
         flash SDPA can run on uniform contexts), then one batched SDPA (GQA through
         ``enable_gqa``); the launch rebinds ``inputs["out"]`` to its result.
-        ``sdpa_contiguous``: the gather once, when the launcher is made (not timed), the launch
-        the SDPA alone over those rows: it stands for a cache kept contiguous, so it attends over
-        the block table and the cache's contents as they were when it was made (make another
-        after they change).
+        ``sdpa_contiguous``: the same SDPA over a view of the cache (no copy: its rows as they
+        are at each launch, over the context lengths as they were when the launcher was made);
+        SpecError unless the block table is the contiguous layout (sequence b's pages
+        b * max_pages onward, in order). It rebinds.
         ``flash_attn.flash_attn_with_kvcache`` on the cache as built (flash-attn 2 takes pages
         of a multiple of 256 tokens only: it raises on smaller pages); it rebinds too."""
-        if name in ("sdpa_gathered", "sdpa_contiguous"):
-            return _gathered_sdpa_launcher(inputs, gather_once=name == "sdpa_contiguous")
+        if name == "sdpa_gathered":
+            return _gathered_sdpa_launcher(inputs)
+        if name == "sdpa_contiguous":
+            return _contiguous_sdpa_launcher(inputs)
         if name == "flash_attn.flash_attn_with_kvcache":
             return _flash_attn_launcher(inputs)
         return super().make_vendor_launcher(inputs, name)
@@ -330,7 +352,7 @@ class PagedAttentionSpec(KernelSpec):
         return out
 
 
-def _gathered_sdpa_launcher(inputs: Inputs, gather_once: bool) -> Launcher:
+def _gathered_sdpa_launcher(inputs: Inputs) -> Launcher:
     import torch
 
     q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
@@ -342,19 +364,45 @@ def _gathered_sdpa_launcher(inputs: Inputs, gather_once: bool) -> Launcher:
     k_rows, v_rows = k_cache.view(-1, kvh, d), v_cache.view(-1, kvh, d)
     queries = q.view(batch, qh, 1, d)
 
-    def gather() -> tuple[Any, Any, Any]:
+    def launch() -> None:
         slots = tables[:, positions // page_size] * page_size + positions % page_size
         mask = None
         if shortest < longest:
             valid = positions < context_lens[:, None]
             slots = slots.where(valid, 0)
             mask = valid.view(batch, 1, 1, longest)
-        return k_rows[slots].transpose(1, 2), v_rows[slots].transpose(1, 2), mask
+        k = k_rows[slots].transpose(1, 2)
+        v = v_rows[slots].transpose(1, 2)
+        inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
 
-    held = gather() if gather_once else None
+    return launch
+
+
+def _contiguous_sdpa_launcher(inputs: Inputs) -> Launcher:
+    import torch
+
+    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    tables, context_lens = inputs["block_tables"], inputs["context_lens"]
+    batch, qh, d = (int(n) for n in q.shape)
+    page_size, kvh = int(k_cache.shape[1]), int(k_cache.shape[2])
+    max_pages = int(tables.shape[1])
+    own = torch.arange(batch * max_pages, dtype=tables.dtype, device=tables.device)
+    if k_cache.shape[0] != batch * max_pages or not torch.equal(tables, own.view(batch, -1)):
+        raise SpecError(
+            "paged_attention: sdpa_contiguous needs the contiguous cache (sequence b's pages "
+            "b * max_pages onward, in order): use sdpa_gathered for a paged one"
+        )
+    longest, shortest = int(context_lens.max()), int(context_lens.min())
+    rows = (batch, max_pages * page_size, kvh, d)
+    k = k_cache.view(rows)[:, :longest].transpose(1, 2)
+    v = v_cache.view(rows)[:, :longest].transpose(1, 2)
+    mask = None
+    if shortest < longest:
+        positions = torch.arange(longest, device=q.device)
+        mask = (positions < context_lens[:, None]).view(batch, 1, 1, longest)
+    queries = q.view(batch, qh, 1, d)
 
     def launch() -> None:
-        k, v, mask = held or gather()
         inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
 
     return launch

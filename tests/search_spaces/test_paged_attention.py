@@ -35,6 +35,8 @@ CASES: list[tuple[Problem, Config]] = [
     # Lengths 300, 95, 88 with 256-token partitions: two partitions, the short sequences' second
     # one is empty and must not disturb the reduction.
     (problem(context_len=300), cfg(256, 64)),
+    # A contiguous cache: each sequence's pages in order, the whole context's worth.
+    (problem(context_len=300, cache="contiguous"), cfg(256, 64)),
     (problem(context_len=300, kv_heads=4, page_size=8), cfg(256, 16, warps=1)),
     # BLOCK_N below the page size: several tiles per page.
     (problem(context_len=100, page_size=32, pattern="uniform"), cfg(0, 16, stages=1)),
@@ -234,7 +236,9 @@ VENDOR_CASES = [
 
 def test_vendor_paths_without_flash_attn() -> None:
     assert importlib.util.find_spec("flash_attn") is None, "for a machine without flash-attn"
-    assert SPEC.vendor_paths(SPEC.example) == ("sdpa_gathered", "sdpa_contiguous")
+    assert SPEC.vendor_paths(SPEC.example) == ("sdpa_gathered",)
+    contiguous = SPEC.validate_problem({**SPEC.example, "cache": "contiguous"})
+    assert SPEC.vendor_paths(contiguous) == ("sdpa_contiguous",)
 
 
 @pytest.mark.parametrize("name", ["sdpa_gathered", "sdpa_contiguous"])
@@ -242,7 +246,10 @@ def test_vendor_paths_without_flash_attn() -> None:
     "prob", VENDOR_CASES, ids=lambda p: f"{p['pattern']}-ctx{p['context_len']}-{p['dtype']}"
 )
 def test_gathered_sdpa_on_the_cpu(prob: Problem, name: str) -> None:
-    """Ragged contexts too: slots past a context (the NaN spare page) are never read."""
+    """Ragged contexts too: slots past a context (the NaN spare page of a paged cache) are never
+    read; sdpa_contiguous on the contiguous layout of the same problem."""
+    if name == "sdpa_contiguous":
+        prob = {**prob, "cache": "contiguous"}
     err, _ = vendor_launch(SPEC, prob, name)
     assert err <= SPEC.tolerance(SPEC.validate_problem(prob))
 
@@ -262,16 +269,20 @@ def test_gathered_sdpa_reads_the_block_table_each_launch() -> None:
     assert max_rel_error(before, ref) > SPEC.tolerance(prob)
 
 
-def test_contiguous_sdpa_gathers_once_when_made() -> None:
-    """sdpa_contiguous stands for a cache already laid out per sequence: its launch is the SDPA
-    alone, so block tables swapped after the launcher was made do not change what it reads."""
-    prob = SPEC.validate_problem(problem(pattern="uniform"))
+def test_contiguous_sdpa_reads_the_cache_as_it_is_and_refuses_a_paged_one() -> None:
+    """sdpa_contiguous attends over a view of the contiguous cache: contents written after the
+    launcher was made are what the next launch reads. On a paged cache it refuses in one line."""
+    prob = SPEC.validate_problem(problem(pattern="mixed", cache="contiguous"))
     inputs = SPEC.build_inputs(prob, "cpu")
-    ref = SPEC.reference(inputs)
     launch = SPEC.make_vendor_launcher(inputs, "sdpa_contiguous")
-    inputs["block_tables"][[0, 1]] = inputs["block_tables"][[1, 0]]
+    inputs["k_cache"].copy_(torch.randn_like(inputs["k_cache"]))
+    inputs["v_cache"].copy_(torch.randn_like(inputs["v_cache"]))
     launch()
-    assert max_rel_error(inputs["out"], ref) <= SPEC.tolerance(prob)
+    assert max_rel_error(inputs["out"], SPEC.reference(inputs)) <= SPEC.tolerance(prob)
+    paged = SPEC.build_inputs(SPEC.validate_problem(problem(pattern="mixed")), "cpu")
+    with pytest.raises(SpecError, match="sdpa_contiguous needs the contiguous cache") as info:
+        SPEC.make_vendor_launcher(paged, "sdpa_contiguous")
+    assert "\n" not in str(info.value)
 
 
 def test_unknown_vendor_path_is_a_spec_error() -> None:
@@ -291,10 +302,10 @@ def stand_in_flash_attn(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("stand_in_flash_attn")
 def test_flash_attn_is_listed_where_importable_and_refused_clearly_without_its_kernel() -> None:
-    names = ("sdpa_gathered", "sdpa_contiguous", "flash_attn.flash_attn_with_kvcache")
+    names = ("sdpa_gathered", "flash_attn.flash_attn_with_kvcache")
     assert SPEC.vendor_paths(SPEC.example) == names
     with pytest.raises(SpecError, match="flash_attn_with_kvcache is not importable"):
-        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), names[2])
+        SPEC.make_vendor_launcher(SPEC.build_inputs(SPEC.example, "cpu"), names[1])
 
 
 @needs_gpu
@@ -310,5 +321,7 @@ def test_flash_attn_is_listed_where_importable_and_refused_clearly_without_its_k
 )
 @pytest.mark.parametrize("name", ["sdpa_gathered", "sdpa_contiguous"])
 def test_gathered_sdpa_on_the_gpu(prob: Problem, name: str) -> None:
+    if name == "sdpa_contiguous":
+        prob = {**prob, "cache": "contiguous"}
     err, _ = vendor_launch(SPEC, prob, name, "cuda")
     assert err <= SPEC.tolerance(SPEC.validate_problem(prob))

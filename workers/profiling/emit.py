@@ -3,7 +3,8 @@
 Recorded input shapes of the outermost linear/matmul/mm/addmm, scaled_dot_product_attention and
 rms_norm calls become problems of the built-in kernels: linear/matmul -> ``matmul`` (M = all leading
 dims, K, N), prefill SDPA (queries == keys) -> ``flash_attention`` (causal unless the trace says
-otherwise), decode SDPA (one query) -> ``paged_attention`` (context = keys, page size 16), rms_norm
+otherwise), decode SDPA (one query) -> ``paged_attention`` (context = keys, page size 16,
+``cache=contiguous``: the built-in decoders keep each sequence's pages consecutive), rms_norm
 -> ``rmsnorm``, and an MoE expert block (its annotation, workers.profiling.trace.MOE_ANNOTATION)
 -> two ``fused_moe`` problems, ``gemm=up`` (N = 2 x ffn, K = hidden: gate and up; the swapped block
 runs fused_moe's SiLU-and-mul kernel after it) and ``gemm=down_sum`` (N = hidden, K = ffn, each
@@ -100,9 +101,11 @@ def problem_of(op: ShapeOp) -> tuple[str, dict[str, Any]] | str:
         batch, qh, sq, d = q
         kvh, sk = keys[1], keys[2]
         if sq == 1:
+            # the built-in decoders keep each sequence's pages consecutive (KVCache)
             return "paged_attention", {
                 "batch": batch, "context_len": sk, "pattern": "uniform", "q_heads": qh,
                 "kv_heads": kvh, "head_dim": d, "page_size": PAGE_SIZE, "dtype": dtype,
+                "cache": "contiguous",
             }  # fmt: skip
         if sq != sk:
             return f"{name}: {sq} queries over {sk} keys (neither prefill nor decode)"

@@ -77,6 +77,7 @@ FIELDS = {
     ),
     "paged_attention": (
         "batch", "context_len", "pattern", "q_heads", "kv_heads", "head_dim", "page_size", "dtype",
+        "cache",
     ),
     "fused_moe": ("M", "E", "topk", "N", "K", "dtype", "gemm"),
 }  # fmt: skip
@@ -375,7 +376,8 @@ def _paged(swap: Swap, q: torch.Tensor, cache: KVCache) -> torch.Tensor | None:
     b, _, qh, d = q.shape
     kvh, context = cache.k.shape[2], cache.seq + 1
     decision = swap.decision(
-        "paged_attention", (b, context, "uniform", qh, kvh, d, PAGE_SIZE, DTYPE_NAMES[q.dtype])
+        "paged_attention",
+        (b, context, "uniform", qh, kvh, d, PAGE_SIZE, DTYPE_NAMES[q.dtype], "contiguous"),
     )
     if not decision.triton:
         return None
