@@ -267,6 +267,12 @@ GRIDS: dict[str, list[str]] = {
         for t in _issue_grid(("float16", "bfloat16"))
         if "max_seqlen=4096," in t or "max_seqlen=8192," in t
     ],
+    # The issue's 96 problems at seq <= 1024 (issue 46's short sequences).
+    "issue-short": [
+        t
+        for t in _issue_grid(("float16", "bfloat16"))
+        if "max_seqlen=512," in t or "max_seqlen=1024," in t
+    ],
     "issue-fp16-d128": [t for t in _issue_grid(("float16",)) if "head_dim=128" in t],
     "issue-d128": [t for t in _issue_grid(("float16", "bfloat16")) if "head_dim=128" in t],
     "issue-d128-b32": [

@@ -33,7 +33,8 @@ or read-only) the driver dispatches and records nothing more and the error leave
 does ``LeaseLost``, raised by any write once another owner took the job over (the ledger fences
 every write on the driver's ``lease``): the job is the new owner's, untouched.
 Every write is retried on transient errors (orchestrator.run.ledger). The job ends when every
-study is finished (budget spent or every valid config known) or the time budget is spent, then
+study is finished (budget spent or every valid config known) or the time budget is spent (the
+vendor paths still queued are measured even so: they decide a key no trial reached), then
 re-times and promotes (orchestrator.run.promotion); or it ends early: the database's cancel flag
 (``cancelled``: each study's fastest ``ok`` trial is promoted, not re-timed), or the ``stop``
 hook (back to ``queued`` for a new owner, nothing promoted); whenever dispatch stops so, the
@@ -316,21 +317,24 @@ class Driver:
                 elif now >= deadline:
                     self.reporter.note("time budget spent")
                 stopping = early is not None or now >= deadline
-            cut = not stopping and self._dispatch()
+            # Past the time budget the vendor paths still queued are measured (they are what
+            # decides a key no trial reached); a cancel or stop drops them.
+            cut = self._dispatch(vendor_only=stopping) if early is None else False
             if self.pool.in_flight == 0 and (
-                stopping
+                early is not None
                 or (
-                    all(r.study.finished() for r in self._studies)
-                    and not any(self._vendor.values())
+                    not any(self._vendor.values())
+                    and (stopping or all(r.study.finished() for r in self._studies))
                 )
             ):
                 return early
             # A pass cut short left free slots: collect what is ready and go on proposing.
             self._handle(self.pool.wait(timeout=0.0 if cut else 0.2))
 
-    def _dispatch(self) -> bool:
+    def _dispatch(self, vendor_only: bool = False) -> bool:
         """Fill the classes' free slots for up to ``DISPATCH_S`` (each pass starts at the next
-        class, so a pass cut short does not starve the last ones); True if cut short."""
+        class, so a pass cut short does not starve the last ones), with the queued vendor paths
+        alone when ``vendor_only``; True if cut short."""
         by_class: dict[str, list[_Running]] = {}
         for r in self._studies:
             by_class.setdefault(r.plan.class_key, []).append(r)
@@ -341,6 +345,9 @@ class Driver:
         for class_key, studies in order[first:] + order[:first]:
             if time.monotonic() >= deadline:
                 return True
+            if vendor_only and not self.pool.workers(class_key):
+                self._vendor[class_key] = []  # no worker left to measure them
+                continue
             if not self.pool.workers(class_key) and not (
                 all(r.study.finished() for r in studies) and not self._vendor.get(class_key)
             ):
@@ -356,6 +363,8 @@ class Driver:
                 if vendor:
                     self.pool.submit(class_key, *vendor.pop(0))
                     continue
+                if vendor_only:
+                    break
                 if retries:
                     self.pool.submit(class_key, *retries.pop(0))
                     continue

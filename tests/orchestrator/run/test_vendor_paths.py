@@ -169,3 +169,19 @@ def test_a_matmul_tune_on_the_interpreter_compares_torch_matmul(database: Databa
     assert row.vendor_ms and row.noise is not None and row.triton_ms
     (winner,) = result.winners.values()
     assert winner.retimed and winner.speedup_vs_vendor
+
+
+def test_a_time_budget_spent_before_any_trial_still_measures_the_vendor_paths(
+    vendor_pool: LocalPool, database: Database
+) -> None:
+    spec = JobSpec.from_mapping(
+        {"kernel": "matmul", "problems": [SMALL, BIG], "trials": 6, "minutes": 1e-9}
+    )
+    result = Driver(database, vendor_pool, retime_rounds=2, poll_s=0.0).run(
+        submit_job(database, spec, vendor_pool)
+    )
+    assert count(database, Trial, result.job_id) == 0  # the budget was spent before any trial
+    assert count(database, VendorTrial, result.job_id) == 2
+    rows = best_rows(database)
+    assert len(rows) == 2  # every key decided, for the vendor path it measured
+    assert all((r.backend, r.vendor) == (BestBackend.VENDOR, "torch.matmul") for r in rows)
