@@ -543,12 +543,17 @@ def pull(
     t4 = fmt == "t4"
     if t4:
         fmt = "native"  # T4 files are written from the native bundles
-    formats = ("native",) if fmt == "native" else (fmt, "native")
+    from orchestrator.export import bundle as bundle_export
+
+    if fmt == "vllm":
+        bundle_export.vllm_writer(kernel)  # refused before any read
+    # vLLM's files are made here from the native bundles (one read of the fallback trials)
+    formats = ("native",) if fmt in ("native", "vllm") else (fmt, "native")
     texts, bests = _bundle_texts(kernel, device_class, objective, formats, db, server, token_file)
     named, native = texts[0], texts[-1]
+    if fmt == "vllm":
+        named = bundle_export.vllm_bundle_files([json.loads(text) for _, text in native])
     if by_stack:
-        from orchestrator.export import bundle as bundle_export
-
         named = bundle_export.by_stack(bundle_export.BundleFormat(fmt), named, native)
     merges: list[str] = []
     if fmt == "native" and not t4:

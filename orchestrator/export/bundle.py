@@ -29,7 +29,7 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from orchestrator.errors import BundleExportError
 from orchestrator.export.vllm import (
     VLLM_ENTRY,
     VLLM_FILES,
+    Entry,
     inexpressible,
     vllm_entries,
     vllm_fallback,
@@ -82,11 +83,45 @@ def _one_of(class_key: str, wanted: Sequence[str]) -> bool:
 
 def _device_name(class_key: str) -> str:
     """The device name of a stored class key (vLLM's files are named after it);
-    BundleExportError for a key that is no class key."""
+    BundleExportError for a key that is no class key, or a class of replayed or interpreter
+    results (vLLM's files hold GPU measurements)."""
     try:
-        return DeviceClass.parse(class_key).name
+        cls = DeviceClass.parse(class_key)
     except DeviceIdentityError as exc:
         raise BundleExportError(f"cannot name vLLM files after it: {exc}") from None
+    if cls.replay:
+        raise BundleExportError(
+            f"{class_key} holds replayed results, not measurements; "
+            "pull vLLM files from a real device class (--device-class)"
+        )
+    if cls.vendor is Vendor.CPU:
+        raise BundleExportError(
+            f"{class_key} holds Triton interpreter timings, not GPU measurements; "
+            "pull vLLM files from a GPU device class (--device-class)"
+        )
+    return cls.name
+
+
+def vllm_writer(kernel: str) -> Callable[[list[Entry], str], list[tuple[str, str]]]:
+    """The writer of ``kernel``'s vLLM files; BundleExportError for a kernel with none."""
+    if kernel not in VLLM_FILES:
+        raise BundleExportError(
+            f"--format vllm writes vLLM's {' and '.join(VLLM_FILES)} files; {kernel} has "
+            "none: use native"
+        )
+    return VLLM_FILES[kernel]
+
+
+def vllm_bundle_files(docs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """vLLM's files (name, text) for native bundle documents ``docs``, each named after its
+    class's device (:func:`_device_name`'s refusals; BundleExportError for a kernel with none)."""
+    return [
+        file
+        for doc in docs
+        for file in vllm_writer(doc["kernel"])(
+            vllm_entries(doc["entries"]), _device_name(doc["device_class"])
+        )
+    ]
 
 
 def default_config(kernel: KernelSpec, cls: DeviceClassRecord | None) -> dict[str, Any]:
@@ -342,11 +377,8 @@ def render(
     of ``kernel_name``, from the best configs of ``objective`` (a file name says a non-kernel
     objective); ``vllm`` gives vLLM's files instead (fused_moe, fp8_matmul)."""
     kernel = get_spec(kernel_name)
-    if fmt is BundleFormat.VLLM and kernel.name not in VLLM_FILES:
-        raise BundleExportError(
-            f"--format vllm writes vLLM's {' and '.join(VLLM_FILES)} files; {kernel.name} has "
-            "none: use native"
-        )
+    if fmt is BundleFormat.VLLM:
+        vllm_writer(kernel.name)
     version = kernel.version_hash()
     with database.session(readonly=True) as s:
         rows = repository.get_best(s, kernel.name, kernel_version=version, objective=objective)
@@ -363,21 +395,10 @@ def render(
             groups.setdefault((r.device_class_key, r.triton_minor), []).append(r)
         cancelled = cancelled_jobs(s, rows)
         docs = []
-        device_names: dict[str, str] = {}
         for (class_key, minor), group in sorted(groups.items()):
-            cls = repository.device_class_by_key(s, class_key)
-            if fmt is BundleFormat.VLLM and cls is not None and cls.replay:
-                raise BundleExportError(
-                    f"{class_key} holds replayed results, not measurements; "
-                    "pull vLLM files from a real device class (--device-class)"
-                )
-            if fmt is BundleFormat.VLLM and cls is not None and cls.vendor == Vendor.CPU.value:
-                raise BundleExportError(
-                    f"{class_key} holds Triton interpreter timings, not GPU measurements; "
-                    "pull vLLM files from a GPU device class (--device-class)"
-                )
             if fmt is BundleFormat.VLLM:
-                device_names[class_key] = _device_name(class_key)
+                _device_name(class_key)  # refused before the bundles are built
+            cls = repository.device_class_by_key(s, class_key)
             env_id = next((r.environment_id for r in group if r.environment_id), None)
             env = repository.get_environment(s, env_id) if env_id is not None else None
             docs.append(
@@ -393,15 +414,14 @@ def render(
                     _vllm_fallbacks(s, kernel, version, objective, group),
                 )
             )
+    if fmt is BundleFormat.VLLM:
+        return vllm_bundle_files(docs)
     files: list[tuple[str, str]] = []
     for doc in docs:
         stem = f"{kernel.name}-{slug(doc['device_class'])}-triton{slug(doc['triton_minor'])}"
         if objective is not Objective.KERNEL:
             stem += f"-{objective.value}"
-        if fmt is BundleFormat.VLLM:
-            entries = vllm_entries(doc["entries"])
-            files.extend(VLLM_FILES[kernel.name](entries, device_names[doc["device_class"]]))
-        elif fmt is BundleFormat.NATIVE:
+        if fmt is BundleFormat.NATIVE:
             files.append((f"{stem}.json", json.dumps(doc, indent=1, sort_keys=False) + "\n"))
         else:
             files.append((f"{stem}.py", triton_module(doc, kernel.schema.names)))
@@ -427,9 +447,7 @@ def by_stack(
         return [
             (f"{folders[doc['triton_minor']]}/{name}", text)
             for doc in docs.values()
-            for name, text in VLLM_FILES[doc["kernel"]](
-                vllm_entries(doc["entries"]), _device_name(doc["device_class"])
-            )
+            for name, text in vllm_bundle_files([doc])
         ]
     out = []
     for name, text in named:

@@ -236,6 +236,20 @@ def test_fp8_device_names_stay_whole_and_inside_the_folder(
     assert not list(tmp_path.parent.glob("escape*"))
 
 
+def test_pull_vllm_of_a_kernel_without_vllm_files_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.commands.cli import main
+
+    url = seeded_fp8(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(["pull", "matmul", "--format", "vllm", "--out", str(tmp_path / "out"), "--db", url])
+    out, err = capsys.readouterr()
+    assert done.value.code == 2 and out == "" and err.count("\n") == 1, err
+    assert "matmul has none: use native" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_fp8_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     interpreter = seeded_fp8(tmp_path / "cpu", name="cpu", vendor="cpu")
     replayed = seeded_fp8(tmp_path / "replay", name="replay:NVIDIA H200", replay=True)
@@ -251,7 +265,7 @@ def test_fp8_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_fp8_rows_vllm_cannot_run_take_the_fastest_trial_it_can(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """M=1's best is split-K and M=64's uses TMA; their trials hold configs vLLM's kernel runs.
     The file gets each key's fastest such trial (not a faster TMA one, not a faster trial of a
@@ -283,8 +297,12 @@ def test_fp8_rows_vllm_cannot_run_take_the_fastest_trial_it_can(
                 outcome=outcome, median_ms=ms,
             )  # fmt: skip
     database.close()
+    reads = []
+    fastest = repository.fastest_ok_configs
+    monkeypatch.setattr(repository, "fastest_ok_configs", lambda *a: reads.append(a) or fastest(*a))
     code, out, err = pull(capsys, "--out", str(tmp_path / "out"), "--db", url, "--json")
     assert code == 0, err
+    assert len(reads) == 1  # one read of the fallback trials for the files and the report
     result = json.loads(out)
     files = {Path(p).name.split(",")[0]: load_as_vllm(Path(p)) for p in result["files"]}
     assert files["N=7168"][1] == {**plain, "BLOCK_SIZE_M": 16, "num_stages": 4}
