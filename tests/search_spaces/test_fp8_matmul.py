@@ -120,7 +120,9 @@ def test_correct_in_interpreter(problem: Problem, config: Config, cpu_limits: De
 def test_a_scale_applied_to_the_wrong_block_is_caught(n: int, cpu_limits: DeviceLimits) -> None:
     """The scales spread over 2**-4..2**4 (times the data's own amax), so a kernel that reads B's
     scales by the wrong block (the partial last one included), or A's by the wrong group, misses
-    by far more than the tolerance."""
+    by far more than the tolerance. Seeded: on a fresh draw the groups that dominate the output
+    can share a magnitude (nine powers of two), and a swap of equal scales is no error."""
+    torch.manual_seed(n)
     problem: Problem = {"M": 33, "N": n, "K": 512}
     err, inputs = checked_launch(SPEC, problem, SPEC.default_config(Vendor.CPU), cpu_limits)
     assert err <= SPEC.tolerance(problem)
