@@ -7,7 +7,8 @@ Every function returns plain data (records, tuples, dicts); nothing here writes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterator, Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -138,9 +139,8 @@ def newest_ok_trials(s: Session, kernel_id: int, objective: Objective, limit: in
     ]
 
 
-#: Problem keys bound in one query of :func:`fastest_ok_configs` (SQLite's old limit on bound
-#: parameters is 999).
-_KEYS_PER_QUERY = 500
+#: Rows of one page of :func:`fastest_ok_configs`.
+_FASTEST_PAGE = 64
 
 
 def fastest_ok_configs(
@@ -148,31 +148,32 @@ def fastest_ok_configs(
     kernel_ids: Sequence[int],
     objective: Objective,
     device_class_id: int,
-    problem_keys: Collection[str],
-) -> Iterator[tuple[str, dict[str, Any], float]]:
-    """(problem key, config, median ms) of every ``ok`` trial with a time of kernel versions
-    ``kernel_ids`` under ``objective`` on class ``device_class_id`` for ``problem_keys``: the keys
-    in order, each key's fastest first. Streamed, so a caller that stops at the first config it
-    can use reads no further."""
+    problem_key: str,
+) -> Iterator[tuple[dict[str, Any], float]]:
+    """(config, median ms) of every ``ok`` trial with a time of kernel versions ``kernel_ids``
+    under ``objective`` on class ``device_class_id`` for ``problem_key``, fastest first. Read a
+    page at a time, so a caller that stops at the first config it can use reads little further."""
     if not kernel_ids:
         return
-    keys = sorted(problem_keys)
-    for start in range(0, len(keys), _KEYS_PER_QUERY):
-        rows = s.execute(
-            sa.select(Trial.problem_key, Trial.config, Trial.median_ms)
-            .where(
-                Trial.kernel_id.in_(kernel_ids),
-                Trial.objective == Objective(objective),
-                Trial.device_class_id == device_class_id,
-                Trial.problem_key.in_(keys[start : start + _KEYS_PER_QUERY]),
-                Trial.outcome == TrialOutcome.OK,
-                Trial.median_ms.is_not(None),
-            )
-            .order_by(Trial.problem_key, Trial.median_ms, Trial.id)
-            .execution_options(yield_per=500)
+    query = (
+        sa.select(Trial.config, Trial.median_ms)
+        .where(
+            Trial.kernel_id.in_(kernel_ids),
+            Trial.objective == Objective(objective),
+            Trial.device_class_id == device_class_id,
+            Trial.problem_key == problem_key,
+            Trial.outcome == TrialOutcome.OK,
+            Trial.median_ms.is_not(None),
         )
-        for problem_key, config, median_ms in rows:
-            yield problem_key, dict(config), float(median_ms)
+        .order_by(Trial.median_ms, Trial.id)
+        .limit(_FASTEST_PAGE)
+    )
+    for page in itertools.count():
+        rows = s.execute(query.offset(page * _FASTEST_PAGE)).all()
+        for config, median_ms in rows:
+            yield dict(config), float(median_ms)
+        if len(rows) < _FASTEST_PAGE:
+            return
 
 
 def outcomes_since(s: Session, since: datetime) -> dict[TrialOutcome, int]:

@@ -24,7 +24,6 @@ One file per (device class, triton major.minor) of the installed kernel version:
 from __future__ import annotations
 
 import enum
-import itertools
 import json
 import keyword
 import math
@@ -351,16 +350,11 @@ def _vllm_fallbacks(
             needed[r.problem_key] = problem
     if not needed:
         return {}
-    stream = repository.fastest_ok_configs(
-        s,
-        repository.kernel_ids(s, kernel.name, version),
-        objective,
-        rows[0].device_class_id,
-        needed,
-    )
+    ids = repository.kernel_ids(s, kernel.name, version)
     found: dict[str, dict[str, Any]] = {}
-    for key, trials in itertools.groupby(stream, key=lambda row: row[0]):
-        fallback = vllm_fallback(kernel.name, needed[key], ((c, ms) for _, c, ms in trials))
+    for key, problem in needed.items():
+        trials = repository.fastest_ok_configs(s, ids, objective, rows[0].device_class_id, key)
+        fallback = vllm_fallback(kernel.name, problem, trials)
         if fallback is not None:
             found[key] = fallback
     return found

@@ -178,7 +178,7 @@ def test_planner_uses_the_indexes(db: Database) -> None:
          "ix_tf_trials_study_counts"),
         ("team job count", lambda s: repo.count_jobs(s, team="team3"), "tf_jobs", "ix_tf_jobs_team"),
         ("vLLM fallback", lambda s: list(repo.fastest_ok_configs(
-            s, [row["kernel_id"]], Objective.KERNEL, row["device_class_id"], [row["problem_key"]])),
+            s, [row["kernel_id"]], Objective.KERNEL, row["device_class_id"], row["problem_key"])),
          "tf_trials", "ix_tf_trials_measured"),
     ]  # fmt: skip
     for what, call, table, index in checks:

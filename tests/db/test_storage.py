@@ -754,23 +754,36 @@ class TestStorage:
                 s, **timed, problem_key='{"M":64}', config={"BLOCK": 1}, config_key='{"BLOCK":1}'
             )  # ok without a time
         with db.session(readonly=True) as s:
-            found = list(
-                repo.fastest_ok_configs(
-                    s, [ids["kernel"]], Objective.KERNEL, ids["dc"], ['{"M":64}', '{"M":16}']
+
+            def fastest(key: str, kernels: list[int]) -> list[tuple[dict[str, Any], float]]:
+                return list(repo.fastest_ok_configs(s, kernels, Objective.KERNEL, ids["dc"], key))
+
+            assert fastest('{"M":64}', [ids["kernel"]]) == [
+                ({"BLOCK": 32}, 0.3),
+                ({"BLOCK": 64}, 0.5),
+            ]
+            assert fastest('{"M":16}', [ids["kernel"]]) == [({"BLOCK": 128}, 0.2)]
+            assert fastest('{"M":99}', [ids["kernel"]]) == []
+            assert fastest('{"M":64}', []) == []
+
+    def test_fastest_ok_configs_read_past_a_page_in_order(self, db: Database) -> None:
+        ids = _setup(db)
+        with db.session() as s:
+            for n in range(150):  # more than two pages, recorded out of time order
+                ms = ((n * 37) % 150 + 1) / 1000
+                repo.record_trial(
+                    s, kernel_id=ids["kernel"], device_class_id=ids["dc"], outcome="ok",
+                    problem_key='{"M":64}', config={"BLOCK": n}, config_key=f'{{"BLOCK":{n}}}',
+                    median_ms=ms,
+                )  # fmt: skip
+        with db.session(readonly=True) as s:
+            times = [
+                ms
+                for _, ms in repo.fastest_ok_configs(
+                    s, [ids["kernel"]], Objective.KERNEL, ids["dc"], '{"M":64}'
                 )
-            )
-            assert list(repo.fastest_ok_configs(s, [], Objective.KERNEL, ids["dc"], ["x"])) == []
-            # more keys than one query binds: asked in chunks, still in key order
-            many = [f'{{"M":{m}}}' for m in range(1, 1200)]
-            chunked = list(
-                repo.fastest_ok_configs(s, [ids["kernel"]], Objective.KERNEL, ids["dc"], many)
-            )
-            assert [k for k, _, _ in chunked] == ['{"M":16}', '{"M":64}', '{"M":64}', '{"M":8}']
-        assert found == [
-            ('{"M":16}', {"BLOCK": 128}, 0.2),
-            ('{"M":64}', {"BLOCK": 32}, 0.3),
-            ('{"M":64}', {"BLOCK": 64}, 0.5),
-        ]
+            ]
+        assert times == sorted(times) and len(times) == 150
 
     def test_studies_for_job_carry_their_device_class(self, db: Database) -> None:
         ids = _setup(db)

@@ -302,7 +302,8 @@ def test_fp8_rows_vllm_cannot_run_take_the_fastest_trial_it_can(
     monkeypatch.setattr(repository, "fastest_ok_configs", lambda *a: reads.append(a) or fastest(*a))
     code, out, err = pull(capsys, "--out", str(tmp_path / "out"), "--db", url, "--json")
     assert code == 0, err
-    assert len(reads) == 1  # one read of the fallback trials for the files and the report
+    # one read of each key's fallback trials, for the files and the report
+    assert sorted(json.loads(a[4])["M"] for a in reads) == [1, 64]
     result = json.loads(out)
     files = {Path(p).name.split(",")[0]: load_as_vllm(Path(p)) for p in result["files"]}
     assert files["N=7168"][1] == {**plain, "BLOCK_SIZE_M": 16, "num_stages": 4}
