@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from search_spaces.errors import SpecError
@@ -352,28 +353,61 @@ class PagedAttentionSpec(KernelSpec):
         return out
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One decode step's inputs as both SDPA vendor paths read them: ``queries`` (q as [batch,
+    q_heads, 1, head_dim]) and the context lengths' extremes."""
+
+    inputs: Inputs
+    queries: Any
+    batch: int
+    qh: int
+    d: int
+    page_size: int
+    kvh: int
+    longest: int
+    shortest: int
+
+    @classmethod
+    def of(cls, inputs: Inputs) -> _Step:
+        q, k_cache, lens = inputs["q"], inputs["k_cache"], inputs["context_lens"]
+        batch, qh, d = (int(n) for n in q.shape)
+        page_size, kvh = int(k_cache.shape[1]), int(k_cache.shape[2])
+        queries = q.view(batch, qh, 1, d)
+        return cls(inputs, queries, batch, qh, d, page_size, kvh, int(lens.max()), int(lens.min()))
+
+    def valid(self, positions: Any) -> Any:
+        """[batch, longest]: whether each of ``positions`` lies inside its sequence's context."""
+        return positions < self.inputs["context_lens"][:, None]
+
+    def mask(self, valid: Any) -> Any:
+        """``valid`` as SDPA's attention mask."""
+        return valid.view(self.batch, 1, 1, self.longest)
+
+    def attend(self, k: Any, v: Any, mask: Any | None) -> None:
+        """SDPA of the queries over K and V [batch, kv_heads, longest, head_dim], rebinding
+        ``inputs["out"]`` to the result."""
+        out = sdpa(self.queries, k, v, attn_mask=mask)
+        self.inputs["out"] = out.reshape(self.batch, self.qh, self.d)
+
+
 def _gathered_sdpa_launcher(inputs: Inputs) -> Launcher:
     import torch
 
-    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
-    tables, context_lens = inputs["block_tables"], inputs["context_lens"]
-    batch, qh, d = (int(n) for n in q.shape)
-    page_size, kvh = int(k_cache.shape[1]), int(k_cache.shape[2])
-    longest, shortest = int(context_lens.max()), int(context_lens.min())
-    positions = torch.arange(longest, device=q.device)
-    k_rows, v_rows = k_cache.view(-1, kvh, d), v_cache.view(-1, kvh, d)
-    queries = q.view(batch, qh, 1, d)
+    step = _Step.of(inputs)
+    tables, page_size = inputs["block_tables"], step.page_size
+    positions = torch.arange(step.longest, device=inputs["q"].device)
+    k_rows = inputs["k_cache"].view(-1, step.kvh, step.d)
+    v_rows = inputs["v_cache"].view(-1, step.kvh, step.d)
 
     def launch() -> None:
         slots = tables[:, positions // page_size] * page_size + positions % page_size
         mask = None
-        if shortest < longest:
-            valid = positions < context_lens[:, None]
+        if step.shortest < step.longest:
+            valid = step.valid(positions)
             slots = slots.where(valid, 0)
-            mask = valid.view(batch, 1, 1, longest)
-        k = k_rows[slots].transpose(1, 2)
-        v = v_rows[slots].transpose(1, 2)
-        inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
+            mask = step.mask(valid)
+        step.attend(k_rows[slots].transpose(1, 2), v_rows[slots].transpose(1, 2), mask)
 
     return launch
 
@@ -381,29 +415,26 @@ def _gathered_sdpa_launcher(inputs: Inputs) -> Launcher:
 def _contiguous_sdpa_launcher(inputs: Inputs) -> Launcher:
     import torch
 
-    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
-    tables, context_lens = inputs["block_tables"], inputs["context_lens"]
-    batch, qh, d = (int(n) for n in q.shape)
-    page_size, kvh = int(k_cache.shape[1]), int(k_cache.shape[2])
-    max_pages = int(tables.shape[1])
+    step = _Step.of(inputs)
+    tables = inputs["block_tables"]
+    batch, max_pages = step.batch, int(tables.shape[1])
     own = torch.arange(batch * max_pages, dtype=tables.dtype, device=tables.device)
-    if k_cache.shape[0] != batch * max_pages or not torch.equal(tables, own.view(batch, -1)):
+    if inputs["k_cache"].shape[0] != batch * max_pages or not torch.equal(
+        tables, own.view(batch, -1)
+    ):
         raise SpecError(
             "paged_attention: sdpa_contiguous needs the contiguous cache (sequence b's pages "
             "b * max_pages onward, in order): use sdpa_gathered for a paged one"
         )
-    longest, shortest = int(context_lens.max()), int(context_lens.min())
-    rows = (batch, max_pages * page_size, kvh, d)
-    k = k_cache.view(rows)[:, :longest].transpose(1, 2)
-    v = v_cache.view(rows)[:, :longest].transpose(1, 2)
+    rows = (batch, max_pages * step.page_size, step.kvh, step.d)
+    k = inputs["k_cache"].view(rows)[:, : step.longest].transpose(1, 2)
+    v = inputs["v_cache"].view(rows)[:, : step.longest].transpose(1, 2)
     mask = None
-    if shortest < longest:
-        positions = torch.arange(longest, device=q.device)
-        mask = (positions < context_lens[:, None]).view(batch, 1, 1, longest)
-    queries = q.view(batch, qh, 1, d)
+    if step.shortest < step.longest:
+        mask = step.mask(step.valid(torch.arange(step.longest, device=inputs["q"].device)))
 
     def launch() -> None:
-        inputs["out"] = sdpa(queries, k, v, attn_mask=mask).reshape(batch, qh, d)
+        step.attend(k, v, mask)
 
     return launch
 
