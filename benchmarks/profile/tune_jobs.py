@@ -11,7 +11,8 @@ jobs; `tunefleet tune` is the tool for the cluster. ``--budget-s``: all files wi
 seconds from the start: each job's time budget is at most what is left over the jobs left (the
 re-timing of a job's winners comes after its budget), and a job with no time left measures its
 vendor paths alone, so each of its keys is still decided.
-``--json``: one JSON summary per line. Exits with status 1 if any job did not finish ``done`` (after
+``--json``: one JSON summary per line on stdout; progress and the driver's notes (a vendor path that
+failed and why, the time budget spent) go to stderr either way. Exits with status 1 if any job did not finish ``done`` (after
 trying them all), 2 on bad input.
 """
 
@@ -90,7 +91,7 @@ def main(argv: list[str]) -> int:
         pool = LocalPool([WorkerPlan("auto" if gpu else "interpreter")], options)
         try:
             job_id = submit_job(database, spec, pool)
-            result = Driver(database, pool, reporter=reporter_for(args.json)).run(job_id)
+            result = Driver(database, pool, reporter=reporter_for(False)).run(job_id)
         finally:
             pool.shutdown()
         summary = job_summary(database, job_id, ())

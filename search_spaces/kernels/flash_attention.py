@@ -59,6 +59,9 @@ from search_spaces.space import (
 )
 from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
 
+#: Most score elements the float32 reference holds at once (1 GiB): it takes query rows in blocks.
+REFERENCE_CHUNK = 1 << 28
+
 #: The shared-memory rule assumes the largest supported head size.
 SMEM_HEAD_DIM = max(HEAD_DIMS)
 
@@ -614,25 +617,31 @@ class FlashAttentionSpec(KernelSpec):
 
         return launch
 
-    def reference(self, inputs: Inputs) -> Any:
-        """Per sequence, explicit float32 softmax(q k^T / sqrt(d) [causal]) v."""
+    def reference(self, inputs: Inputs, chunk: int = REFERENCE_CHUNK) -> Any:
+        """Per sequence, explicit float32 softmax(q k^T / sqrt(d) [causal]) v, over blocks of
+        query rows whose scores (all heads) hold at most ``chunk`` elements (at least one row):
+        one sequence's whole score matrix at 16384 tokens and 32 heads is 32 GiB."""
         import torch
 
         q, k, v, cu = inputs["q"], inputs["k"], inputs["v"], inputs["cu_seqlens"].tolist()
         causal = bool(inputs["causal"])
-        group = q.shape[1] // k.shape[1]
+        heads, group = q.shape[1], q.shape[1] // k.shape[1]
         scale = 1.0 / math.sqrt(q.shape[2])
         out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
         for start, end in itertools.pairwise(cu):
-            qs = q[start:end].float().transpose(0, 1)
+            n = end - start
             ks = k[start:end].float().transpose(0, 1).repeat_interleave(group, dim=0)
             vs = v[start:end].float().transpose(0, 1).repeat_interleave(group, dim=0)
-            scores = (qs @ ks.transpose(1, 2)) * scale
-            if causal:
-                n = end - start
-                above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
-                scores = scores.masked_fill(above, float("-inf"))
-            out[start:end] = (scores.softmax(-1) @ vs).transpose(0, 1)
+            keys = torch.arange(n, device=q.device)
+            rows = max(1, chunk // max(1, heads * n))
+            for first in range(0, n, rows):
+                last = min(n, first + rows)
+                qs = q[start + first : start + last].float().transpose(0, 1)
+                scores = (qs @ ks.transpose(1, 2)) * scale
+                if causal:
+                    above = keys[None, :] > torch.arange(first, last, device=q.device)[:, None]
+                    scores.masked_fill_(above, float("-inf"))
+                out[start + first : start + last] = (scores.softmax(-1) @ vs).transpose(0, 1)
         return out
 
 

@@ -25,6 +25,7 @@ from search_spaces.kernels._common import (
     accumulator_rule,
     amd_stages_rule,
     int_param,
+    listed_on_sm90,
     smem_rule,
     tensor_descriptor,
     tma_param,
@@ -124,6 +125,26 @@ DEFAULT: Config = {
 }
 
 
+#: sm_90: the winners of moe_sweep's candidates on the H100 (Qwen3-30B-A3B's four GEMMs, each
+#: size's winner for all four: 128x256 tiles with TMA at 8192 tokens, 64x256 with TMA at 512,
+#: 16x128 at 64; benchmarks/results/moe_sweep/2026-12-07-ab2a496-h100-qwen/) and on the H200
+#: (30 problems, E 8-256, top 2-8: 128x128 won 13, 16x64 won 8;
+#: benchmarks/results/moe_sweep/2026-12-01-h200/), largest tiles first. A study with few trials
+#: (a deployment's tune stage reached 7 at 8192 tokens) asks them before the sampler's own.
+SM90_LISTED: tuple[Config, ...] = (
+    {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 16,
+     "num_warps": 8, "num_stages": 3, "TMA": True},
+    {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 16,
+     "num_warps": 8, "num_stages": 3, "TMA": False},
+    {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 16,
+     "num_warps": 8, "num_stages": 4, "TMA": True},
+    {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+     "num_warps": 4, "num_stages": 4, "TMA": False},
+    {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+     "num_warps": 4, "num_stages": 4, "TMA": False},
+)  # fmt: skip
+
+
 class FusedMoeSpec(KernelSpec):
     """out[m, j] = (a @ w[topk_ids[m, j]].T) * topk_weights[m, j], one of vLLM's fused-MoE GEMMs:
     a = x[m] (``gemm=up``, x [M, K]) or a = x[m * topk + j] (``gemm=down``, x [M * topk, K]).
@@ -200,6 +221,10 @@ class FusedMoeSpec(KernelSpec):
 
     def default_config(self, vendor: Vendor) -> Config:
         return vendor_default(DEFAULT, SPACE, vendor)
+
+    def listed_configs(self, limits: DeviceLimits) -> list[Config]:
+        """SM90_LISTED on NVIDIA classes of sm_90+, those their limits admit; none elsewhere."""
+        return listed_on_sm90(SM90_LISTED, SPACE, limits)
 
     def flops(self, problem: Problem) -> float:
         m, topk, n, k = (int(problem[f]) for f in ("M", "topk", "N", "K"))

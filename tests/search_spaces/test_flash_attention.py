@@ -423,6 +423,18 @@ def test_reference_matches_torch_sdpa() -> None:
         torch.testing.assert_close(ref[rows], sdpa.transpose(0, 1), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_reference_in_blocks_of_query_rows_is_the_same_function(causal: bool) -> None:
+    """Blocks of one query row and blocks of seven (not dividing the lengths) give the one-block
+    result on a mixed-length GQA batch: the mask follows each block's rows."""
+    prob = SPEC.validate_problem(problem(pattern="mixed", q_heads=4, kv_heads=2, causal=causal))
+    inputs = SPEC.build_inputs(prob, "cpu")
+    whole = SPEC.reference(inputs)
+    for rows in (1, 7):
+        blocked = SPEC.reference(inputs, chunk=rows * 4 * int(prob["max_seqlen"]))
+        torch.testing.assert_close(blocked, whole, atol=1e-6, rtol=1e-6)
+
+
 @pytest.fixture
 def triton_launches(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
     """The keywords of every launch of the Triton kernel from here on (the kernel is not run)."""

@@ -18,6 +18,7 @@ from search_spaces.problem import Problem
 from search_spaces.space import Config, DeviceLimits, Vendor
 from tests.gpu import needs_gpu
 from tests.search_spaces.kernel_check import vendor_launch
+from workers.device_table import lookup
 
 #: A Qwen3-30B-A3B-like block's gate and up GEMM with the activation in the epilogue.
 QWEN_UP_SILU: Problem = {
@@ -503,3 +504,18 @@ def test_tma_refuses_weights_that_are_not_contiguous() -> None:
     inputs["w"] = inputs["w"].transpose(1, 2).contiguous().transpose(1, 2)
     with pytest.raises(SpecError, match="TMA needs the expert weights contiguous"):
         SPEC.make_launcher(inputs, _config(16, tma=True))()
+
+
+def test_listed_configs_are_the_sweep_winners_on_sm90_only(
+    h200_limits: DeviceLimits, mi300x_limits: DeviceLimits, cpu_limits: DeviceLimits
+) -> None:
+    """The sweeps' winning tiles, each one the H100's and H200's limits admit, none of them the
+    default; no list off sm_90+."""
+    for limits in (h200_limits, lookup("H100").limits):
+        listed = SPEC.listed_configs(limits)
+        assert len(listed) == 5 and len({tuple(sorted(c.items())) for c in listed}) == 5
+        assert all(SPEC.space.violation(c, limits) is None for c in listed)
+        assert SPEC.default_for(limits) not in listed
+        assert [c["BLOCK_SIZE_M"] for c in listed] == [128, 128, 64, 16, 16]
+    for limits in (mi300x_limits, cpu_limits, lookup("A100").limits):
+        assert SPEC.listed_configs(limits) == []

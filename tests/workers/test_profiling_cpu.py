@@ -145,6 +145,7 @@ def test_tune_jobs_past_its_budget_measures_the_vendor_paths_alone(
     )  # fmt: skip
     assert spent.returncode == 0, spent.stderr
     assert "the budget is spent, vendor paths only" in spent.stderr
+    assert "time budget spent" in spent.stderr  # the driver's notes reach stderr under --json
     summary = json.loads(spent.stdout.splitlines()[-1])
     assert summary["status"] == "done" and summary["studies"]
     for study in summary["studies"]:
