@@ -169,15 +169,19 @@ def bench_ms(fn: Callable[[], Any]) -> float:
     return float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median"))
 
 
-def interleaved(entries: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
-    """Each entry's do_bench median in each of ``rounds`` rounds, the entry order rotated by one
-    each round."""
+def interleaved(
+    entries: dict[str, Callable[[], Any]],
+    rounds: int,
+    bench: Callable[[Callable[[], Any]], float] = bench_ms,
+) -> dict[str, list[float]]:
+    """Each entry's ``bench`` (default: the do_bench median) in each of ``rounds`` rounds, the
+    entry order rotated by one each round."""
     names = list(entries)
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
-            times[name].append(bench_ms(entries[name]))
+            times[name].append(bench(entries[name]))
     return times
 
 

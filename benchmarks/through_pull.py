@@ -3,7 +3,7 @@
 Usage (GPU machine, repo root; needs no Ray):
     python benchmarks/through_pull.py --kernel fp8_matmul|matmul|flash_attention --grid NAME
         --out DIR [--trials 20] [--budget-s S] [--db URL] [--rounds 3] [--shard K/N]
-        [--interpreter]
+        [--timing device|do_bench] [--interpreter]
 
 1. Writes ``DIR/job.json`` (every problem of the grid a key, ``--trials`` trials each) and tunes
    it with ``benchmarks/profile/tune_jobs.py`` (in-process pool, ``--budget-s`` its time budget)
@@ -16,8 +16,12 @@ Usage (GPU machine, repo root; needs no Ray):
    where the decision is ``vendor`` (``triton``), and every vendor path of the spec. Each is launched
    once into its own NaN-filled ``out`` and checked against ``spec.reference`` within
    ``spec.tolerance``; a vendor path that refuses the problem is named with the reason, an entry out
-   of tolerance is reported and not timed. The rest are timed interleaved (benchmarks/_sweep.py:
-   do_bench medians, L2 flushed, ``--rounds`` rounds in rotated order; one call each on the CPU).
+   of tolerance is reported and not timed. The rest are timed interleaved, ``--rounds`` rounds in
+   rotated order, L2 flushed before each rep. ``--timing device`` (default): as the studies time
+   (benchmarks/_bench.py ``timed``: events, every rep queued before the GPU starts the first, so
+   host launch cost is not in the time; the median of 25 reps). ``--timing do_bench``: Triton's
+   ``do_bench`` median, where a launch whose host cost exceeds its GPU time reads host-bound (the
+   eager view of a small problem). On the CPU one perf_counter call (do_bench) or two (device).
 4. Writes ``DIR/through_pull.json`` (rows and summary) and prints a table and the summary: per
    group (M buckets; seq <= 1024 or longer) and overall, the geomean and min of fastest vendor /
    decision and of fastest vendor / Triton config, and how many fall below 0.95.
@@ -51,6 +55,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 KERNELS = ("fp8_matmul", "matmul", "flash_attention")
+#: How entries are timed (module doc, step 3); the first is the default.
+TIMINGS = ("device", "do_bench")
 
 #: Issue 46's M (tokens per linear call) for matmul.
 MATMUL_M = (1, 7, 16, 64, 128, 200, 512, 1024, 2500, 4096)
@@ -182,9 +188,11 @@ def _checked(
     return launch, max_rel_error(own["out"], ref), None
 
 
-def measure(spec: Any, bundle: Any, problem: dict[str, Any], rounds: int) -> dict[str, Any]:
+def measure(
+    spec: Any, bundle: Any, problem: dict[str, Any], rounds: int, timing: str = "device"
+) -> dict[str, Any]:
     """One problem's row: the decision, the checks and the interleaved medians (module doc)."""
-    from _sweep import device, interleaved, medians, on_gpu  # this folder
+    from _sweep import bench_ms, device, interleaved, medians, on_gpu  # this folder
 
     from search_spaces.dispatch import launcher_for
 
@@ -215,7 +223,8 @@ def measure(spec: Any, bundle: Any, problem: dict[str, Any], rounds: int) -> dic
             wrong[label] = f"max rel. error {err:.2e} > {tolerance:.0e}"
         else:
             entries[label] = launch
-    ms = medians(interleaved(entries, rounds)) if entries else {}
+    bench = _device_ms if timing == "device" else bench_ms
+    ms = medians(interleaved(entries, rounds, bench)) if entries else {}
     del inputs, entries, ref
     if on_gpu():
         import torch
@@ -358,6 +367,18 @@ def _stored_summary(stored: dict[str, Any]) -> dict[str, Any]:
     return summarize(stored["summary"]["kernel"], stored["summary"]["grid"], stored["rows"])
 
 
+def _device_ms(fn: Callable[[], Any]) -> float:
+    """Median ms of ``fn`` timed as the studies time it (``--timing device``)."""
+    import torch
+    from _bench import timed  # this folder
+
+    from workers.device import Backend
+
+    if not torch.cuda.is_available():
+        return timed(fn, Backend.INTERPRETER)
+    return timed(fn, Backend.ROCM if torch.version.hip else Backend.CUDA)
+
+
 def main(argv: list[str]) -> int:
     from _sweep import resummarize  # this folder
 
@@ -374,6 +395,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--interpreter", action="store_true")
     parser.add_argument("--shard", default="1/1")
+    parser.add_argument("--timing", choices=TIMINGS, default=TIMINGS[0])
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -420,7 +442,7 @@ def main(argv: list[str]) -> int:
     tuned_s = time.perf_counter() - start
     rows = []
     for problem in problems:
-        rows.append(measure(spec, bundle, problem, args.rounds))
+        rows.append(measure(spec, bundle, problem, args.rounds, args.timing))
         print(_line(rows[-1]), flush=True)
     summary = {
         **summarize(args.kernel, args.grid, rows),
@@ -428,6 +450,7 @@ def main(argv: list[str]) -> int:
         "trials": args.trials,
         "budget_s": args.budget_s,
         "rounds": args.rounds,
+        "timing": args.timing,
         "tune_exit_status": tune_status,
         "bundle": str(bundle_path),
         "vllm": vllm,

@@ -32,6 +32,7 @@ def test_the_smoke_grid_is_tuned_pulled_decided_checked_and_timed(tmp_path: Path
         assert all(err <= row["tolerance"] for err in row["max_rel_error"].values())
         assert row["triton_ms"] > 0 and row["vendor_over_decision"] > 0
     assert summary["problems"] == len(grid) and summary["all_checked_within_tolerance"]
+    assert summary["timing"] == "device"  # as the studies time, host launch cost hidden
     assert summary["compared_vendor_over_triton"] == len(grid)
     assert sum(summary["decisions"].values()) == len(grid)
     # one vendor path here: its own ratios are the overall ones
@@ -79,6 +80,10 @@ def test_the_issue_grid_has_every_m_of_every_linear() -> None:
         (["--kernel", "conv", "--grid", "smoke", "--out", "x"], "invalid choice: 'conv'"),
         (["--kernel", "matmul", "--grid", "smoke", "--out", "x", "--trials", "0"], "at least 1"),
         (["--kernel", "matmul", "--grid", "smoke", "--out", "x", "--shard", "3/2"], "K/N"),
+        (
+            ["--kernel", "matmul", "--grid", "smoke", "--out", "x", "--timing", "wall"],
+            "invalid choice: 'wall'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
