@@ -14,11 +14,15 @@ from tests.benchmark_script import BENCHMARKS, load
 
 table = load("deployment/table")
 pull = load("deployment/pull")
+tune_jobs = load("profile/tune_jobs")
 RUN = BENCHMARKS / "results" / "deployment" / "2026-12-06-056eadc-h100"
 
 
-def test_every_phase_tunes_the_hottest_job_of_each_kernel() -> None:
-    names = [Path(p).name for p in table.hottest_jobs(RUN / "qwen3-30b-a3b", 2)]
+def test_every_phase_tunes_the_hottest_job_of_each_kernel(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    jobs = table.hottest_jobs(RUN / "qwen3-30b-a3b", 2)
+    names = [Path(p).name for p, _ in jobs]
     # Interleaved: each phase's hottest, then each phase's second; decode has its own fused_moe.
     assert names == [
         "prefill.fused_moe.kernel.yaml",
@@ -27,7 +31,23 @@ def test_every_phase_tunes_the_hottest_job_of_each_kernel() -> None:
         "decode.matmul.graph.yaml",
     ]
     every = table.hottest_jobs(RUN / "qwen3-30b-a3b", 10)
-    assert len(every) == 8 and sum(".fused_moe." in p for p in every) == 2
+    assert len(every) == 8 and sum(".fused_moe." in p for p, _ in every) == 2
+    # Each job's weight is its problems' share of its phase's profiled time, hottest first.
+    shares = [share for _, share in jobs]
+    assert all(0 < w <= 1 for w in shares) and shares[0] > shares[2] and shares[1] > shares[3]
+    assert table.main(["--weights", str(RUN / "qwen3-30b-a3b"), "2"]) == 0
+    printed = [float(w) for w in capsys.readouterr().out.strip().split(",")]
+    assert printed == pytest.approx(shares, rel=1e-5)
+
+
+def test_the_tune_budget_goes_to_each_job_by_its_weight() -> None:
+    assert tune_jobs.budget_part(100.0, [3.0, 1.0], 0) == 75.0
+    assert tune_jobs.budget_part(20.0, [3.0, 1.0], 1) == 20.0  # the last job takes what is left
+    assert tune_jobs.budget_part(60.0, [1.0, 1.0, 1.0], 0) == 20.0
+    assert tune_jobs.budget_part(50.0, [1.0, 0.0], 1) == 0.0  # weight 0: its vendor paths alone
+    for bad in ("1,x", "1", "1,-1", "1,nan"):
+        with pytest.raises(ValueError, match="--weights"):
+            tune_jobs._weights(bad, 2)
 
 
 def test_each_long_sequence_is_a_phase_of_its_own(tmp_path: Path) -> None:

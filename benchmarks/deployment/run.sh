@@ -13,7 +13,8 @@
 # (benchmarks/profile/tune_jobs.py): per phase (prefill, decode, each long seq) the hottest emitted
 # job of each kernel, at most TUNE_JOBS, the phases' hottest first; TRIALS trials, TUNE_MINUTES
 # minutes per job, cut so that all jobs fit in 85% of the tune stage's limit (the rest is for the
-# last job's re-timing). The pull stage combines each kernel's kernel- and graph-objective bundles
+# last job's re-timing), each job's part of that time by its share of its phase's profiled time
+# (table.py --weights: the hotter job, the more trials). The pull stage combines each kernel's kernel- and graph-objective bundles
 # into one (benchmarks/deployment/pull.py): the profile reads one bundle per kernel.
 #
 # Environment (defaults for a GPU; the CPU dry run changes them, see below):
@@ -102,12 +103,13 @@ baseline() {  # baseline DIR NAME LAYERS: each point profiled, its hot shapes em
   done
 }
 tune() {  # tune DIR: per phase the hottest emitted job of each kernel, at most TUNE_JOBS
-  local dir=$1 jobs
+  local dir=$1 jobs weights
   jobs=$(python3 benchmarks/deployment/table.py --jobs "$dir" "$TUNE_JOBS")
-  echo "   jobs: $(echo $jobs)"
+  weights=$(python3 benchmarks/deployment/table.py --weights "$dir" "$TUNE_JOBS")
+  echo "   jobs: $(echo $jobs) (weights $weights)"
   [ -n "$(echo $jobs)" ] || return 1
-  python3 benchmarks/profile/tune_jobs.py $jobs --db "$DB" --minutes "$TUNE_MINUTES" \
-    --budget-s $(( LIMIT * 85 / 100 )) --device "$TUNE_DEVICE" --json \
+  python3 benchmarks/profile/tune_jobs.py $jobs --weights "$weights" --db "$DB" \
+    --minutes "$TUNE_MINUTES" --budget-s $(( LIMIT * 85 / 100 )) --device "$TUNE_DEVICE" --json \
     > "$dir/tune.json" 2> "$dir/tune.log"
 }
 pull_all() {  # every kernel's bundles, both objectives, combined into one per kernel

@@ -2,6 +2,8 @@
 
 Usage: python benchmarks/deployment/table.py RES          one markdown table per model
        python benchmarks/deployment/table.py --jobs DIR N  the hottest emitted job per kernel and phase
+       python benchmarks/deployment/table.py --weights DIR N  their shares of the profiled time,
+                                                              comma-separated, in the same order
 
 A model's folder ``RES/MODEL`` holds per phase (``prefill``, ``decode``, ``prefill-long-SEQ`` per
 long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/report.json`` and a
@@ -71,11 +73,12 @@ def phases(folder: Path) -> list[str]:
     return [n for n in ("prefill", "decode") if n in names] + long
 
 
-def hottest_jobs(folder: Path, limit: int) -> list[str]:
-    """The emitted job files of ``folder``'s baseline reports: per phase, the hottest job (summed
-    share of the phase's profiled time) of each kernel, hottest first, at most ``limit``; the
-    phases' lists interleaved (every phase's first, then every phase's second, ...)."""
-    per_phase: list[list[str]] = []
+def hottest_jobs(folder: Path, limit: int) -> list[tuple[str, float]]:
+    """The emitted job files of ``folder``'s baseline reports, each with its share (its problems'
+    summed share of the phase's profiled time): per phase, the hottest job of each kernel, hottest
+    first, at most ``limit``; the phases' lists interleaved (every phase's first, then every
+    phase's second, ...)."""
+    per_phase: list[list[tuple[str, float]]] = []
     for phase in phases(folder):
         report = folder / phase / "report.json"
         if not report.is_file():
@@ -85,11 +88,11 @@ def hottest_jobs(folder: Path, limit: int) -> list[str]:
             zip(data.get("emitted_jobs", []), data["hot_shapes"], strict=False),
             key=lambda job: -sum(p["share"] for p in job[1]["problems"]),
         )
-        chosen: dict[str, str] = {}
+        chosen: dict[str, tuple[str, float]] = {}
         for path, hot in ranked:
-            chosen.setdefault(hot["kernel"], path)
+            chosen.setdefault(hot["kernel"], (path, sum(p["share"] for p in hot["problems"])))
         per_phase.append(list(chosen.values())[:limit])
-    return [path for rank in zip_longest(*per_phase) for path in rank if path is not None]
+    return [job for rank in zip_longest(*per_phase) for job in rank if job is not None]
 
 
 def _swapped(used: dict[str, dict[str, int]]) -> str:
@@ -185,12 +188,18 @@ def _policy(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "--jobs" and argv[2].isdigit() and Path(argv[1]).is_dir():
-        print("\n".join(hottest_jobs(Path(argv[1]), int(argv[2]))))
+    listing = len(argv) == 3 and argv[0] in ("--jobs", "--weights") and argv[2].isdigit()
+    if listing and Path(argv[1]).is_dir():
+        jobs = hottest_jobs(Path(argv[1]), int(argv[2]))
+        if argv[0] == "--jobs":
+            print("\n".join(path for path, _ in jobs))
+        else:
+            print(",".join(f"{share:.6g}" for _, share in jobs))
         return 0
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print(
-            "error: usage: table.py RES | table.py --jobs DIR N (RES, DIR folders)", file=sys.stderr
+            "error: usage: table.py RES | table.py --jobs|--weights DIR N (RES, DIR folders)",
+            file=sys.stderr,
         )
         return 2
     res = Path(argv[0])
