@@ -8,7 +8,8 @@ config, the study's median config and the vendor path, all timed side by side in
 re-timing; never a re-timed time over an earlier trial's (a study not re-timed, as in a cancelled
 job, has no speedups; one whose only config was the default has 1.00x, one measurement on both
 sides). ``backend`` says which backend holds the key (``triton`` or ``vendor``), with the vendor
-path's name and its time from the best row.
+path's name and its time from the best row. A study with no best says why in ``undecided``: the
+distinct first lines of its trials' and vendor paths' errors, or that nothing was measured.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from db import Database, Objective, TrialOutcome, repository
+from db import Database, Objective, StudyStatus, TrialOutcome, repository
 from db.repository import JobRecord
 from orchestrator.app.rates import rates
 from orchestrator.app.study_best import rows_by_key
@@ -91,6 +93,12 @@ def collect(
                 "status": study.status.value,
                 "sampler": study.sampler,
             }
+            if best_cfg is None and study.status is not StudyStatus.RUNNING:
+                vendor = repository.vendor_trials_for_study(s, study.id)
+                entry["undecided"] = undecided(
+                    [(f"config {t.config_key}", t.outcome, t.error) for t in trials]
+                    + [(f"vendor path {v.vendor}", v.outcome, v.error) for v in vendor]
+                )
             winner = (winners or {}).get(study.id)
             entry["retimed"] = None if winner is None else _retimed(winner)
             # Speedups compare like with like: times of one re-timing, never a trial's.
@@ -110,6 +118,30 @@ def collect(
         "error": job.error,
         "studies": studies,
     }
+
+
+#: Most distinct errors ``undecided`` names.
+UNDECIDED_ERRORS = 3
+
+
+def undecided(measured: list[tuple[str, TrialOutcome, str | None]]) -> str:
+    """Why a finished study holds no decision, from its measurements ((what, outcome, error),
+    oldest first): how many failed, and the first of each distinct failure, at most
+    UNDECIDED_ERRORS."""
+    failed = [m for m in measured if m[1] is not TrialOutcome.OK]
+    if not measured:
+        return "nothing was measured: the job ended before this key's first trial or vendor path"
+    seen: dict[str, str] = {}
+    for what, outcome, error in failed:
+        line = error.strip().splitlines()[0] if error and error.strip() else ""
+        seen.setdefault(
+            f"{outcome.value}: {line}", f"{what}: {outcome.value}{': ' if line else ''}{line}"
+        )
+    named = list(seen.values())
+    more = f" (and {len(named) - UNDECIDED_ERRORS} more)" if len(named) > UNDECIDED_ERRORS else ""
+    return f"{len(failed)} of {len(measured)} measurements failed" + (
+        ": " + "; ".join(named[:UNDECIDED_ERRORS]) + more if named else ""
+    )
 
 
 def _retimed(winner: Winner) -> dict[str, Any]:
@@ -191,6 +223,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
             ("vs vendor", _fmt(st.get("speedup_vs_vendor"), ".2f", "x")),
             ("trials", f"{counts or 'none'} (measured {st['measured']}, reused {st['reused']})"),
         ]
+        if st.get("undecided"):
+            rows.append(("no decision", f"[red]{escape(st['undecided'])}[/red]"))
         for name, value in rows:
             table.add_row(name, value)
         console.print(table)

@@ -3,14 +3,18 @@ database afterwards, compared in promotion, reported when they fail (LocalPool, 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from rich.console import Console
 
-from db import BestBackend, Database, repository
+from db import BestBackend, Database, TrialOutcome, repository
 from db.models import Trial, VendorTrial
+from orchestrator.app.jobs import job_summary
+from orchestrator.app.summary import render, undecided
 from orchestrator.run.driver import Driver, submit_job
 from orchestrator.run.jobs import JobSpec
 from orchestrator.run.local_pool import LocalPool
@@ -119,6 +123,42 @@ def test_a_study_with_no_ok_config_is_decided_for_an_ok_vendor_path(
         0.5,
         None,
     )
+
+
+def test_a_study_nothing_decided_says_why_in_the_job_summary(
+    landscapes: dict[str, list[Path]], database: Database, tmp_path: Path
+) -> None:
+    """Every config and the vendor path fail (as every check of a key whose reference runs out
+    of memory): the study ends done with no best, and the summary names the failures."""
+    land = read_landscape(landscapes[H200][0])
+    land.results = [LandscapeResult(r.config, Outcome.COMPILE_ERROR) for r in land.results]
+    land.vendor = {"torch.matmul": LandscapeResult({}, Outcome.WRONG)}
+    pool = LocalPool([WorkerPlan("replay", (str(write_landscape(tmp_path / "l.json", land)),))])
+    try:
+        spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [land.problem], "trials": 3})
+        result = Driver(database, pool, retime_rounds=2, poll_s=0.0).run(
+            submit_job(database, spec, pool)
+        )
+    finally:
+        pool.shutdown()
+    assert best_rows(database) == []
+    (study,) = job_summary(database, result.job_id).to_dict()["studies"]
+    assert study["status"] == "done" and study["best"] is None
+    why = study["undecided"]
+    assert why.startswith("4 of 4 measurements failed: config ")  # 3 trials and the vendor path
+    assert ": compile_error" in why and "vendor path torch.matmul: wrong" in why
+    assert why.count("compile_error") == 1  # one line per distinct failure
+    out = io.StringIO()
+    render(job_summary(database, result.job_id).to_dict(), Console(file=out, width=400))
+    assert "no decision" in out.getvalue() and "vendor path torch.matmul: wrong" in out.getvalue()
+
+
+def test_undecided_names_distinct_failures_or_that_nothing_ran() -> None:
+    assert undecided([]).startswith("nothing was measured")
+    errors = [(f"config {n}", TrialOutcome.CRASH, f"boom {n % 5}\ntraceback") for n in range(9)]
+    why = undecided([*errors, ("vendor path v", TrialOutcome.OK, None)])
+    assert why.startswith("9 of 10 measurements failed: config 0: crash: boom 0; config 1")
+    assert why.endswith("(and 2 more)") and "traceback" not in why
 
 
 def test_a_user_spec_whose_vendor_paths_fail_gets_one_line_each_and_the_study_goes_on(
