@@ -97,8 +97,11 @@ def test_tune_on_the_interpreter_then_query_pull_plot(db_url: str, tmp_path: Pat
     assert "data:image/png;base64," in files[-1].read_text()
 
 
-#: Seconds the killed driver's lease lives: until then ``resume`` refuses the job.
-LEASE_S = 4.0
+#: Seconds the killed driver's lease lives: until then ``resume`` refuses the job. The refused
+#: ``resume`` must start and read the lease inside it after the last renewal (ttl / 3 before the
+#: kill at best, later when the busy driver's renewal thread lags): 4 s was too short for a CLI
+#: start on two loaded cores.
+LEASE_S = 10.0
 DRIVER = textwrap.dedent(
     """
     import sys
