@@ -15,7 +15,7 @@ from db import BestBackend, Database, TrialOutcome, repository
 from db.models import Trial, VendorTrial
 from orchestrator.app.jobs import job_summary
 from orchestrator.app.summary import render, undecided
-from orchestrator.run.driver import Driver, submit_job
+from orchestrator.run.driver import Driver, JobResult, submit_job
 from orchestrator.run.jobs import JobSpec
 from orchestrator.run.local_pool import LocalPool
 from orchestrator.run.progress import SilentReporter
@@ -100,20 +100,29 @@ def test_a_job_measures_the_vendor_path_once_outside_the_budget_and_decides_per_
     assert jobs == {BestBackend.TRITON: first.job_id, BestBackend.VENDOR: second.job_id}
 
 
-def test_a_study_with_no_ok_config_is_decided_for_an_ok_vendor_path(
-    landscapes: dict[str, list[Path]], database: Database, tmp_path: Path
-) -> None:
-    land = read_landscape(landscapes[H200][0])
+def _no_config_compiles(
+    landscape: Path, vendor: LandscapeResult, database: Database, tmp_path: Path
+) -> JobResult:
+    """A 3-trial job on ``landscape``'s problem replayed with every config a compile error and
+    torch.matmul ending as ``vendor`` says."""
+    land = read_landscape(landscape)
     land.results = [LandscapeResult(r.config, Outcome.COMPILE_ERROR) for r in land.results]
-    land.vendor = {"torch.matmul": LandscapeResult({}, Outcome.OK, 0.5)}
+    land.vendor = {"torch.matmul": vendor}
     pool = LocalPool([WorkerPlan("replay", (str(write_landscape(tmp_path / "l.json", land)),))])
     try:
         spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [land.problem], "trials": 3})
-        result = Driver(database, pool, retime_rounds=2, poll_s=0.0).run(
+        return Driver(database, pool, retime_rounds=2, poll_s=0.0).run(
             submit_job(database, spec, pool)
         )
     finally:
         pool.shutdown()
+
+
+def test_a_study_with_no_ok_config_is_decided_for_an_ok_vendor_path(
+    landscapes: dict[str, list[Path]], database: Database, tmp_path: Path
+) -> None:
+    ok = LandscapeResult({}, Outcome.OK, 0.5)
+    result = _no_config_compiles(landscapes[H200][0], ok, database, tmp_path)
     (winner,) = result.winners.values()
     assert winner.backend is BestBackend.VENDOR and winner.time_ms == 0.5 and winner.promoted
     (row,) = best_rows(database)
@@ -130,17 +139,8 @@ def test_a_study_nothing_decided_says_why_in_the_job_summary(
 ) -> None:
     """Every config and the vendor path fail (as every check of a key whose reference runs out
     of memory): the study ends done with no best, and the summary names the failures."""
-    land = read_landscape(landscapes[H200][0])
-    land.results = [LandscapeResult(r.config, Outcome.COMPILE_ERROR) for r in land.results]
-    land.vendor = {"torch.matmul": LandscapeResult({}, Outcome.WRONG)}
-    pool = LocalPool([WorkerPlan("replay", (str(write_landscape(tmp_path / "l.json", land)),))])
-    try:
-        spec = JobSpec.from_mapping({"kernel": "matmul", "problems": [land.problem], "trials": 3})
-        result = Driver(database, pool, retime_rounds=2, poll_s=0.0).run(
-            submit_job(database, spec, pool)
-        )
-    finally:
-        pool.shutdown()
+    wrong = LandscapeResult({}, Outcome.WRONG)
+    result = _no_config_compiles(landscapes[H200][0], wrong, database, tmp_path)
     assert best_rows(database) == []
     (study,) = job_summary(database, result.job_id).to_dict()["studies"]
     assert study["status"] == "done" and study["best"] is None
