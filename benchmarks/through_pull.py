@@ -223,7 +223,13 @@ def measure(
             wrong[label] = f"max rel. error {err:.2e} > {tolerance:.0e}"
         else:
             entries[label] = launch
-    bench = _device_ms if timing == "device" else bench_ms
+    bench = bench_ms
+    if timing == "device":  # as the studies time, on this machine's backend
+        from _bench import timed  # this folder
+
+        from workers.device import detect
+
+        bench = functools.partial(timed, backend=detect("auto")[0].backend)
     ms = medians(interleaved(entries, rounds, bench)) if entries else {}
     del inputs, entries, ref
     if on_gpu():
@@ -365,18 +371,6 @@ class _Parser(argparse.ArgumentParser):
 def _stored_summary(stored: dict[str, Any]) -> dict[str, Any]:
     """:func:`summarize` of a stored ``through_pull.json`` (``--summarize``)."""
     return summarize(stored["summary"]["kernel"], stored["summary"]["grid"], stored["rows"])
-
-
-def _device_ms(fn: Callable[[], Any]) -> float:
-    """Median ms of ``fn`` timed as the studies time it (``--timing device``)."""
-    import torch
-    from _bench import timed  # this folder
-
-    from workers.device import Backend
-
-    if not torch.cuda.is_available():
-        return timed(fn, Backend.INTERPRETER)
-    return timed(fn, Backend.ROCM if torch.version.hip else Backend.CUDA)
 
 
 def main(argv: list[str]) -> int:
