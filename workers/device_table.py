@@ -182,6 +182,15 @@ def find(name_or_alias: str) -> KnownClass | None:
     return next(row for row in KNOWN_CLASSES if row.identity is ident)
 
 
+def roofline_floor_s(flops: float, nbytes: float, known: KnownClass | None) -> float | None:
+    """The fewest seconds a launch doing ``flops`` FLOPs and moving ``nbytes`` bytes can take at
+    ``known``'s vendor peaks: ``max(flops / bf16 peak, nbytes / bandwidth)`` (bytes alone where it
+    does no math). None without a class, without either peak (``cpu``) or without bytes."""
+    if known is None or not known.bf16_tflops or not known.memory_bandwidth_gbs or not nbytes:
+        return None
+    return max(flops / (known.bf16_tflops * 1e12), nbytes / (known.memory_bandwidth_gbs * 1e9))
+
+
 def lookup(name_or_alias: str) -> KnownClass:
     """The known class for a name or alias such as ``H200`` or ``AMD Instinct MI300X``.
 

@@ -12,8 +12,10 @@ long sequence; ``prefill-long`` from older runs) a baseline profile ``PHASE/repo
 round: the rounds' own noise; "-" in reports from before it), the speed-up (baseline / swapped),
 the Amdahl bound of the
 swapped kernels (workers/profiling/bound.py: the best change their measured kernel speed-ups allow,
-and the part of the swapped time those measurements cover), the share of that bound reached (the
-change over the bound's, where the bound is a gain and the change is not a loss), the in-model
+and the part of the swapped time those measurements cover), the ceiling (the change the swapped
+problems allow at the device's roofline, vendor peak numbers: what no kernel can beat; "-" in
+reports from before it), the share of the bound reached (the change over the bound's, where the
+bound is a gain and the change is not a loss), the in-model
 figure and the share of it the all-swapped forward reached (the change in the eager traces' GPU
 kernel time per forward, all-swapped minus baseline, over the baseline latency: what the kernels'
 time inside the model allows, where the bound takes their studies' speed-ups; a bound of more gain
@@ -134,9 +136,9 @@ def model_table(folder: Path) -> list[str]:
                 f"## {data['model']}{layers} ({data['dtype']}, {data['device']})",
                 "",
                 "| phase | seq | batch | mode | baseline ms | swapped ms | change | A/A | speed-up "
-                "| bound (measured) | of bound | in-model (reached) | swapped share | err base "
-                "| err swap | refused / policy |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "| bound (measured) | ceiling | of bound | in-model (reached) | swapped share "
+                "| err base | err swap | refused / policy |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
         for r in wb.get("rows", []):
             bound = r.get("amdahl") or {}
@@ -145,6 +147,7 @@ def model_table(folder: Path) -> list[str]:
                 f"| {_num(r['tuned_ms'], '.3f')} | {_num(r['change'], '+.1%')} "
                 f"| {_num(r.get('aa_change'), '+.1%')} | {_speedup(r)} "
                 f"| {_num(bound.get('change'), '+.1%')} ({_num(bound.get('measured_share'), '.0%')}) "
+                f"| {_num(bound.get('ceiling'), '+.1%')} "
                 f"| {_num(_of_bound(r['change'], bound.get('change')), '.0%')} | {_in_model(r)} "
                 f"| {_num(bound.get('swapped_share'), '.0%')} "
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from search_spaces.spec import KernelSpec
-from workers.device_table import find
+from workers.device_table import find, roofline_floor_s
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ def rates(
 ) -> Rates:
     """The rates of ``kernel`` on ``problem`` taking ``time_ms``; with ``device_name`` (a device
     class's name) also % of its roofline: the attainable rate at this arithmetic intensity, in
-    FLOP/s (bytes/s for kernels that do no math). Never for ``cpu``: it has no table row."""
+    FLOP/s (bytes/s for kernels that do no math), i.e. the roofline floor
+    (:func:`~workers.device_table.roofline_floor_s`) over ``time_ms``. Never for ``cpu``: it has
+    no peaks in the table."""
     if not time_ms:
         return Rates(None, None)
     seconds = time_ms * 1e-3
@@ -36,13 +38,6 @@ def rates(
     tflops = flops / seconds / 1e12 if flops else None
     gbs = nbytes / seconds / 1e9 if nbytes else None
     known = find(device_name) if device_name is not None else None
-    pct = None
-    if known is not None and known.memory_bandwidth_gbs and known.bf16_tflops and nbytes:
-        if flops:
-            attainable = min(
-                known.bf16_tflops * 1e12, flops / nbytes * known.memory_bandwidth_gbs * 1e9
-            )
-            pct = 100.0 * (flops / seconds) / attainable
-        else:
-            pct = 100.0 * (nbytes / seconds) / (known.memory_bandwidth_gbs * 1e9)
+    floor_s = roofline_floor_s(flops, nbytes, known)
+    pct = None if floor_s is None else 100.0 * floor_s / seconds
     return Rates(tflops, gbs, pct)

@@ -7,7 +7,13 @@ import pytest
 from search_spaces import Vendor
 from tests.gpu import needs_gpu
 from workers.device import Backend, Fingerprint, detect, normalize_arch, normalize_name
-from workers.device_table import KNOWN_CLASSES, canonical_class_key, lookup, parse_class
+from workers.device_table import (
+    KNOWN_CLASSES,
+    canonical_class_key,
+    lookup,
+    parse_class,
+    roofline_floor_s,
+)
 from workers.errors import DeviceError, UnknownDeviceClass
 
 GIB = 2**30
@@ -82,6 +88,17 @@ def test_table_rows_are_consistent() -> None:
             assert row.memory_bandwidth_gbs and row.bf16_tflops
     cpu, h200 = lookup("cpu").limits, lookup("H200").limits
     assert (cpu.shared_mem_per_block, cpu.warp_size) == (h200.shared_mem_per_block, 32)
+
+
+def test_roofline_floor_s_is_the_slower_of_math_and_memory_at_the_peaks() -> None:
+    h200 = lookup("H200")  # 989 TFLOP/s bf16, 4800 GB/s
+    assert roofline_floor_s(989e12, 4800e9, h200) == 1.0  # balanced: both take one second
+    assert roofline_floor_s(2 * 989e12, 4800e9, h200) == 2.0  # compute-bound
+    assert roofline_floor_s(989e12, 3 * 4800e9, h200) == 3.0  # memory-bound
+    assert roofline_floor_s(0.0, 4800e9, h200) == 1.0  # no math: bytes alone
+    assert roofline_floor_s(989e12, 0.0, h200) is None  # no bytes: no floor
+    assert roofline_floor_s(989e12, 4800e9, lookup("cpu")) is None  # no peaks
+    assert roofline_floor_s(989e12, 4800e9, None) is None
 
 
 def test_parse_class_keys() -> None:

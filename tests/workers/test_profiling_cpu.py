@@ -553,6 +553,7 @@ def test_with_bundle_reports_the_end_to_end_change(
     # No entry holds a vendor time: the bound covers none of the swapped time.
     assert row["amdahl"]["measured_share"] == 0 and row["amdahl"]["change"] is None
     assert row["amdahl"]["swapped_share"] > 0
+    assert row["amdahl"]["ceiling"] is None  # a cpu bundle: no roofline peaks
     assert row["in_model"] is None  # CPU traces: no GPU kernel time to compare
     assert row["vendor_vs_model"] == []  # CPU traces: host times, nothing compared
     assert tuned["used"] == {"rmsnorm": {"triton": 2, "kept vendor": 0}}  # M = 8 and 1 (last)
@@ -597,13 +598,15 @@ def test_with_bundle_gives_the_in_model_change_from_the_traces_gpu_time(
     assert (gpu["base_kernel_ms"], gpu["swapped_kernel_ms"]) == (0.3, 0.2)
     assert gpu["change"] == pytest.approx((0.2 - 0.3) / row["baseline_ms"])
 
-    # The deployment table shows it after the study bound, with the share the swap reached.
+    # The deployment table shows it after the study bound and its ceiling ("-": a cpu bundle has
+    # no roofline), with the share the swap reached.
     table = load("deployment/table")
     (line,) = [x for x in table.model_table(out.parent) if x.startswith("| prefill | 8 | 1 |")]
     cells = [c.strip() for c in line.split("|")[1:-1]]
     reached = table._of_bound(row["swapped_all_ms"] / row["baseline_ms"] - 1, gpu["change"])
     reached_cell = "-" if reached is None else f"{reached:.0%}"
-    assert cells[11] == f"{gpu['change']:+.1%} ({reached_cell})"
+    assert cells[10] == "-"
+    assert cells[12] == f"{gpu['change']:+.1%} ({reached_cell})"
     # the A/A column: the baseline timed again, last in each round
     assert isinstance(row["aa_change"], float) and cells[7] == f"{row['aa_change']:+.1%}"
     assert (

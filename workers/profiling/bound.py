@@ -8,6 +8,15 @@ end-to-end change is ``-saved / T``. Problems without both times count as ``s = 
 claimed), as do those the bundle decided by a nearest entry (no entry of their own);
 ``measured_share`` says what part of the swapped time the bound covers.
 
+The *ceiling* is the same sum at the device's roofline: with the problem's floor time ``f``
+(:func:`workers.device_table.roofline_floor_s`, from the kernel spec's FLOPs and bytes and the
+bundle's device class) and ``s = vendor_ms / f``, the change the swapped problems would allow if
+each ran at the vendor's peak numbers: what no kernel can beat. Problems without a vendor time or a
+floor count as ``s = 1``; it is None where the device class has no peaks in the table (``cpu``).
+Where each swapped problem with a vendor time has a floor that neither of its times beats
+(``vendor_ms, triton_ms >= f``), the ceiling claims at least the bound's gain; the gap between the
+two is what tuning those problems could still pay.
+
 The bound uses the studies' kernel ratios; :func:`in_model` gives the same kind of figure from the
 model itself: the change in the eager traces' GPU kernel time per forward (all-swapped minus
 baseline) over the latency, the end-to-end change the kernels' in-model time allows if nothing
@@ -22,6 +31,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from search_spaces.bundle import Bundle, BundleEntry
+from search_spaces.registry import get_spec
+from workers.device_table import find, roofline_floor_s
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,9 @@ class Bound:
     measured_share: float
     #: The best end-to-end change the measured speed-ups allow (negative: faster).
     change: float | None
+    #: The end-to-end change the swapped problems allow at the device's roofline (see module);
+    #: None where no swapped problem has both a vendor time and a floor.
+    ceiling: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,38 +61,49 @@ def exact_entry(
     )
 
 
-def speedup(bundle: Bundle, fields: tuple[str, ...], problem: dict[str, Any]) -> float | None:
-    """vendor_ms / triton_ms of the bundle entry for exactly ``problem`` (on ``fields``), if both
-    were measured."""
-    entry = exact_entry(bundle, fields, problem)
-    if entry is not None and entry.triton_ms and entry.vendor_ms:
-        return entry.vendor_ms / entry.triton_ms
-    return None
+def floor_ms(bundle: Bundle, problem: dict[str, Any]) -> float | None:
+    """The roofline floor of ``problem`` in ms for the bundle's kernel on its device class; None
+    where the table has no peaks for that class (``cpu``, a replay, an unknown class)."""
+    known = find(bundle.device_class)
+    if known is None:
+        return None
+    spec = get_spec(bundle.kernel)
+    floor_s = roofline_floor_s(spec.flops(problem), spec.bytes_moved(problem), known)
+    return None if floor_s is None else floor_s * 1e3
 
 
 def amdahl(
     shapes: Iterable[tuple[str, dict[str, Any], float]],
     swapped: Callable[[str, dict[str, Any]], bool],
-    speedup_of: Callable[[str, dict[str, Any]], float | None],
+    entry_of: Callable[[str, dict[str, Any]], BundleEntry | None],
+    floor_of: Callable[[str, dict[str, Any]], float | None],
     latency_us: float,
 ) -> Bound | None:
-    """The bound over ``shapes`` ((kernel, problem, GPU µs per forward)), of which ``swapped``
-    ran tuned kernels; None without a latency or a swapped shape."""
-    total = measured = saved = 0.0
+    """The bound and ceiling over ``shapes`` ((kernel, problem, GPU µs per forward)), of which
+    ``swapped`` ran tuned kernels, from each problem's exact bundle entry (``entry_of``) and
+    roofline floor in ms (``floor_of``); None without a latency or a swapped shape."""
+    total = measured = saved = roofed = roof_saved = 0.0
     for kernel, problem, weight in shapes:
         if not swapped(kernel, problem):
             continue
         total += weight
-        s = speedup_of(kernel, problem)
-        if s is not None:
+        entry = entry_of(kernel, problem)
+        if entry is None or not entry.vendor_ms:
+            continue
+        if entry.triton_ms:
             measured += weight
-            saved += weight * (1.0 - 1.0 / s)
+            saved += weight * (1.0 - entry.triton_ms / entry.vendor_ms)
+        floor = floor_of(kernel, problem)
+        if floor:
+            roofed += weight
+            roof_saved += weight * (1.0 - floor / entry.vendor_ms)
     if latency_us <= 0 or total <= 0:
         return None
     return Bound(
         swapped_share=total / latency_us,
         measured_share=measured / total,
         change=-saved / latency_us if measured else None,
+        ceiling=-roof_saved / latency_us if roofed else None,
     )
 
 

@@ -6,8 +6,9 @@ transition; optionally (``bundle``) the same forwards with tuned kernels swapped
 bundle decides ``triton``, timed in the same rounds as the baseline, after the same-function check
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
 workers.profiling.bound where the eager trace gives the swapped problems' share (the studies'
-kernel speed-ups) and, where the all-swapped eager forward was traced, the in-model figure beside
-it (the traces' GPU kernel time per forward), and per hot shape with a vendor time in its bundle
+kernel speed-ups) with its ceiling (the same problems at the device's roofline) and, where the
+all-swapped eager forward was traced, the in-model figure beside it (the traces' GPU kernel time
+per forward), and per hot shape with a vendor time in its bundle
 entry the study's vendor time against the model's own op (workers.profiling.fidelity). An eager point
 that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op except the
 kernels whose swapped path launches fewer kernels than the ops it replaces
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search_spaces.device_identity import gpu_class, interpreter_class
-from workers.profiling.bound import amdahl, exact_entry, in_model, speedup
+from workers.profiling.bound import amdahl, exact_entry, floor_ms, in_model
 from workers.profiling.check import ERROR_FLOOR, MAX_ERROR_RATIO, max_rel_error, refusal
 from workers.profiling.emit import HotShape, PointShapes, hot_shapes, job_documents, write_jobs
 from workers.profiling.errors import ProfileError
@@ -349,7 +350,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     bound = amdahl(
                         [(s.kernel, swap.ran(s.kernel, s.problem), s.weight_us) for s in found],
                         _runs_under(swap, kept, lean is not None),
-                        lambda k, p: speedup(swap.bundles[k], FIELDS[k], p),
+                        lambda k, p: exact_entry(swap.bundles[k], FIELDS[k], p),
+                        lambda k, p: floor_ms(swap.bundles[k], p),
                         base * 1e3,
                     )
                     gpu = in_model(base_kernel_us, swapped_kernel_us, base * 1e3)
