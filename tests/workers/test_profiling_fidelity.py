@@ -66,3 +66,21 @@ def test_profile_prints_the_aa_column_and_the_flagged_comparisons(capsys: Any) -
         "note: study vendor time far from the model's own op: decode b64 paged_attention "
         "batch=64: sdpa_gathered 0.163 ms in its study, the model's op 0.029 ms (0.18x)" in out
     )
+
+
+def test_profile_prints_the_ceiling_beside_the_bound(capsys: Any, monkeypatch: Any) -> None:
+    from orchestrator.commands.profile import render_swap
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line per row
+
+    row = {
+        "phase": "decode", "batch": 64, "mode": "graph", "baseline_ms": 3.071, "tuned_ms": 2.584,
+        "change": -0.159, "aa_change": 0.007, "baseline_error": 0.03, "swapped_error": 0.03,
+        "amdahl": {"swapped_share": 0.69, "measured_share": 1.0, "change": -0.171,
+                   "ceiling": -0.252},
+        "refused": None, "policy": None, "vendor_vs_model": [],
+    }  # fmt: skip
+    render_swap({"used": {}, "lookups": {}, "rows": [row], "error_rule": "refused where ..."})
+    out = capsys.readouterr().out
+    assert "-17.1%" in out and "-25.2%" in out
+    assert "ceiling: the same kernels at the device's roofline" in " ".join(out.split())
