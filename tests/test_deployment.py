@@ -15,6 +15,7 @@ from tests.benchmark_script import BENCHMARKS, load
 table = load("deployment/table")
 pull = load("deployment/pull")
 tune_jobs = load("profile/tune_jobs")
+moe_ceiling = load("deployment/moe_ceiling")
 RUN = BENCHMARKS / "results" / "deployment" / "2026-12-06-056eadc-h100"
 
 
@@ -140,3 +141,35 @@ def test_the_table_notes_a_study_vendor_time_far_from_the_models_op() -> None:
         "study, the model's op 0.029 ms (0.18x)"
     ]
     assert table._versus("decode", {"batch": 1}) == []  # reports from before the comparison
+
+
+def test_the_moe_ceiling_recomputes_the_recorded_bound_and_claims_more() -> None:
+    res = BENCHMARKS / "results" / "deployment" / "2026-12-07-05364a5-h100-qwen-llama16384"
+    res = res / "qwen3-30b-a3b-4"
+    recorded = {
+        (r["phase"], r["batch"], r["mode"]): r["amdahl"]["change"]
+        for path in sorted((res / "qwen3-30b-a3b").glob("*-tuned/report.json"))
+        for r in json.loads(path.read_text())["with_bundle"]["rows"]
+        if r["amdahl"] and r["amdahl"]["change"] is not None
+    }
+    rows = moe_ceiling.rows(res, "qwen3-30b-a3b")
+    assert {(r["phase"], r["batch"], r["mode"]) for r in rows} == set(recorded)
+    for r in rows:  # the MoE GEMMs are all these rows swapped: the same bound, and a ceiling
+        assert r["bound"] == pytest.approx(recorded[(r["phase"], r["batch"], r["mode"])], abs=1e-3)
+        assert r["ceiling"] is not None and r["ceiling"] < r["bound"] < 0
+    for full, part in zip(rows, moe_ceiling.rows(res, "qwen3-30b-a3b", 0.95), strict=True):
+        assert full["ceiling"] < part["ceiling"]  # 95% of the peaks allows less gain
+
+
+def test_bad_moe_ceiling_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (
+        [],
+        [str(tmp_path), "qwen3-30b-a3b"],
+        [str(RUN), "no-such-model"],
+        [str(RUN), "qwen3-30b-a3b", "1.5"],
+    ):
+        assert moe_ceiling.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
