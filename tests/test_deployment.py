@@ -173,3 +173,10 @@ def test_bad_moe_ceiling_input_is_one_line_and_exit_2(
         assert moe_ceiling.main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_no_share_of_a_bound_inside_the_rows_own_noise() -> None:
+    assert table._of_bound(-0.018, -0.0001, -0.010) is None  # a 0.01% bound under a 1% A/A
+    assert table._of_bound(-0.018, -0.0001) == pytest.approx(180.0)  # no A/A: as before
+    assert table._of_bound(-0.18, -0.18, 0.007) == pytest.approx(1.0)
+    assert table._of_bound(0.01, -0.18, 0.007) is None  # the swap lost

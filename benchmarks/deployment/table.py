@@ -15,7 +15,7 @@ swapped kernels (workers/profiling/bound.py: the best change their measured kern
 and the part of the swapped time those measurements cover), the ceiling (the change the swapped
 problems allow at the device's roofline, vendor peak numbers: what no kernel can beat; "-" in
 reports from before it), the share of the bound reached (the change over the bound's, where the
-bound is a gain and the change is not a loss), the in-model
+bound is a gain larger than the row's A/A and the change is not a loss), the in-model
 figure and the share of it the all-swapped forward reached (the change in the eager traces' GPU
 kernel time per forward, all-swapped minus baseline, over the baseline latency: what the kernels'
 time inside the model allows, where the bound takes their studies' speed-ups; a bound of more gain
@@ -50,10 +50,10 @@ def _speedup(row: dict[str, Any]) -> str:
     return f"{row['baseline_ms'] / tuned:.3f}x" if tuned else "-"
 
 
-def _of_bound(change: float | None, bound: float | None) -> float | None:
+def _of_bound(change: float | None, bound: float | None, noise: float = 0.0) -> float | None:
     """The share of a gain bound that a measured change reached (None where the bound claims no
-    gain or the swap lost)."""
-    if change is None or bound is None or bound >= 0 or change > 0:
+    gain beyond ``noise``, a relative change, or the swap lost)."""
+    if change is None or bound is None or bound >= -abs(noise) or change > 0:
         return None
     return change / bound
 
@@ -148,7 +148,8 @@ def model_table(folder: Path) -> list[str]:
                 f"| {_num(r.get('aa_change'), '+.1%')} | {_speedup(r)} "
                 f"| {_num(bound.get('change'), '+.1%')} ({_num(bound.get('measured_share'), '.0%')}) "
                 f"| {_num(bound.get('ceiling'), '+.1%')} "
-                f"| {_num(_of_bound(r['change'], bound.get('change')), '.0%')} | {_in_model(r)} "
+                f"| {_num(_of_bound(r['change'], bound.get('change'), r.get('aa_change') or 0.0), '.0%')} "
+                f"| {_in_model(r)} "
                 f"| {_num(bound.get('swapped_share'), '.0%')} "
                 f"| {_num(r.get('baseline_error'), '.2g')} | {_num(r.get('swapped_error'), '.2g')} "
                 f"| {r['refused'] or _policy(r)} |"
