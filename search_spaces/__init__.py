@@ -18,7 +18,7 @@ from search_spaces.space import (
     config_key,
     pow2_range,
 )
-from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+from search_spaces.spec import Inputs, KernelSpec, Launcher, MathRate, split_launch_options
 
 __all__ = [
     "Config",
@@ -30,6 +30,7 @@ __all__ = [
     "Inputs",
     "KernelSpec",
     "Launcher",
+    "MathRate",
     "Param",
     "ParamKind",
     "Problem",

@@ -9,6 +9,7 @@ process.
 from __future__ import annotations
 
 import abc
+import enum
 import hashlib
 import importlib.util
 from collections.abc import Callable, Mapping
@@ -32,6 +33,13 @@ DEFAULT_TOLERANCE: dict[str, float] = {"float16": 1e-2, "bfloat16": 2e-2, "float
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "waves_per_eu", "matrix_instr_nonkdim", "kpack")
 
 
+class MathRate(str, enum.Enum):
+    """The tensor-core rate a kernel's FLOPs run at: which vendor peak bounds its roofline."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
 class KernelSpec(abc.ABC):
     """A tunable kernel: its space, problems, inputs, launcher, reference and cost model.
 
@@ -52,6 +60,9 @@ class KernelSpec(abc.ABC):
     space: ClassVar[Space]
     #: Modules whose source text identifies the kernel's code (hashed without importing them).
     sources: ClassVar[tuple[str, ...]]
+    #: The tensor-core rate its FLOPs run at: which of the device's peaks its roofline takes
+    #: (bf16 unless a spec says otherwise; fp16 runs at the bf16 rate).
+    math_rate: ClassVar[MathRate] = MathRate.BF16
 
     @abc.abstractmethod
     def default_config(self, vendor: Vendor) -> Config:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search_spaces import DeviceLimits, Vendor
+from search_spaces import DeviceLimits, MathRate, Vendor
 from search_spaces.device_identity import (
     DeviceClass,
     DeviceIdentityError,
@@ -31,6 +31,8 @@ class KnownClass:
     limits: DeviceLimits
     memory_bandwidth_gbs: float | None
     bf16_tflops: float | None
+    #: Dense FP8 (e4m3) tensor-core peak; None where the class has no FP8 tensor cores.
+    fp8_tflops: float | None
     ray_accelerator: str | None
     source: str
 
@@ -74,6 +76,7 @@ class KnownClass:
             "memory_bytes": self.memory_bytes,
             "memory_bandwidth_gbs": self.memory_bandwidth_gbs,
             "bf16_tflops": self.bf16_tflops,
+            "fp8_tflops": self.fp8_tflops,
             "ray_accelerator": self.ray_accelerator,
             "source": self.source,
         }
@@ -111,56 +114,70 @@ KNOWN_CLASSES: tuple[KnownClass, ...] = (
         *_nvidia("NVIDIA A100-SXM4-80GB", 163),
         2039.0,
         312.0,
+        None,
         "A100",
-        f"NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 312 TF dense); {_CUDA_GUIDE}",
+        f"NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 312 TF dense, no FP8); {_CUDA_GUIDE}",
     ),
     KnownClass(
         *_nvidia("NVIDIA H100 80GB HBM3", 227),
         3350.0,
         989.0,
+        1979.0,
         "H100",
-        f"NVIDIA H100 datasheet (SXM5: 3.35 TB/s, BF16 1,979 TF sparse = 989 dense); {_CUDA_GUIDE}",
+        "NVIDIA H100 datasheet (SXM5: 3.35 TB/s, BF16 1,979 TF sparse = 989 dense, FP8 3,958 TF "
+        f"sparse = 1,979 dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
         *_nvidia("NVIDIA H200", 227),
         4800.0,
         989.0,
+        1979.0,
         "H200",
-        f"NVIDIA H200 datasheet (SXM: 141 GB, 4.8 TB/s, BF16 989 TF dense); {_CUDA_GUIDE}",
+        "NVIDIA H200 datasheet (SXM: 141 GB, 4.8 TB/s, BF16 989 TF dense, FP8 3,958 TF sparse = "
+        f"1,979 dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
         *_nvidia("NVIDIA B200", 227),
         8000.0,
         2250.0,
+        4500.0,
         "B200",
-        f"NVIDIA HGX B200 datasheet (per GPU: 180 GB, 8 TB/s, BF16 4.5 PF sparse = 2.25 dense); {_CUDA_GUIDE}",
+        "NVIDIA HGX B200 datasheet (per GPU: 180 GB, 8 TB/s, BF16 4.5 PF sparse = 2.25 dense, FP8 "
+        f"9 PF sparse = 4.5 dense); {_CUDA_GUIDE}",
     ),
     KnownClass(
         *_amd("AMD Instinct MI250X"),
         1638.4,
         191.5,
+        None,
         "AMD-Instinct-MI250X",
-        "AMD Instinct MI250X datasheet, per GCD (half an OAM): 110 CUs, 64 GB, 1.6384 TB/s, BF16 191.5 TF",
+        "AMD Instinct MI250X datasheet, per GCD (half an OAM): 110 CUs, 64 GB, 1.6384 TB/s, BF16 "
+        "191.5 TF, no FP8 (CDNA2)",
     ),
     KnownClass(
         *_amd("AMD Instinct MI300X"),
         5300.0,
         1307.4,
+        2614.9,
         "AMD-Instinct-MI300X-OAM",
-        "AMD Instinct MI300X datasheet / CDNA3 white paper: 304 CUs, 192 GB, 5.3 TB/s, BF16 1,307.4 TF",
+        "AMD Instinct MI300X datasheet / CDNA3 white paper: 304 CUs, 192 GB, 5.3 TB/s, BF16 1,307.4 "
+        "TF, FP8 2,614.9 TF dense",
     ),
     KnownClass(
         *_amd("AMD Instinct MI325X"),
         6000.0,
         1307.4,
+        2614.9,
         "AMD-Instinct-MI325X-OAM",
-        "AMD Instinct MI325X datasheet: 304 CUs, 256 GB HBM3E, 6 TB/s, BF16 1,307.4 TF dense",
+        "AMD Instinct MI325X datasheet: 304 CUs, 256 GB HBM3E, 6 TB/s, BF16 1,307.4 TF dense, FP8 "
+        "2,614.9 TF dense",
     ),
     # Triton's interpreter has no hardware limits. It takes H100/H200's (sm_90) on purpose, so a
     # space enumerates on `cpu` the same configs it would on sm_90 and CI checks those configs.
     KnownClass(
         _identity("cpu"),
         DeviceLimits(Vendor.CPU, "cpu", "interpreter", 227 * KIB, 65536, 32, 132, 1024),
+        None,
         None,
         None,
         None,
@@ -182,13 +199,26 @@ def find(name_or_alias: str) -> KnownClass | None:
     return next(row for row in KNOWN_CLASSES if row.identity is ident)
 
 
-def roofline_floor_s(flops: float, nbytes: float, known: KnownClass | None) -> float | None:
-    """The fewest seconds a launch doing ``flops`` FLOPs and moving ``nbytes`` bytes can take at
-    ``known``'s vendor peaks: ``max(flops / bf16 peak, nbytes / bandwidth)`` (bytes alone where it
-    does no math). None without a class, without either peak (``cpu``) or without bytes."""
-    if known is None or not known.bf16_tflops or not known.memory_bandwidth_gbs or not nbytes:
+def peak_tflops(known: KnownClass, rate: MathRate) -> float | None:
+    """``known``'s dense tensor-core peak at ``rate`` in TFLOP/s, or None where it has none."""
+    return known.fp8_tflops if rate is MathRate.FP8 else known.bf16_tflops
+
+
+def roofline_floor_s(
+    flops: float, nbytes: float, known: KnownClass | None, rate: MathRate = MathRate.BF16
+) -> float | None:
+    """The fewest seconds a launch doing ``flops`` FLOPs at ``rate`` (the kernel spec's
+    ``math_rate``) and moving ``nbytes`` bytes can take at ``known``'s vendor peaks:
+    ``max(flops / peak at rate, nbytes / bandwidth)`` (bytes alone where it does no math). None
+    without a class, without bytes, without a bandwidth (``cpu``) or, where it does math, without
+    a peak at ``rate`` (FP8 on a class without FP8 tensor cores, such as the A100)."""
+    if known is None or not known.memory_bandwidth_gbs or not nbytes:
         return None
-    return max(flops / (known.bf16_tflops * 1e12), nbytes / (known.memory_bandwidth_gbs * 1e9))
+    memory_s = nbytes / (known.memory_bandwidth_gbs * 1e9)
+    if not flops:
+        return memory_s
+    peak = peak_tflops(known, rate)
+    return None if not peak else max(flops / (peak * 1e12), memory_s)
 
 
 def lookup(name_or_alias: str) -> KnownClass:

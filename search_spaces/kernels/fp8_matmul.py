@@ -55,7 +55,7 @@ from search_spaces.space import (
     Vendor,
     pow2_range,
 )
-from search_spaces.spec import Inputs, KernelSpec, Launcher, split_launch_options
+from search_spaces.spec import Inputs, KernelSpec, Launcher, MathRate, split_launch_options
 
 #: Edge of the scale blocks: A has a scale per row and SCALE_BLOCK columns, B per SCALE_BLOCK x
 #: SCALE_BLOCK block (vLLM's ``block_shape=[128, 128]``, DeepSeek-V3's checkpoints).
@@ -294,6 +294,8 @@ class Fp8MatmulSpec(KernelSpec):
         "search_spaces.kernels._fp8_matmul_kernels",
         "search_spaces.kernels._fp8_matmul_gluon",
     )
+    #: e4m3 operands: the FP8 tensor cores, at twice the bf16 rate.
+    math_rate: ClassVar[MathRate] = MathRate.FP8
 
     def validate_problem(self, raw: Mapping[str, object]) -> Problem:
         """K must be a multiple of the scale block (A's per-token groups, as vLLM requires); N is

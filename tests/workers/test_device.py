@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search_spaces import Vendor
+from search_spaces import MathRate, Vendor
 from tests.gpu import needs_gpu
 from workers.device import Backend, Fingerprint, detect, normalize_arch, normalize_name
 from workers.device_table import (
@@ -99,6 +99,26 @@ def test_roofline_floor_s_is_the_slower_of_math_and_memory_at_the_peaks() -> Non
     assert roofline_floor_s(989e12, 0.0, h200) is None  # no bytes: no floor
     assert roofline_floor_s(989e12, 4800e9, lookup("cpu")) is None  # no peaks
     assert roofline_floor_s(989e12, 4800e9, None) is None
+    # FP8 math takes the FP8 peak (1,979 TFLOP/s dense on the H200): twice the bf16 rate.
+    assert roofline_floor_s(1979e12, 4800e9, h200, MathRate.FP8) == 1.0  # balanced
+    assert roofline_floor_s(2 * 1979e12, 4800e9, h200, MathRate.FP8) == 2.0  # compute-bound
+    assert roofline_floor_s(1979e12, 3 * 4800e9, h200, MathRate.FP8) == 3.0  # memory-bound
+    assert roofline_floor_s(2 * 989e12, 4800e9, h200, MathRate.BF16) == 2.0  # the default rate
+    a100 = lookup("A100")  # no FP8 tensor cores
+    assert roofline_floor_s(312e12, 2039e9, a100, MathRate.FP8) is None  # no FP8 peak
+    assert roofline_floor_s(0.0, 2039e9, a100, MathRate.FP8) == 1.0  # no math: bytes alone
+    assert roofline_floor_s(312e12, 2039e9, a100) == 1.0
+
+
+def test_fp8_peaks_where_the_class_has_fp8_tensor_cores() -> None:
+    no_fp8 = {"NVIDIA A100-SXM4-80GB", "AMD Instinct MI250X", "cpu"}
+    for row in KNOWN_CLASSES:
+        if row.name in no_fp8:
+            assert row.fp8_tflops is None, row.name
+        else:
+            assert row.fp8_tflops and row.bf16_tflops and row.fp8_tflops > row.bf16_tflops
+            assert "FP8" in row.source, row.name
+        assert row.to_dict()["fp8_tflops"] == row.fp8_tflops
 
 
 def test_parse_class_keys() -> None:

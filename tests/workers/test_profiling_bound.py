@@ -49,6 +49,18 @@ def test_the_ceiling_is_the_bound_at_the_devices_roofline() -> None:
     assert bound.to_dict()["ceiling"] == bound.ceiling
 
 
+def test_an_fp8_kernels_floor_takes_the_fp8_peak() -> None:
+    fp8 = get_spec("fp8_matmul")
+    problem = {"M": 4096, "N": 4096, "K": 4096}
+    h200 = lookup("NVIDIA H200")
+    floor = fp8.flops(problem) / (h200.fp8_tflops or 0) / 1e12 * 1e3  # ms, compute-bound
+    assert floor > fp8.bytes_moved(problem) / (h200.memory_bandwidth_gbs or 0) / 1e9 * 1e3
+    bundle = Bundle("fp8_matmul", "v1", "NVIDIA H200", {}, [])
+    assert floor_ms(bundle, problem) == pytest.approx(floor, rel=1e-12)
+    a100 = Bundle("fp8_matmul", "v1", "NVIDIA A100-SXM4-80GB", {}, [])
+    assert floor_ms(a100, problem) is None  # no FP8 peak
+
+
 def test_no_ceiling_without_a_device_with_peaks_in_the_table() -> None:
     for device_class in ("cpu", "replay:NVIDIA H200", "Some Future GPU"):
         bound = matmul_bound(device_class)

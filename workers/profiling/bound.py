@@ -9,10 +9,11 @@ claimed), as do those the bundle decided by a nearest entry (no entry of their o
 ``measured_share`` says what part of the swapped time the bound covers.
 
 The *ceiling* is the same sum at the device's roofline: with the problem's floor time ``f``
-(:func:`workers.device_table.roofline_floor_s`, from the kernel spec's FLOPs and bytes and the
-bundle's device class) and ``s = vendor_ms / f``, the change the swapped problems would allow if
-each ran at the vendor's peak numbers: what no kernel can beat. Problems without a vendor time or a
-floor count as ``s = 1``; it is None where the device class has no peaks in the table (``cpu``).
+(:func:`workers.device_table.roofline_floor_s`, from the kernel spec's FLOPs, bytes and math rate
+and the bundle's device class) and ``s = vendor_ms / f``, the change the swapped problems would
+allow if each ran at the vendor's peak numbers: what no kernel can beat. Problems without a vendor
+time or a floor count as ``s = 1``; it is None where the device class has no peaks in the table
+(``cpu``).
 Where each swapped problem with a vendor time has a floor that neither of its times beats
 (``vendor_ms, triton_ms >= f``), the ceiling claims at least the bound's gain; the gap between the
 two is what tuning those problems could still pay.
@@ -62,13 +63,16 @@ def exact_entry(
 
 
 def floor_ms(bundle: Bundle, problem: dict[str, Any]) -> float | None:
-    """The roofline floor of ``problem`` in ms for the bundle's kernel on its device class; None
-    where the table has no peaks for that class (``cpu``, a replay, an unknown class)."""
+    """The roofline floor of ``problem`` in ms for the bundle's kernel on its device class, at
+    the peak of the kernel's math rate; None where the table has no peaks for that class
+    (``cpu``, a replay, an unknown class) or none at that rate (FP8 on an A100)."""
     known = find(bundle.device_class)
     if known is None:
         return None
     spec = get_spec(bundle.kernel)
-    floor_s = roofline_floor_s(spec.flops(problem), spec.bytes_moved(problem), known)
+    floor_s = roofline_floor_s(
+        spec.flops(problem), spec.bytes_moved(problem), known, spec.math_rate
+    )
     return None if floor_s is None else floor_s * 1e3
 
 

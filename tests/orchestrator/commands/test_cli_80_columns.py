@@ -35,7 +35,10 @@ def test_using_it_listings_fit_80_columns(
     tables = {
         "kernels": (["kernels"], ["kernel", "description", "example"]),
         "devices": (["devices"], None),
-        "known": (["devices", "--known"], ["name", "arch", "SMs/CUs", "GB", "GB/s", "TFLOP/s"]),
+        "known": (
+            ["devices", "--known"],
+            ["name", "arch", "SMs/CUs", "GB/s", "TFLOP/s", "FP8 TF/s"],
+        ),
         "jobs": (
             ["jobs", "--db", db_url],
             ["job", "kernel", "status", "trials", "best ms", "team", "age"],

@@ -47,8 +47,8 @@ def assert_fits(out: str, width: int = 80) -> None:
         (["kernels"], ["kernel", "description", "example"], None),
         (
             ["devices", "--known"],
-            ["name", "arch", "SMs/CUs", "GB", "GB/s", "TFLOP/s"],
-            "TFLOP/s = bf16 dense TFLOP/s",
+            ["name", "arch", "SMs/CUs", "GB/s", "TFLOP/s", "FP8 TF/s"],
+            "TFLOP/s = bf16 dense TFLOP/s; FP8 TF/s = fp8 dense TFLOP/s",
         ),
         (
             ["devices"],
