@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent)]
 
-FIELDS = ("M", "E", "topk", "N", "K", "dtype", "gemm")
-
 
 def _decided_triton(entry: BundleEntry | None) -> bool:
     return entry is not None and entry.backend == "triton"
@@ -40,11 +38,16 @@ def rows(res: Path, model: str, share: float = 1.0) -> list[dict[str, Any]]:
     """Per swapped row with fused_moe problems: phase, batch, mode, change, bound, ceiling."""
     from search_spaces.bundle import load_bundle
     from workers.profiling.bound import amdahl, exact_entry, floor_ms
+    from workers.profiling.swap import FIELDS
 
     paths = sorted((res / "bundle").glob("fused_moe-*.json"))
     if len(paths) != 1:
         raise ValueError(f"{res / 'bundle'} holds {len(paths)} fused_moe bundles, not one")
     bundle = load_bundle(paths[0])
+
+    def entry_of(_kernel: str, problem: dict[str, Any]) -> BundleEntry | None:
+        return exact_entry(bundle, FIELDS["fused_moe"], problem)
+
     reports = sorted((res / model).glob("*-tuned/report.json"))
     if not reports:
         raise ValueError(f"no {res / model}/*-tuned/report.json: give run.sh's RES and a model")
@@ -59,8 +62,8 @@ def rows(res: Path, model: str, share: float = 1.0) -> list[dict[str, Any]]:
             ]
             bound = amdahl(
                 shapes,
-                lambda k, p: _decided_triton(exact_entry(bundle, FIELDS, p)),
-                lambda k, p: exact_entry(bundle, FIELDS, p),
+                lambda k, p: _decided_triton(entry_of(k, p)),
+                entry_of,
                 lambda k, p: _scaled(floor_ms(bundle, p), share),
                 r["baseline_ms"] * 1e3,
             )
