@@ -394,6 +394,33 @@ def test_a_bundle_of_up_silu_results_swaps_the_gated_first_gemm(
     assert swap.runs_triton("fused_moe", {**up, "K": 128, "gemm": "down"})
 
 
+def test_the_first_gemm_form_follows_the_nearer_entry_per_token_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bundle of ``up`` results at 8 tokens and ``up_silu`` results at 512 (what the emitted
+    jobs of a prefill and a decode point hold): 8 tokens run the plain GEMM and silu_and_mul,
+    512 the gated GEMM; of equally near forms (64 tokens: 3 doublings from each) ``up_silu``."""
+    from workers.profiling import swap as swap_module
+
+    experts = {"E": 8, "topk": 2, "dtype": "float16", "N": 256, "K": 256}
+    up, gated = {**experts, "M": 8, "gemm": "up"}, {**experts, "M": 512, "gemm": "up_silu"}
+    passes: list[int] = []
+    real = swap_module.silu_and_mul
+
+    def counted(hidden: Any, out: Any) -> None:
+        passes.append(int(out.shape[0]))
+        real(hidden, out)
+
+    monkeypatch.setattr(swap_module, "silu_and_mul", counted)
+    entries = [{"problem": p, "backend": "triton"} for p in (up, gated)]
+    swap = _swapped_tiny_moe(_bundle("fused_moe", entries))
+    assert passes == [8 * 2]  # the swapped forward's 8 tokens x top 2 slots
+    assert [swap.ran("fused_moe", {**up, "M": m})["gemm"] for m in (1, 8, 64, 512, 8192)] == [
+        "up", "up", "up_silu", "up_silu", "up_silu",
+    ]  # fmt: skip
+    assert swap.ran("fused_moe", {**gated, "M": 4}) == up | {"M": 4}
+
+
 def test_a_bundle_of_down_sum_results_sums_the_slots_in_the_down_gemm(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

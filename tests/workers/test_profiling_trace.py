@@ -160,6 +160,19 @@ def test_an_moe_block_becomes_both_fused_moe_gemms_weighted_by_their_flops() -> 
     assert [p["gemm"] for p in job["problems"]] == ["up", "down_sum"]
 
 
+def test_an_moe_block_of_many_tokens_emits_the_gated_first_gemm() -> None:
+    """From GATED_MIN_TOKENS tokens the gate+up GEMM is ``up_silu`` (the activation in its
+    epilogue); one token fewer, ``up``."""
+    from workers.profiling.emit import GATED_MIN_TOKENS, moe_problems
+
+    for m, gemm in ((GATED_MIN_TOKENS, "up_silu"), (GATED_MIN_TOKENS - 1, "up")):
+        mapped = moe_problems(f"tunefleet.moe M={m} E=8 topk=2 hidden=256 ffn=128 dtype=bfloat16")
+        assert not isinstance(mapped, str)
+        assert [(p["gemm"], p["N"], share) for _, p, share in mapped] == [
+            (gemm, 256, 2 / 3), ("down_sum", 256, 1 / 3),
+        ]  # fmt: skip
+
+
 def test_transition_is_the_batch_from_which_on_launches_queue() -> None:
     rising = transition_batch({1: 8.0, 2: 9.0, 4: 12.0, 8: 20.0, 16: 40.0}, 8.0)
     assert rising.batch == 8 and rising.ratios[8] == 2.5

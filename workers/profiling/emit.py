@@ -6,11 +6,12 @@ dims, K, N), prefill SDPA (queries == keys) -> ``flash_attention`` (causal unles
 otherwise), decode SDPA (one query) -> ``paged_attention`` (context = keys, page size 16,
 ``cache=contiguous``: the built-in decoders keep each sequence's pages consecutive), rms_norm
 -> ``rmsnorm``, and an MoE expert block (its annotation, workers.profiling.trace.MOE_ANNOTATION)
--> two ``fused_moe`` problems, ``gemm=up`` (N = 2 x ffn, K = hidden: gate and up; the swapped block
-runs fused_moe's SiLU-and-mul kernel after it) and ``gemm=down_sum`` (N = hidden, K = ffn, each
-token's slots summed in the epilogue). ``up`` rather than ``up_silu``: on the H100 the activation
-in the epilogue tied at 64 tokens (0.995x,
-``benchmarks/results/moe_sweep/2026-12-07-ab2a496-h100-qwen``). A shape's weight is the GPU time
+-> two ``fused_moe`` problems, the gate+up GEMM (N = 2 x ffn, K = hidden) and ``gemm=down_sum``
+(N = hidden, K = ffn, each token's slots summed in the epilogue). The gate+up GEMM is ``up_silu``
+(SiLU(gate) * up in the epilogue) from :data:`GATED_MIN_TOKENS` tokens, else ``up`` (the swapped
+block runs fused_moe's SiLU-and-mul kernel after it): on the H100 at Qwen3-30B-A3B's dims the
+epilogue form was 1.044x and 1.065x the plain GEMM plus that kernel at 512 and 8192 tokens and tied
+at 64 (0.995x, ``benchmarks/results/moe_sweep/2026-12-07-ab2a496-h100-qwen``). A shape's weight is the GPU time
 of the kernels its call launched per forward (a CPU-only trace: the call's CPU time); an expert
 block's is split between its two GEMMs by their FLOPs (2:1). Problems are ordered by their share
 of the profiled forwards' time; a problem a kernel spec rejects (e.g. head_dim 80) is left out
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from search_spaces.errors import SpecError
+from search_spaces.kernels.fused_moe import GATED
 from search_spaces.problem import problem_key
 from search_spaces.registry import get_spec
 from workers.profiling.errors import ProfileError
@@ -36,6 +38,8 @@ from workers.profiling.trace import MOE_ANNOTATION, ShapeOp, Trace, kernels_by_s
 
 DTYPES = {"c10::BFloat16": "bfloat16", "c10::Half": "float16", "float": "float32"}
 PAGE_SIZE = 16
+#: From this many tokens an expert block's gate+up GEMM is emitted as ``up_silu`` (see module).
+GATED_MIN_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,9 @@ def moe_problems(name: str) -> Mapped | str:
     except (KeyError, ValueError):
         return f"{name}: not an MoE annotation (M=.. E=.. topk=.. hidden=.. ffn=.. dtype=..)"
     common = {"M": m, "E": e, "topk": topk, "dtype": dtype}
+    first = GATED if m >= GATED_MIN_TOKENS else "up"
     return [
-        ("fused_moe", {**common, "N": 2 * ffn, "K": hidden, "gemm": "up"}, 2 / 3),
+        ("fused_moe", {**common, "N": 2 * ffn, "K": hidden, "gemm": first}, 2 / 3),
         ("fused_moe", {**common, "N": hidden, "K": ffn, "gemm": "down_sum"}, 1 / 3),
     ]
 

@@ -4,9 +4,10 @@
 weight, plus the bias if any), every ``RMSNorm`` of workers.profiling.models (rmsnorm bundle, with
 the module's own eps and weight), every ``Attention`` (flash_attention bundle for prefill: causal,
 GQA, softmax scale 1/sqrt(head_dim) as the model's SDPA; paged_attention for decode over the
-model's paged cache) and every ``MoE`` expert block (fused_moe bundle: where it holds ``up_silu``
-results, the gate+up GEMM with SiLU(gate) * up in its epilogue, else the gate+up GEMM and
-fused_moe's silu_and_mul kernel; then the down GEMM with the routing weights applied in the kernel
+model's paged cache) and every ``MoE`` expert block (fused_moe bundle: per token count, where the
+bundle's ``up_silu`` results are as near as its ``up`` ones (:meth:`Swap.first_gemm`), the gate+up
+GEMM with SiLU(gate) * up in its epilogue, else the gate+up GEMM and fused_moe's silu_and_mul
+kernel; then the down GEMM with the routing weights applied in the kernel
 and, where both configs share BLOCK_SIZE_M, the first GEMM's expert alignment; slots summed per
 token, as the model's grouped_mm path: in the down GEMM's epilogue where the bundle holds
 ``down_sum`` results, else by torch after it). ``Swap.on`` chooses per call, so one model and one
@@ -54,6 +55,7 @@ from search_spaces.kernels.fused_moe import (
     launch_plan,
     silu_and_mul,
 )
+from search_spaces.problem import problem_distance
 from search_spaces.registry import get_spec
 from search_spaces.spec import split_launch_options
 from workers.profiling.errors import ProfileError
@@ -132,13 +134,12 @@ class Swap:
     #: (kernel, key) decided ``triton`` but kept on the model's op (an expert block on the
     #: per-expert loop whose other GEMM decided ``vendor``: the loop does not split in two).
     kept: set[tuple[str, tuple[Any, ...]]] = field(default_factory=set)
-    #: An expert block's first GEMM: ``up_silu`` where the fused_moe bundle holds results of it,
-    #: else ``up`` (set from the bundles).
-    moe_first: str = field(init=False, default="up")
     #: An expert block's down GEMM: ``down_sum`` where the fused_moe bundle holds results of it,
     #: else ``down`` (set from the bundles).
     moe_last: str = field(init=False, default="down")
     _plans: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    #: :meth:`first_gemm`'s answers, by the problem's values but ``gemm``.
+    _first: dict[tuple[Any, ...], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tables = {
@@ -146,8 +147,6 @@ class Swap:
         }
         moe = self.bundles.get("fused_moe")
         gemms = {e.problem.get("gemm") for e in moe.entries} if moe is not None else set()
-        if GATED in gemms:
-            self.moe_first = GATED
         if SUMMED in gemms:
             self.moe_last = SUMMED
 
@@ -179,15 +178,32 @@ class Swap:
         """The decision for the problem of values ``key`` (in FIELDS[kernel] order)."""
         return self.tables[kernel][key]
 
+    def first_gemm(self, problem: dict[str, Any]) -> str:
+        """An expert block's first GEMM for ``problem`` (its ``up`` or ``up_silu`` problem):
+        the form with the nearer fused_moe entry (:func:`problem_distance`, so per token count
+        where the bundle holds both), ``up_silu`` of equally near ones; ``up`` without either."""
+        moe = self.bundles.get("fused_moe")
+        key = tuple(problem[f] for f in FIELDS["fused_moe"] if f != "gemm")
+        form = self._first.get(key)
+        if form is None:
+            near = dict.fromkeys((GATED, "up"), math.inf)
+            for entry in moe.entries if moe is not None else ():
+                for gemm, best in near.items():
+                    asked = {**problem, "gemm": gemm}
+                    near[gemm] = min(best, problem_distance(asked, entry.problem))
+            form = GATED if near[GATED] < math.inf and near[GATED] <= near["up"] else "up"
+            self._first[key] = form
+        return form
+
     def ran(self, kernel: str, problem: dict[str, Any]) -> dict[str, Any]:
-        """The problem the swap runs for ``problem``: an expert block's first GEMM is ``up_silu``
-        where the fused_moe bundle holds such results, else ``up``; its last is ``down_sum``
-        where the bundle holds such results, else ``down``."""
+        """The problem the swap runs for ``problem``: an expert block's first GEMM is
+        :meth:`first_gemm`'s; its last is ``down_sum`` where the bundle holds such results, else
+        ``down``."""
         if kernel != "fused_moe":
             return problem
         gemm = problem.get("gemm")
         if gemm in FIRST_GEMMS:
-            return {**problem, "gemm": self.moe_first}
+            return {**problem, "gemm": self.first_gemm(problem)}
         if gemm in LAST_GEMMS:
             return {**problem, "gemm": self.moe_last}
         return problem
@@ -442,11 +458,11 @@ def _moe(swap: Swap, module: MoE) -> None:
     e, f2, h = module.w_up.shape
     f, topk = f2 // 2, module.top_k
     dtype = DTYPE_NAMES[module.w_up.dtype]
-    first, last = swap.moe_first, swap.moe_last
-    gated, summed = first == GATED, last == SUMMED
-    # Per token count: the first and the down GEMM's plans (None: the model's path for it) and
-    # the unit routing weights of the first GEMM.
-    plans: dict[int, tuple[PlannedLaunch | None, PlannedLaunch | None, torch.Tensor]] = {}
+    last = swap.moe_last
+    summed = last == SUMMED
+    # Per token count: the first and the down GEMM's plans (None: the model's path for it), the
+    # unit routing weights of the first GEMM and whether it is ``up_silu``.
+    plans: dict[int, tuple[PlannedLaunch | None, PlannedLaunch | None, torch.Tensor, bool]] = {}
 
     def experts(
         self: MoE, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
@@ -455,8 +471,11 @@ def _moe(swap: Swap, module: MoE) -> None:
             return original(x, ids, weights)
         m = x.shape[0]
         try:
-            up_plan, down_plan, ones = plans[m]
+            up_plan, down_plan, ones, gated = plans[m]
         except KeyError:
+            asked = {"M": m, "E": e, "topk": topk, "N": f2, "K": h, "dtype": dtype, "gemm": "up"}
+            first = swap.first_gemm(asked)
+            gated = first == GATED
             keys = (m, e, topk, f2, h, dtype, first), (m, e, topk, h, f, dtype, last)
             up, down = (swap.decision("fused_moe", key) for key in keys)
             run_up, run_down = up.triton, down.triton
@@ -476,7 +495,7 @@ def _moe(swap: Swap, module: MoE) -> None:
                 else None
             )
             ones = torch.ones(m, topk, dtype=torch.float32, device=x.device)
-            plans[m] = up_plan, down_plan, ones
+            plans[m] = up_plan, down_plan, ones, gated
         if up_plan is None and down_plan is None:
             return original(x, ids, weights)
         if up_plan is None:
