@@ -144,6 +144,8 @@ def test_the_table_notes_a_study_vendor_time_far_from_the_models_op() -> None:
 
 
 def test_the_moe_ceiling_recomputes_the_recorded_bound_and_claims_more() -> None:
+    from search_spaces.bundle import load_bundle
+
     res = BENCHMARKS / "results" / "deployment" / "2026-12-07-05364a5-h100-qwen-llama16384"
     res = res / "qwen3-30b-a3b-4"
     recorded = {
@@ -159,6 +161,22 @@ def test_the_moe_ceiling_recomputes_the_recorded_bound_and_claims_more() -> None
         assert r["ceiling"] is not None and r["ceiling"] < r["bound"] < 0
     for full, part in zip(rows, moe_ceiling.rows(res, "qwen3-30b-a3b", 0.95), strict=True):
         assert full["ceiling"] < part["ceiling"]  # 95% of the peaks allows less gain
+    # The layer bound: each block's share times (V_up + V_down) / (T_up + T_down).
+    (bundle_path,) = (res / "bundle").glob("fused_moe-*.json")
+    entries = {tuple(sorted(e.problem.items())): e for e in load_bundle(bundle_path).entries}
+    for path in sorted((res / "qwen3-30b-a3b").glob("*-tuned/report.json")):
+        report = json.loads(path.read_text())
+        for r in report["with_bundle"]["rows"]:
+            halves = [v for v in r["vendor_vs_model"] if v["kernel"] == "fused_moe"]
+            if len(halves) != 2:
+                continue
+            block_us = sum(v["model_ms"] for v in halves) * 1e3 * report["layers"]
+            found = [entries[tuple(sorted(v["problem"].items()))] for v in halves]
+            speedup = sum(e.vendor_ms for e in found) / sum(e.triton_ms for e in found)
+            (row,) = (x for x in rows if (x["phase"], x["batch"], x["mode"]) == (
+                r["phase"], r["batch"], r["mode"]))  # fmt: skip
+            want = -block_us * (1 - 1 / speedup) / (r["baseline_ms"] * 1e3)
+            assert row["layer_bound"] == pytest.approx(want, rel=1e-9)
 
 
 def test_bad_moe_ceiling_input_is_one_line_and_exit_2(

@@ -7,9 +7,12 @@ For reports recorded before the deployment table had its ceiling column. Per row
 ``vendor_vs_model`` list whose exact bundle entry decided ``triton`` (one call per MoE layer, so its GPU time per
 forward is the model op's ms times the report's layers), their entries in the ``fused_moe`` bundle
 under ``RES/bundle``, and workers.profiling.bound's ``amdahl`` with ``floor_ms``: prints the
-measured change, the bound those problems allow (the table's, where they are all it swapped) and
-the ceiling (the same problems at the device's roofline; with SHARE, a number in (0, 1], at that
-share of it: the floors divided by SHARE). Exit 2 on bad input (one line).
+measured change, the bound those problems allow (the table's, where they are all it swapped), the
+layer bound (the same with each block's time split between its GEMMs by their vendor times,
+workers.profiling.emit.measured_split: the block's share times its kernel speed-up; the table's
+bound for reports of profile runs that split so) and the ceiling (the same problems at the
+device's roofline; with SHARE, a number in (0, 1], at that share of it: the floors divided by
+SHARE). Exit 2 on bad input (one line).
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ def _scaled(floor: float | None, share: float) -> float | None:
 
 
 def rows(res: Path, model: str, share: float = 1.0) -> list[dict[str, Any]]:
-    """Per swapped row with fused_moe problems: phase, batch, mode, change, bound, ceiling."""
+    """Per swapped row with fused_moe problems: phase, batch, mode, change, bound, layer bound,
+    ceiling."""
     from search_spaces.bundle import load_bundle
     from workers.profiling.bound import amdahl, exact_entry, floor_ms
+    from workers.profiling.emit import HotShape, measured_split
     from workers.profiling.swap import FIELDS
+    from workers.profiling.trace import MOE_ANNOTATION
 
     paths = sorted((res / "bundle").glob("fused_moe-*.json"))
     if len(paths) != 1:
@@ -55,19 +61,31 @@ def rows(res: Path, model: str, share: float = 1.0) -> list[dict[str, Any]]:
     for path in reports:
         report = json.loads(path.read_text())
         for r in report["with_bundle"]["rows"]:
+            layers = report["layers"]
+            # One expert block per token count in a row: its two GEMMs share an op name.
             shapes = [
-                ("fused_moe", v["problem"], v["model_ms"] * 1e3 * report["layers"])
+                HotShape(
+                    "fused_moe",
+                    v["problem"],
+                    f"{MOE_ANNOTATION} M={v['problem']['M']}",
+                    v["model_ms"] * 1e3 * layers,
+                    layers,
+                )
                 for v in r["vendor_vs_model"]
                 if v["kernel"] == "fused_moe"
             ]
-            bound = amdahl(
-                shapes,
-                lambda k, p: _decided_triton(entry_of(k, p)),
-                entry_of,
-                lambda k, p: _scaled(floor_ms(bundle, p), share),
-                r["baseline_ms"] * 1e3,
+            split = measured_split(shapes, lambda k, p: getattr(entry_of(k, p), "vendor_ms", None))
+            bound, layer = (
+                amdahl(
+                    [(s.kernel, s.problem, s.weight_us) for s in these],
+                    lambda k, p: _decided_triton(entry_of(k, p)),
+                    entry_of,
+                    lambda k, p: _scaled(floor_ms(bundle, p), share),
+                    r["baseline_ms"] * 1e3,
+                )
+                for these in (shapes, split)
             )
-            if bound is not None:
+            if bound is not None and layer is not None:
                 out.append(
                     {
                         "phase": r["phase"],
@@ -75,6 +93,7 @@ def rows(res: Path, model: str, share: float = 1.0) -> list[dict[str, Any]]:
                         "mode": r["mode"],
                         "change": r["change"],
                         "bound": bound.change,
+                        "layer_bound": layer.change,
                         "ceiling": bound.ceiling,
                     }
                 )
@@ -97,13 +116,13 @@ def main(argv: list[str]) -> int:
     except (ValueError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("| phase | batch | mode | change | bound | ceiling | best speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    print("| phase | batch | mode | change | bound | layer bound | ceiling | best speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in found:
         best = "-" if r["ceiling"] is None else f"{1 / (1 + r['ceiling']):.3f}x"
         print(
             f"| {r['phase']} | {r['batch']} | {r['mode']} | {_pct(r['change'])} "
-            f"| {_pct(r['bound'])} | {_pct(r['ceiling'])} | {best} |"
+            f"| {_pct(r['bound'])} | {_pct(r['layer_bound'])} | {_pct(r['ceiling'])} | {best} |"
         )
     return 0
 

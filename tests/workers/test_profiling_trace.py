@@ -173,6 +173,47 @@ def test_an_moe_block_of_many_tokens_emits_the_gated_first_gemm() -> None:
         ]  # fmt: skip
 
 
+def test_an_moe_block_is_split_by_its_vendor_times_so_its_bound_is_the_layers() -> None:
+    """Where both halves of a block have vendor times, the block's time is split by them (not
+    2:1) and the bound over the halves is the block's share times (V_up + V_down) / (T_up +
+    T_down); a block with one vendor time, and other kernels, keep their weights."""
+    from search_spaces.bundle import BundleEntry
+    from workers.profiling.bound import amdahl
+    from workers.profiling.emit import HotShape, measured_split
+
+    def block(m: int) -> tuple[str, dict, dict]:
+        op = f"tunefleet.moe M={m} E=8 topk=2 hidden=256 ffn=128 dtype=bfloat16"
+        common = {"M": m, "E": 8, "topk": 2, "dtype": "bfloat16"}
+        up = {**common, "N": 256, "K": 256, "gemm": "up"}
+        return op, up, {**common, "N": 256, "K": 128, "gemm": "down_sum"}
+
+    (op, up, down), (op2, up2, down2) = block(16), block(32)
+    mm = {"M": 16, "N": 64, "K": 64, "dtype": "bfloat16"}
+    shapes = [
+        HotShape("fused_moe", up, op, 200.0, 4), HotShape("fused_moe", down, op, 100.0, 4),
+        HotShape("matmul", mm, "aten::mm", 50.0, 1),
+        HotShape("fused_moe", up2, op2, 20.0, 4), HotShape("fused_moe", down2, op2, 10.0, 4),
+    ]  # fmt: skip
+    times = {  # (vendor_ms, triton_ms)
+        str(up): (1.0, 0.5), str(down): (3.0, 1.0), str(mm): (1.0, 1.0), str(up2): (1.0, 0.5),
+    }  # fmt: skip
+    split = measured_split(shapes, lambda k, p: times.get(str(p), (None,))[0])
+    assert [s.weight_us for s in split] == [75.0, 225.0, 50.0, 20.0, 10.0]
+    assert [s.problem for s in split] == [s.problem for s in shapes]
+
+    def entry(_k: str, p: dict) -> BundleEntry | None:
+        if str(p) not in times:
+            return None
+        vendor_ms, triton_ms = times[str(p)]
+        return BundleEntry(p, {}, vendor_ms=vendor_ms, triton_ms=triton_ms)
+
+    bound = amdahl(
+        [(s.kernel, s.problem, s.weight_us) for s in split[:2]],
+        lambda k, p: True, entry, lambda k, p: None, 1000.0,
+    )  # fmt: skip
+    assert bound is not None and bound.change == pytest.approx(-300 * (1 - 1.5 / 4.0) / 1000)
+
+
 def test_transition_is_the_batch_from_which_on_launches_queue() -> None:
     rising = transition_batch({1: 8.0, 2: 9.0, 4: 12.0, 8: 20.0, 16: 40.0}, 8.0)
     assert rising.batch == 8 and rising.ratios[8] == 2.5

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,29 @@ def hot_shapes(trace: Trace) -> tuple[list[HotShape], list[str]]:
     ]
     shapes.sort(key=lambda s: -s.weight_us)
     return shapes, sorted(skipped)
+
+
+def measured_split(
+    shapes: Sequence[HotShape], vendor_ms: Callable[[str, dict[str, Any]], float | None]
+) -> list[HotShape]:
+    """``shapes`` with each MoE expert block's GPU time split between its two GEMM problems by
+    their vendor times (``vendor_ms``: each half as its study timed the vendor path) where both
+    have one, in place of the FLOP split (2:1, a guess: the down GEMM's half also scatters and
+    sums the slots); other shapes, and blocks without both times, as they are. A per-problem bound
+    on this split is the layer's share times the layer's kernel speed-up."""
+    halves: dict[str, list[int]] = defaultdict(list)
+    for i, shape in enumerate(shapes):
+        if shape.op.startswith(MOE_ANNOTATION):
+            halves[shape.op].append(i)
+    out = list(shapes)
+    for pair in halves.values():
+        times = [t for i in pair if (t := vendor_ms(shapes[i].kernel, shapes[i].problem))]
+        if len(pair) != 2 or len(times) != 2:
+            continue
+        block = sum(shapes[i].weight_us for i in pair)
+        for i, t in zip(pair, times, strict=True):
+            out[i] = replace(shapes[i], weight_us=block * t / sum(times))
+    return out
 
 
 #: (kernel, objective, job mapping, ranking: each problem's share of time and where it was seen)

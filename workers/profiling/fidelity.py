@@ -10,8 +10,9 @@ trace whose bundle entry (exact) holds a vendor time, :func:`vendor_vs_model` co
 GPU time per call with that vendor time; a ratio outside ``1 +- tolerance`` is flagged.
 
 The model's time is the trace's kernel time of the ops mapped to the problem, per call (for an
-MoE block, the block's time split over its two GEMM problems as workers.profiling.emit splits it:
-an estimate). ``profile`` compares on GPU traces only: a CPU trace holds the ops' host times
+MoE block, the block's time split over its two GEMM problems by their vendor times where both
+entries hold one, workers.profiling.emit.measured_split, so both halves show the block's ratio;
+else by FLOPs as emitted: an estimate). ``profile`` compares on GPU traces only: a CPU trace holds the ops' host times
 under the profiler, several times what the same ops take untraced.
 """
 

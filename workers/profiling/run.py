@@ -5,8 +5,9 @@ analysed by workers.profiling.trace, the eager trace's hot shapes; per phase the
 transition; optionally (``bundle``) the same forwards with tuned kernels swapped in where the
 bundle decides ``triton``, timed in the same rounds as the baseline, after the same-function check
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
-workers.profiling.bound where the eager trace gives the swapped problems' share (the studies'
-kernel speed-ups) with its ceiling (the same problems at the device's roofline) and, where the
+workers.profiling.bound where the eager trace gives the swapped problems' share (an MoE block's
+time split between its two GEMMs by their vendor times where the bundle has both:
+workers.profiling.emit.measured_split; the studies' kernel speed-ups) with its ceiling (the same problems at the device's roofline) and, where the
 all-swapped eager forward was traced, the in-model figure beside it (the traces' GPU kernel time
 per forward), and per hot shape with a vendor time in its bundle
 entry the study's vendor time against the model's own op (workers.profiling.fidelity). An eager point
@@ -28,14 +29,21 @@ import json
 import os
 import shutil
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search_spaces.device_identity import gpu_class, interpreter_class
 from workers.profiling.bound import amdahl, exact_entry, floor_ms, in_model
 from workers.profiling.check import ERROR_FLOOR, MAX_ERROR_RATIO, max_rel_error, refusal
-from workers.profiling.emit import HotShape, PointShapes, hot_shapes, job_documents, write_jobs
+from workers.profiling.emit import (
+    HotShape,
+    PointShapes,
+    hot_shapes,
+    job_documents,
+    measured_split,
+    write_jobs,
+)
 from workers.profiling.errors import ProfileError
 from workers.profiling.fidelity import vendor_vs_model
 from workers.profiling.trace import (
@@ -49,6 +57,7 @@ from workers.profiling.trace import (
 )
 
 if TYPE_CHECKING:
+    from search_spaces.bundle import BundleEntry
     from workers.profiling.models import Workload
 
 #: What a with-bundle row says where the policy keeps every op on the vendor path.
@@ -84,6 +93,15 @@ def _runs_under(swap: Any, kept: bool, lean: bool) -> Any:
     if lean:
         return lambda k, p: k in FEWER_LAUNCHES and swap.runs_triton(k, p)
     return lambda k, p: False
+
+
+def _exact(swap: Any, kernel: str, problem: dict[str, Any]) -> BundleEntry | None:
+    """The swap's bundle entry for exactly ``problem``; None without one (or without a bundle of
+    ``kernel`` it can swap)."""
+    from workers.profiling.swap import FIELDS
+
+    bundle, fields = swap.bundles.get(kernel), FIELDS.get(kernel)
+    return None if bundle is None or fields is None else exact_entry(bundle, fields, problem)
 
 
 def launch_bound(mode: Mode, graph_over_eager: float | None) -> bool:
@@ -216,7 +234,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
     if options.bundle is not None:
         import torch
 
-        from workers.profiling.swap import FIELDS, install, load_bundles
+        from workers.profiling.swap import install, load_bundles
 
         if capture.cuda(options.device):
             props = torch.cuda.get_device_properties(torch.device(options.device))
@@ -331,13 +349,17 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 swapped_trace, swapped_kernel_us = _swapped_trace(
                     timed, options, f"{phase.value}-b{batch}"
                 )
+                # The problems as the swap runs them, each MoE block split by vendor times.
+                split = measured_split(
+                    [replace(h, problem=swap.ran(h.kernel, h.problem)) for h in found],
+                    lambda k, p: getattr(_exact(swap, k, p), "vendor_ms", None),
+                )
                 # a CPU trace has host times under the profiler, not kernel times: no comparison
                 versus = [
                     asdict(v)
                     for v in vendor_vs_model(
-                        [(h.kernel, h.problem, h.weight_us, h.calls) for h in found
-                         if h.kernel in swap.bundles],
-                        lambda k, p: exact_entry(swap.bundles[k], FIELDS[k], p),
+                        [(h.kernel, h.problem, h.weight_us, h.calls) for h in split],
+                        lambda k, p: _exact(swap, k, p),
                     )
                 ] if capture.cuda(options.device) else []  # fmt: skip
                 for mode in modes:
@@ -348,9 +370,9 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                     kept = launch_bound(mode, ratio)
                     lean = by.get(("lean", mode)) if kept else None
                     bound = amdahl(
-                        [(s.kernel, swap.ran(s.kernel, s.problem), s.weight_us) for s in found],
+                        [(s.kernel, s.problem, s.weight_us) for s in split],
                         _runs_under(swap, kept, lean is not None),
-                        lambda k, p: exact_entry(swap.bundles[k], FIELDS[k], p),
+                        lambda k, p: _exact(swap, k, p),
                         lambda k, p: floor_ms(swap.bundles[k], p),
                         base * 1e3,
                     )
