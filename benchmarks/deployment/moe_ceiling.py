@@ -60,8 +60,8 @@ def rows(res: Path, model: str, share: float = 1.0) -> list[dict[str, Any]]:
     out = []
     for path in reports:
         report = json.loads(path.read_text())
+        layers = report["layers"]
         for r in report["with_bundle"]["rows"]:
-            layers = report["layers"]
             # One expert block per token count in a row: its two GEMMs share an op name.
             shapes = [
                 HotShape(

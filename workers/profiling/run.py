@@ -7,10 +7,11 @@ bundle decides ``triton``, timed in the same rounds as the baseline, after the s
 of workers.profiling.check (a refused point is not timed), with the Amdahl bound of
 workers.profiling.bound where the eager trace gives the swapped problems' share (an MoE block's
 time split between its two GEMMs by their vendor times where the bundle has both:
-workers.profiling.emit.measured_split; the studies' kernel speed-ups) with its ceiling (the same problems at the device's roofline) and, where the
-all-swapped eager forward was traced, the in-model figure beside it (the traces' GPU kernel time
-per forward), and per hot shape with a vendor time in its bundle
-entry the study's vendor time against the model's own op (workers.profiling.fidelity). An eager point
+workers.profiling.emit.measured_split; the studies' kernel speed-ups) with its ceiling (the same
+problems at the device's roofline) and, where the all-swapped eager forward was traced, the
+in-model figure beside it (the traces' GPU kernel time per forward), and per hot shape with a
+vendor time in its bundle entry the study's vendor time against the model's own op
+(workers.profiling.fidelity). An eager point
 that is launch-bound (:func:`launch_bound`) keeps the vendor path for every op except the
 kernels whose swapped path launches fewer kernels than the ops it replaces
 (:data:`FEWER_LAUNCHES`, timed as their own eager variant in the same rounds): its
