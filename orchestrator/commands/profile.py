@@ -263,7 +263,8 @@ def render_swap(tuned: dict[str, Any]) -> None:
                 differ[f"{r['phase']} b{r['batch']} {describe(v)}"] = None
     con.print(t)
     con.print(
-        "A/A: the baseline timed again, last in each round (the rounds' noise); bound: the change "
+        "A/A: the baseline timed again, last in each round (the rounds' noise; a graph from a "
+        "second capture); bound: the change "
         "the studies' kernel speed-ups allow; ceiling: the same kernels at the device's roofline; "
         f"same-function check: {tuned['error_rule']}"
     )

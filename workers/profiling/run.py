@@ -17,8 +17,9 @@ kernels whose swapped path launches fewer kernels than the ops it replaces
 (:data:`FEWER_LAUNCHES`, timed as their own eager variant in the same rounds): its
 swapped latency is that variant's (the baseline's where the bundle has none of those kernels), and
 the row keeps the measured all-swapped time beside the policy. The baseline's forwards are timed
-once more, last in each round: a row's ``aa_change`` (that second baseline over the first) is the
-noise of its rounds, beside the swap's ``change``. The same-function check runs on the
+once more, last in each round (a graph from its own capture, as the swapped forward's is): a
+row's ``aa_change`` (that second baseline over the first) is the noise of its rounds, beside the
+swap's ``change``. The same-function check runs on the
 all-swapped forward. Traces land under
 ``out/traces``, plots and ``report.json`` in ``out``.
 """
@@ -288,9 +289,15 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                         )
                         notes += [f"{where} (launch-saving kernels only): {why}" for why in failed]
                         timed += [("lean", m, f) for m, f in lean_fwds.items()]
-                    # the baseline's callables again, last in each round: their change over the
-                    # baseline is the rounds' own noise (slot position included), the A/A figure
-                    timed += [("again", m, f) for m, f in fwds.items()]
+                    # the baseline again, last in each round: its change over the baseline is the
+                    # A/A figure, the rounds' own noise (slot position included); a graph is
+                    # captured afresh, as the swapped one is, so capture-to-capture noise counts too
+                    again_fwds, again_graphs, failed = capture.forwards_for(
+                        fn, modes, options.device
+                    )
+                    notes += [f"{where} (A/A): {why}" for why in failed]
+                    graphs += again_graphs
+                    timed += [("again", m, f) for m, f in again_fwds.items()]
             latencies = capture.time_interleaved(
                 [f for _, _, f in timed], options.device, options.runs
             )
