@@ -116,7 +116,7 @@ def test_a_signal_on_tune_cancels_or_requeues_never_fails(
         (study,) = repository.studies_for_job(s, job_id)
         (crash,) = repository.trials_for_study(s, study.id)
     assert crash.outcome.value == "crash" and crash.provisional  # the finished trial is kept
-    assert job.status is left
+    assert job.status is left, f"tune exited {proc.returncode}: {err[-2000:]}"
     if sig is signal.SIGINT:
         assert proc.returncode == 130, err
         assert "Ctrl-C" in (job.error or "")
