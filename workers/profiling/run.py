@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -212,6 +213,29 @@ def _same_function(
     }
 
 
+@dataclass
+class _Rounds:
+    """The forwards one point times in the same rounds, each under its kind ("base", "tuned",
+    "lean", "again"), and the CUDA graphs they replay (kept alive while they are timed); a mode
+    whose capture failed is left out, with a note in ``notes``."""
+
+    device: str
+    where: str
+    notes: list[str]
+    forwards: list[tuple[str, Mode, Any]] = field(default_factory=list)
+    graphs: list[Any] = field(default_factory=list)
+
+    def add(self, kind: str, fn: Any, modes: Sequence[Mode], label: str = "") -> dict[Mode, Any]:
+        """``fn``'s callable per mode (a graph captured now) added under ``kind``; returned."""
+        from workers.profiling import capture
+
+        got, graphs, failed = capture.forwards_for(fn, modes, self.device)
+        self.notes += [f"{self.where}{label}: {why}" for why in failed]
+        self.graphs += graphs
+        self.forwards += [(kind, m, f) for m, f in got.items()]
+        return got
+
+
 def profile(options: ProfileOptions) -> dict[str, Any]:
     """Run the whole profile (see module) and return the report (also written as report.json)."""
     from workers.profiling import capture
@@ -262,9 +286,8 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
         for batch in options.batches:
             fn = workload.forward_for(phase, batch, options.seq)
             where = f"{phase.value} batch {batch}"
-            fwds, graphs, failed = capture.forwards_for(fn, modes, options.device)
-            notes += [f"{where}: {why}" for why in failed]
-            timed: list[tuple[str, Mode, Any]] = [("base", m, f) for m, f in fwds.items()]
+            rounds = _Rounds(options.device, where, notes)
+            fwds = rounds.add("base", fn, modes)
             check: dict[str, Any] = {}
             if swap is not None and twin is not None:
                 tuned = _switched_on(swap, fn)
@@ -277,27 +300,19 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                 if check["refused"]:
                     notes.append(f"{where}: swap refused: {check['refused']}")
                 else:
-                    tuned_fwds, tuned_graphs, failed = capture.forwards_for(
-                        tuned, modes, options.device
-                    )
-                    notes += [f"{where} (tuned): {why}" for why in failed]
-                    graphs += tuned_graphs
-                    timed += [("tuned", m, f) for m, f in tuned_fwds.items()]
+                    rounds.add("tuned", tuned, modes, " (tuned)")
                     if Mode.EAGER in modes and FEWER_LAUNCHES & set(swap.bundles):
-                        lean_fwds, _, failed = capture.forwards_for(
-                            _switched_on(swap, fn, FEWER_LAUNCHES), (Mode.EAGER,), options.device
+                        rounds.add(
+                            "lean",
+                            _switched_on(swap, fn, FEWER_LAUNCHES),
+                            (Mode.EAGER,),
+                            " (launch-saving kernels only)",
                         )
-                        notes += [f"{where} (launch-saving kernels only): {why}" for why in failed]
-                        timed += [("lean", m, f) for m, f in lean_fwds.items()]
                     # the baseline again, last in each round: its change over the baseline is the
                     # A/A figure, the rounds' own noise (slot position included); a graph is
                     # captured afresh, as the swapped one is, so capture-to-capture noise counts too
-                    again_fwds, again_graphs, failed = capture.forwards_for(
-                        fn, modes, options.device
-                    )
-                    notes += [f"{where} (A/A): {why}" for why in failed]
-                    graphs += again_graphs
-                    timed += [("again", m, f) for m, f in again_fwds.items()]
+                    rounds.add("again", fn, modes, " (A/A)")
+            timed = rounds.forwards
             latencies = capture.time_interleaved(
                 [f for _, _, f in timed], options.device, options.runs
             )
@@ -404,7 +419,7 @@ def profile(options: ProfileOptions) -> dict[str, Any]:
                             "vendor_vs_model": versus,
                         }
                     )
-            del fwds, graphs, timed
+            del fwds, rounds, timed
             capture.release(options.device)
     transitions = {}
     for phase in options.phases:
